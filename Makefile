@@ -1,0 +1,29 @@
+# One-command set-up: `make demo` and `make test` both create .venv on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip >/dev/null
+	# torch first and exactly pinned so pip takes the CPU wheel instead of a CUDA build
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/adatune tune --workload dense-1024 --tuner xgb --trials 64 --log demo.jsonl --reference
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.tune_workloads
+
+clean:
+	rm -rf $(VENV) *.egg-info
