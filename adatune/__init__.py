@@ -1,0 +1,31 @@
+"""adatune: adaptive, fast auto-tuning of tensor programs on Apache TVM 0.27.
+
+AutoTVM-style use::
+
+    task = adatune.task.create("dense.x86", args=(1024, 1024, 1024, "float32"), target=adatune.target.host())
+    option = adatune.measure_option(builder=adatune.LocalBuilder(), runner=adatune.LocalRunner(number=5, repeat=3))
+    tuner = adatune.tuners.XGBTuner(task)
+    tuner.tune(n_trial=200, measure_option=option, callbacks=[adatune.callback.log_to_file("dense.jsonl")])
+"""
+from . import callback, records, space, target, task
+from .dispatch import apply_history_best
+from .measure import (LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult, ReplayRunner,
+                      measure_option)
+from .records import load_from_file, pick_best
+from .task import get_config, template
+
+__all__ = ["callback", "records", "space", "target", "task", "template", "get_config", "apply_history_best",
+           "LocalBuilder", "LocalRunner", "ReplayRunner", "MeasureErrorNo", "MeasureInput", "MeasureResult",
+           "measure_option", "load_from_file", "pick_best", "tuners", "cost_models", "optimizers", "templates"]
+
+__version__ = "0.1.0"
+
+_LAZY = {"tuners", "cost_models", "optimizers", "templates", "workloads", "samplers"}
+
+
+def __getattr__(name: str):  # heavy subpackages load on first use, keeping worker start-up light
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'adatune' has no attribute {name!r}")

@@ -1,0 +1,5 @@
+"""Cost models: predict which unmeasured configs are fast."""
+from ._base import CostModel
+from ._xgb import XGBoostCostModel, average_recall_score
+
+__all__ = ["CostModel", "XGBoostCostModel", "average_recall_score"]

@@ -1,0 +1,9 @@
+"""Measurement: builders, runners, results and ``measure_option``."""
+from ._builder import Builder, LocalBuilder, NoBuilder
+from ._option import MeasureOption, measure_option
+from ._replay import ReplayRunner
+from ._runner import LocalRunner, Runner
+from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+
+__all__ = ["Builder", "LocalBuilder", "NoBuilder", "Runner", "LocalRunner", "ReplayRunner", "MeasureOption",
+           "measure_option", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult"]

@@ -1,0 +1,115 @@
+"""Builders: turn measure inputs into shared libraries.
+
+``LocalBuilder`` keeps a warm, persistent pool of worker processes: TVM 0.27's own LocalBuilder starts
+fresh processes on every call and pays 20-40 s of imports each time. Templates are instantiated in the
+parent (a few ms), only the scheduled IRModule travels to the worker.
+"""
+from __future__ import annotations
+
+import abc
+import shutil
+import tempfile
+import time
+from typing import Sequence
+
+from tvm.support.popen_pool import PopenPoolExecutor
+
+from . import _worker
+from ._types import BuildResult, MeasureErrorNo, MeasureInput
+
+__all__ = ["Builder", "LocalBuilder", "NoBuilder"]
+
+
+class Builder(abc.ABC):
+    """Builds a batch of candidates; failures come back as ``BuildResult`` errors, never as exceptions."""
+
+    @abc.abstractmethod
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        ...
+
+    def close(self) -> None:
+        """Release worker processes and temporary files."""
+
+
+class NoBuilder(Builder):
+    """For runners that need no artifact (the replay runner)."""
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        return [BuildResult(None) for _ in inputs]
+
+
+def _instantiate(inp: MeasureInput) -> tuple[object | None, str]:
+    try:
+        sch, _ = inp.task.instantiate(inp.config)
+        return sch.mod, ""
+    except Exception as err:  # noqa: BLE001 - a bad config is a result
+        return None, f"{type(err).__name__}: {err}"
+
+
+class LocalBuilder(Builder):
+    """Compile candidates in ``n_parallel`` warm worker processes, each build limited to ``timeout`` s."""
+
+    def __init__(self, timeout: float = 30.0, n_parallel: int = 2, maximum_process_uses: int = 500):
+        if timeout <= 0 or n_parallel < 1:
+            raise ValueError(f"LocalBuilder needs timeout > 0 and n_parallel >= 1 (got {timeout}, {n_parallel})")
+        self.timeout = float(timeout)
+        self.n_parallel = int(n_parallel)
+        self._maximum_process_uses = maximum_process_uses
+        self._pool: PopenPoolExecutor | None = None
+        self._dir = tempfile.mkdtemp(prefix="adatune-build-")
+
+    @property
+    def pool(self) -> PopenPoolExecutor:
+        if self._pool is None:
+            self._pool = PopenPoolExecutor(max_workers=self.n_parallel, timeout=self.timeout,
+                                           initializer=_worker.warm_up,
+                                           maximum_process_uses=self._maximum_process_uses)
+        return self._pool
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        results: list[BuildResult | None] = [None] * len(inputs)
+        jobs = []
+        for i, inp in enumerate(inputs):
+            t0 = time.perf_counter()
+            mod, err = _instantiate(inp)
+            if mod is None:
+                results[i] = BuildResult(None, MeasureErrorNo.INSTANTIATION_ERROR, err, time.perf_counter() - t0)
+                continue
+            target = inp.task.target
+            host = target.host.export() if target.host is not None else None
+            tjson = dict(target.export())
+            tjson.pop("host", None)
+            jobs.append((i, t0, self.pool.submit(_worker.build_candidate, mod, tjson, host, self._dir)))
+        for i, t0, fut in jobs:
+            results[i] = self._collect(fut, t0)
+        return [r for r in results if r is not None]
+
+    def _collect(self, fut: object, t0: float) -> BuildResult:
+        try:
+            out = fut.result()  # type: ignore[attr-defined]
+        except TimeoutError:
+            return BuildResult(None, MeasureErrorNo.BUILD_TIMEOUT,
+                               f"build did not finish within {self.timeout:g} s", time.perf_counter() - t0)
+        except ChildProcessError as err:
+            return BuildResult(None, MeasureErrorNo.COMPILE_HOST, f"build worker crashed: {err}",
+                               time.perf_counter() - t0)
+        except Exception as err:  # noqa: BLE001
+            return BuildResult(None, MeasureErrorNo.UNKNOWN_ERROR, f"{type(err).__name__}: {err}",
+                               time.perf_counter() - t0)
+        if "error" in out:
+            kind = MeasureErrorNo.COMPILE_DEVICE if out["error"] == "compile_device" else MeasureErrorNo.COMPILE_HOST
+            return BuildResult(None, kind, out["msg"], time.perf_counter() - t0)
+        return BuildResult(out["path"], MeasureErrorNo.NO_ERROR, "", time.perf_counter() - t0)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+

@@ -1,0 +1,102 @@
+"""What goes into a measurement and what comes out of it."""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..space import ConfigEntity
+    from ..task import Task
+
+__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult"]
+
+
+class MeasureErrorNo(enum.IntEnum):
+    """Why a candidate has no valid timing (AutoTVM's numbering)."""
+
+    NO_ERROR = 0
+    INSTANTIATION_ERROR = 1  # the template raised for this config
+    COMPILE_HOST = 2  # lowering / LLVM codegen / linking failed
+    COMPILE_DEVICE = 3  # device codegen (CUDA, nvcc) failed
+    RUNTIME_DEVICE = 4  # the kernel crashed, or no device to run on
+    WRONG_ANSWER = 5  # output differs from the reference
+    BUILD_TIMEOUT = 6
+    RUN_TIMEOUT = 7
+    UNKNOWN_ERROR = 8
+
+
+@dataclass
+class MeasureInput:
+    """One candidate: a task and one of its configs."""
+
+    task: "Task"
+    config: "ConfigEntity"
+
+    @property
+    def target(self) -> Any:
+        return self.task.target
+
+
+@dataclass
+class BuildResult:
+    """A built artifact (a shared library path) or the reason there is none."""
+
+    filename: str | None
+    error_no: MeasureErrorNo = MeasureErrorNo.NO_ERROR
+    error_msg: str = ""
+    time_cost: float = 0.0
+
+
+@dataclass
+class MeasureResult:
+    """Timings of one candidate.
+
+    ``costs`` are seconds per run (one value per repeat or micro-batch); ``all_cost`` is the wall-clock this
+    candidate cost the tuner (build plus measurement); ``runs`` is how many kernel runs were timed and
+    ``cv`` the final coefficient of variation when the adaptive evaluator decided when to stop.
+    """
+
+    costs: tuple[float, ...]
+    error_no: MeasureErrorNo
+    all_cost: float
+    timestamp: float
+    error_msg: str = ""
+    build_time: float = 0.0
+    run_time: float = 0.0
+    runs: int = 0
+    cv: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_no == MeasureErrorNo.NO_ERROR and len(self.costs) > 0
+
+    @property
+    def mean_cost(self) -> float:
+        return sum(self.costs) / len(self.costs) if self.ok else math.inf
+
+    def flops(self, task_flop: float) -> float:
+        """Throughput in FLOP/s (0 for a failed candidate)."""
+        return task_flop / self.mean_cost if self.ok and self.mean_cost > 0 else 0.0
+
+    def to_json(self) -> dict:
+        out = {"costs": list(self.costs), "error_no": int(self.error_no), "all_cost": self.all_cost,
+               "timestamp": self.timestamp, "build_time": self.build_time, "run_time": self.run_time,
+               "runs": self.runs}
+        if self.error_msg:
+            out["error_msg"] = self.error_msg[-2000:]
+        if self.cv is not None:
+            out["cv"] = self.cv
+        if self.extra:
+            out["extra"] = self.extra
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> "MeasureResult":
+        return cls(costs=tuple(float(c) for c in d["costs"]), error_no=MeasureErrorNo(int(d["error_no"])),
+                   all_cost=float(d["all_cost"]), timestamp=float(d["timestamp"]),
+                   error_msg=d.get("error_msg", ""), build_time=float(d.get("build_time", 0.0)),
+                   run_time=float(d.get("run_time", 0.0)), runs=int(d.get("runs", 0)), cv=d.get("cv"),
+                   extra=d.get("extra", {}))

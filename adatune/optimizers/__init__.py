@@ -1,0 +1,5 @@
+"""Model optimizers: search the config space for what the cost model scores best."""
+from ._base import ModelOptimizer, ScoreFn
+from ._sa import SimulatedAnnealingOptimizer, random_walk_batch
+
+__all__ = ["ModelOptimizer", "ScoreFn", "SimulatedAnnealingOptimizer", "random_walk_batch"]

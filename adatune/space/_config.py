@@ -1,0 +1,252 @@
+"""Config spaces and config entities.
+
+``ConfigSpace`` collects knobs while a template runs once; ``ConfigEntity`` is one point of the space and
+replays the same template with chosen values. Indexing is AutoTVM's mixed radix: the first knob defined is
+the least significant digit, so ``index = sum(k_i * prod(len(knob_j) for j < i))``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ._knobs import (AnnotateSpace, KnobSpace, OtherOptionSpace, ReorderSpace, SplitSpace,
+                     extent_of)
+
+__all__ = ["ConfigSpace", "ConfigEntity", "FallbackConfig"]
+
+
+def _loop_count(loops_or_n: Any) -> int:
+    return int(loops_or_n) if isinstance(loops_or_n, int) else len(list(loops_or_n))
+
+
+class _ConfigBase:
+    """What templates see through ``adatune.get_config()``: ``define_*`` calls and ``cfg[name]``."""
+
+    is_fallback = False
+
+    def __init__(self) -> None:
+        self.flop: float = 0.0
+
+    def add_flop(self, flop: float) -> None:
+        """Let a template state its FLOP count (otherwise TVM's TIR estimate is used)."""
+        self.flop += float(flop)
+
+    # The define_* methods are overridden by ConfigSpace; a ConfigEntity only checks the knob exists.
+    def define_split(self, name: str, axis: Any, *, sch: Any = None, policy: str = "factors",
+                     num_outputs: int = 2, max_factor: int | None = None,
+                     filter: Callable | None = None, candidate: Sequence | None = None) -> None:
+        self._check_defined(name)
+
+    def define_reorder(self, name: str, loops: Any, policy: str = "all",
+                       candidate: Sequence | None = None) -> None:
+        self._check_defined(name)
+
+    def define_annotate(self, name: str, loops: Any, policy: Any = "try_unroll") -> None:
+        self._check_defined(name)
+
+    def define_knob(self, name: str, candidates: Sequence[Any]) -> None:
+        self._check_defined(name)
+
+    def multi_filter(self, filter: Callable[["ConfigEntity"], bool]) -> None:
+        """Restrict the space to configs for which ``filter(config)`` is true."""
+
+    def _check_defined(self, name: str) -> None:
+        raise NotImplementedError
+
+    def __getitem__(self, name: str) -> Any:
+        raise NotImplementedError
+
+
+class ConfigSpace(_ConfigBase):
+    """All knobs of a task. Built by running the template once; then indexable like a sequence."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.space_map: dict[str, KnobSpace] = {}
+        self._filters: list[Callable[[ConfigEntity], bool]] = []
+        self._radix: list[int] = []
+
+    # -- definition (called from templates) -------------------------------------------------------
+    def _add(self, name: str, knob: KnobSpace) -> None:
+        if name in self.space_map:
+            raise ValueError(f"knob {name!r} is defined twice in this template")
+        self.space_map[name] = knob
+        self._radix = [len(k) for k in self.space_map.values()]
+
+    def define_split(self, name: str, axis: Any, *, sch: Any = None, policy: str = "factors",
+                     num_outputs: int = 2, max_factor: int | None = None,
+                     filter: Callable | None = None, candidate: Sequence | None = None) -> None:
+        self._add(name, SplitSpace(extent_of(axis, sch), num_outputs=num_outputs, policy=policy,
+                                   max_factor=max_factor, filter=filter, candidate=candidate))
+
+    def define_reorder(self, name: str, loops: Any, policy: str = "all",
+                       candidate: Sequence | None = None) -> None:
+        self._add(name, ReorderSpace(_loop_count(loops), policy=policy, candidate=candidate))
+
+    def define_annotate(self, name: str, loops: Any, policy: Any = "try_unroll") -> None:
+        self._add(name, AnnotateSpace(_loop_count(loops), policy=policy))
+
+    def define_knob(self, name: str, candidates: Sequence[Any]) -> None:
+        self._add(name, OtherOptionSpace(list(candidates)))
+
+    def multi_filter(self, filter: Callable[["ConfigEntity"], bool]) -> None:
+        self._filters.append(filter)
+
+    def _check_defined(self, name: str) -> None:  # pragma: no cover - ConfigSpace defines instead
+        pass
+
+    def __getitem__(self, name: str) -> Any:
+        """While the template runs to collect knobs, every knob takes its first entity."""
+        if name not in self.space_map:
+            raise KeyError(f"knob {name!r} is used before it is defined")
+        return self.space_map[name][0]
+
+    # -- indexing ---------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return math.prod(self._radix) if self._radix else 1
+
+    @property
+    def knob_names(self) -> list[str]:
+        return list(self.space_map)
+
+    @property
+    def dims(self) -> list[int]:
+        """Number of entities of each knob, in definition order."""
+        return list(self._radix)
+
+    def point2knob(self, index: int) -> list[int]:
+        """Mixed-radix digits of ``index``; the first knob is the least significant."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"config index {index} is outside the space of {len(self)} configs")
+        digits = []
+        for r in self._radix:
+            digits.append(index % r)
+            index //= r
+        return digits
+
+    def knob2point(self, digits: Sequence[int]) -> int:
+        if len(digits) != len(self._radix):
+            raise ValueError(f"expected {len(self._radix)} knob indices, got {len(digits)}")
+        index, scale = 0, 1
+        for d, r in zip(digits, self._radix):
+            if not 0 <= d < r:
+                raise IndexError(f"knob index {d} is outside [0, {r})")
+            index += int(d) * scale
+            scale *= r
+        return index
+
+    def get(self, index: int) -> "ConfigEntity":
+        return ConfigEntity(self, int(index))
+
+    def is_index_valid(self, index: int) -> bool:
+        """True when the config passes every ``multi_filter``."""
+        if not self._filters:
+            return True
+        cfg = self.get(index)
+        return all(f(cfg) for f in self._filters)
+
+    def valid_indices(self) -> np.ndarray:
+        """Every index that passes the filters (enumerates the space: use only on small spaces)."""
+        idx = np.arange(len(self), dtype=np.int64)
+        if not self._filters:
+            return idx
+        return np.array([i for i in idx if self.is_index_valid(int(i))], dtype=np.int64)
+
+    def sample(self, rng: np.random.Generator, n: int, exclude: Iterable[int] = ()) -> list[int]:
+        """Up to ``n`` distinct valid indices, none in ``exclude``, drawn uniformly at random."""
+        excluded = set(int(e) for e in exclude)
+        total = len(self)
+        if total <= 200_000 and (self._filters or total - len(excluded) <= 4 * n):
+            pool = [int(i) for i in self.valid_indices() if int(i) not in excluded]
+            take = min(n, len(pool))
+            return [pool[i] for i in rng.choice(len(pool), size=take, replace=False)] if take else []
+        out: list[int] = []
+        seen = set(excluded)
+        tries = 0
+        while len(out) < n and tries < 50 * n + 1000:
+            tries += 1
+            i = int(rng.integers(total))
+            if i in seen:
+                continue
+            seen.add(i)
+            if self.is_index_valid(i):
+                out.append(i)
+        return out
+
+    def random_walk(self, index: int, rng: np.random.Generator, max_tries: int = 100) -> int:
+        """A valid neighbour: one randomly chosen knob moved to another of its values."""
+        digits = self.point2knob(index)
+        movable = [k for k, r in enumerate(self._radix) if r > 1]
+        if not movable:
+            return index
+        for _ in range(max_tries):
+            new = list(digits)
+            k = movable[int(rng.integers(len(movable)))]
+            step = int(rng.integers(1, self._radix[k]))
+            new[k] = (new[k] + step) % self._radix[k]
+            cand = self.knob2point(new)
+            if self.is_index_valid(cand):
+                return cand
+        return index
+
+    # -- features ---------------------------------------------------------------------------------
+    def knob_features(self, index: int) -> np.ndarray:
+        """Flattened numeric values of each knob's entity (AutoTVM's "knob" features)."""
+        feats: list[float] = []
+        for knob, d in zip(self.space_map.values(), self.point2knob(index)):
+            feats.extend(knob.numeric(d))
+        return np.asarray(feats, dtype=np.float32)
+
+    def __repr__(self) -> str:
+        knobs = ", ".join(f"{n}:{type(k).__name__}({len(k)})" for n, k in self.space_map.items())
+        return f"ConfigSpace(len={len(self)}, {knobs})"
+
+
+class ConfigEntity(_ConfigBase):
+    """One point of a ``ConfigSpace``; ``cfg[name]`` gives that knob's entity."""
+
+    def __init__(self, space: ConfigSpace, index: int):
+        super().__init__()
+        self.space = space
+        self.index = int(index)
+        digits = space.point2knob(self.index)
+        self._entity_map = {name: knob[d] for (name, knob), d in zip(space.space_map.items(), digits)}
+
+    def _check_defined(self, name: str) -> None:
+        if name not in self._entity_map:
+            raise KeyError(f"knob {name!r} is not in this task's config space: the template defines "
+                           f"different knobs than when the task was created")
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._entity_map[name]
+        except KeyError:
+            raise KeyError(f"knob {name!r} is not in this config") from None
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "entity": {n: e.to_json() for n, e in self._entity_map.items()}}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConfigEntity) and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash(self.index)
+
+    def __repr__(self) -> str:
+        return f"ConfigEntity(index={self.index}, {self._entity_map})"
+
+
+class FallbackConfig(ConfigSpace):
+    """Used when no record applies: knobs are defined on the fly and each takes its first entity
+    (no split, no annotation, first candidate)."""
+
+    is_fallback = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index = -1
+
+    def to_json(self) -> dict:
+        return {"index": -1, "entity": {n: k[0].to_json() for n, k in self.space_map.items()}}

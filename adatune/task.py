@@ -1,0 +1,178 @@
+"""Templates and tasks: AutoTVM's programming model on TIR schedules.
+
+A template is a function that builds TE tensors, schedules ``te.create_prim_func(...)`` with
+``tvm.s_tir.Schedule`` and reads its knobs from ``adatune.get_config()``. A task is a template bound to
+arguments and a target; creating it runs the template once to collect the config space.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tvm
+from tvm import te
+
+from . import target as _target
+from .space import ConfigEntity, ConfigSpace, FallbackConfig
+
+__all__ = ["template", "get_config", "create", "Task", "TemplateInfo", "ArgSpec", "registered_templates",
+           "workload_key"]
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """Shape, dtype and role of one kernel argument."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    is_output: bool
+
+    def to_json(self) -> list:
+        return [list(self.shape), self.dtype, self.is_output]
+
+
+@dataclass
+class TemplateInfo:
+    name: str
+    func: Callable[..., tuple[Any, list]]
+    reference: Callable[..., Any] | None = None
+
+
+_TEMPLATES: dict[str, TemplateInfo] = {}
+
+
+def registered_templates() -> dict[str, TemplateInfo]:
+    return dict(_TEMPLATES)
+
+
+def workload_key(name: str, args: Sequence[Any]) -> str:
+    """The key records use for a task: template name plus its arguments, as canonical JSON."""
+    return json.dumps([name, _jsonable(args)], separators=(",", ":"))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    raise TypeError(f"template argument {value!r} is not JSON-serialisable (use ints, floats, strings)")
+
+
+def get_config() -> Any:
+    """The config in effect inside a template: the space being collected, a chosen config, or a
+    fallback when called directly with no applicable record."""
+    cfg = getattr(_local, "config", None)
+    if cfg is None:
+        raise RuntimeError("adatune.get_config() is only valid inside a template function")
+    return cfg
+
+
+class _ConfigScope:
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    def __enter__(self) -> Any:
+        self.prev = getattr(_local, "config", None)
+        _local.config = self.cfg
+        return self.cfg
+
+    def __exit__(self, *exc: Any) -> None:
+        _local.config = self.prev
+
+
+def template(name: str, reference: Callable[..., Any] | None = None) -> Callable:
+    """Register a schedule template under ``name``.
+
+    ``reference(*inputs) -> output(s)`` is an optional numpy implementation used to check candidates;
+    without it the unscheduled TIR function is the reference. Called directly, the template is
+    instantiated with the best record of the enclosing ``apply_history_best`` (or a fallback config).
+    """
+    if name in _TEMPLATES:
+        raise ValueError(f"a template named {name!r} is already registered")
+
+    def decorate(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def dispatching(*args: Any) -> Any:
+            if getattr(_local, "config", None) is not None:
+                return func(*args)
+            from .dispatch import query_config  # dispatch depends on tasks, not the other way round
+
+            cfg = query_config(name, args)
+            with _ConfigScope(cfg):
+                return func(*args)
+
+        _TEMPLATES[name] = TemplateInfo(name, func, reference)
+        dispatching.template_name = name  # type: ignore[attr-defined]
+        return dispatching
+
+    return decorate
+
+
+class Task:
+    """A template bound to arguments and a target, with its config space and FLOP count."""
+
+    def __init__(self, name: str, args: Sequence[Any], target: _target.TargetLike):
+        if name not in _TEMPLATES:
+            known = ", ".join(sorted(_TEMPLATES)) or "none"
+            raise KeyError(f"no template named {name!r} (registered: {known})")
+        self.name = name
+        self.args = tuple(args)
+        self.target = _target.create(target)
+        self.template = _TEMPLATES[name]
+        self.workload_key = workload_key(name, self.args)
+        space = ConfigSpace()
+        with self.target, _ConfigScope(space):
+            sch, tensors = self.template.func(*self.args)
+        self.config_space = space
+        self.arg_specs = [ArgSpec(tuple(int(s) for s in t.shape), str(t.dtype),
+                                  not isinstance(t.op, te.PlaceholderOp)) for t in tensors]
+        self._tensors = tensors
+        self.flop = space.flop or self._estimate_flop(tensors)
+
+    @staticmethod
+    def _estimate_flop(tensors: list) -> float:
+        from tvm.s_tir.analysis import estimate_tir_flops
+
+        func = te.create_prim_func(tensors)
+        return float(estimate_tir_flops(tvm.IRModule({"main": func})))
+
+    @property
+    def target_kind(self) -> str:
+        return self.target.kind.name
+
+    def unscheduled_module(self) -> tvm.IRModule:
+        """The task's computation with no schedule (a reference when the template has none)."""
+        return tvm.IRModule({"main": te.create_prim_func(self._tensors)})
+
+    def instantiate(self, config: ConfigEntity | int | FallbackConfig) -> tuple[Any, list]:
+        """Run the template with ``config`` and return ``(schedule, tensors)``."""
+        if isinstance(config, (int, np.integer)):
+            config = self.config_space.get(int(config))
+        with self.target, _ConfigScope(config):
+            return self.template.func(*self.args)
+
+    def reference_outputs(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """Outputs of the template's numpy reference on ``inputs``, or None when it has none."""
+        if self.template.reference is None:
+            return None
+        out = self.template.reference(*inputs)
+        return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+    def __repr__(self) -> str:
+        return (f"Task({self.name}, args={self.args}, target={self.target_kind}, "
+                f"space={len(self.config_space)}, flop={self.flop:.3g})")
+
+
+def create(name: str, args: Sequence[Any], target: _target.TargetLike | None = None) -> Task:
+    """Create a task from a registered template (AutoTVM's ``autotvm.task.create``)."""
+    return Task(name, args, target if target is not None else _target.host())

@@ -1,0 +1,8 @@
+"""Tuners: the shared tuning loop and the strategies that choose what to measure."""
+from ._base import RoundLog, Tuner, TrialLog
+from ._model_based import ModelBasedTuner, Sampler, submodular_pick
+from ._simple import GridSearchTuner, RandomTuner
+from ._xgb import XGBTuner
+
+__all__ = ["Tuner", "TrialLog", "RoundLog", "ModelBasedTuner", "Sampler", "submodular_pick", "RandomTuner",
+           "GridSearchTuner", "XGBTuner"]
