@@ -40,6 +40,7 @@ class XGBoostCostModel(CostModel):
         self.loss_type = loss_type
         self.params = {"max_depth": 3, "gamma": 0.0001, "min_child_weight": 1, "subsample": 1.0, "eta": 0.3,
                        "lambda": 1.0, "alpha": 0.0, "tree_method": "hist", "verbosity": 0,
+                       "disable_default_eval_metric": 1,
                        "objective": "reg:squarederror" if loss_type == "reg" else "rank:pairwise",
                        "seed": 0 if seed is None else int(seed) % (2**31)}
         if num_threads:

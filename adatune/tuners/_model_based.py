@@ -121,6 +121,8 @@ class ModelBasedTuner(Tuner):
             return self.sampler.select(cands, num, self.visited)
         if self.diversity_filter_ratio:
             cands = self.model_optimizer.find_maximums(score, int(num * self.diversity_filter_ratio), self.visited)
+            if not cands:
+                return []
             knobs = np.asarray([self.space.point2knob(c) for c in cands])
             pick = submodular_pick(np.zeros(len(cands)), knobs, num, knob_weight=1.0)
             return [cands[i] for i in pick]

@@ -1,0 +1,16 @@
+"""Every tuner the library ships, as ``name -> factory(task, seed)``; the conformance suite runs them all.
+Add a new tuner here and it is tested like the others."""
+from __future__ import annotations
+
+from typing import Callable
+
+import adatune
+from adatune.tuners import GridSearchTuner, RandomTuner, Tuner, XGBTuner
+
+TUNER_FACTORIES: dict[str, Callable[[adatune.task.Task, int], Tuner]] = {
+    "random": lambda task, seed: RandomTuner(task, seed=seed),
+    "grid": lambda task, seed: GridSearchTuner(task, seed=seed),
+    "xgb": lambda task, seed: XGBTuner(task, plan_size=16, seed=seed),
+    "xgb-rank-diverse": lambda task, seed: XGBTuner(task, plan_size=16, loss_type="rank",
+                                                    diversity_filter_ratio=2, seed=seed),
+}
