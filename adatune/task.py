@@ -7,6 +7,7 @@ arguments and a target; creating it runs the template once to collect the config
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import threading
 from dataclasses import dataclass
@@ -94,8 +95,10 @@ def template(name: str, reference: Callable[..., Any] | None = None) -> Callable
     """Register a schedule template under ``name``.
 
     ``reference(*inputs) -> output(s)`` is an optional numpy implementation used to check candidates;
-    without it the unscheduled TIR function is the reference. Called directly, the template is
-    instantiated with the best record of the enclosing ``apply_history_best`` (or a fallback config).
+    one with a keyword parameter ``args`` also gets the template's arguments (a conv2d reference needs
+    its stride and padding). Without it the unscheduled TIR function is the reference. Called directly,
+    the template is instantiated with the best record of the enclosing ``apply_history_best`` (or a
+    fallback config).
     """
     if name in _TEMPLATES:
         raise ValueError(f"a template named {name!r} is already registered")
@@ -165,7 +168,9 @@ class Task:
         """Outputs of the template's numpy reference on ``inputs``, or None when it has none."""
         if self.template.reference is None:
             return None
-        out = self.template.reference(*inputs)
+        ref = self.template.reference
+        takes_args = "args" in inspect.signature(ref).parameters
+        out = ref(*inputs, args=self.args) if takes_args else ref(*inputs)
         return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
 
     def __repr__(self) -> str:
