@@ -6,34 +6,10 @@ import time
 
 import numpy as np
 import pytest
-import tvm
-from tvm import te
-
 import adatune
 from adatune.measure import MeasureErrorNo, MeasureResult, ReplayRunner
 
-if "test/matmul" not in adatune.task.registered_templates():
-
-    @adatune.template("test/matmul", reference=lambda a, b: a @ b)
-    def matmul(N: int, L: int, M: int, dtype: str):
-        A = te.placeholder((N, L), dtype, name="A")
-        B = te.placeholder((L, M), dtype, name="B")
-        k = te.reduce_axis((0, L), name="k")
-        C = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-        sch = tvm.s_tir.Schedule(te.create_prim_func([A, B, C]))
-        cfg = adatune.get_config()
-        i, j, kk = sch.get_loops(sch.get_sblock("C"))
-        cfg.define_split("tile_i", N, num_outputs=2)
-        cfg.define_split("tile_j", sch.get(j), num_outputs=2)
-        cfg.define_split("tile_k", L, num_outputs=2, max_factor=16)
-        cfg.define_knob("vec", [0, 1])
-        io, ii = cfg["tile_i"].apply(sch, i)
-        jo, ji = cfg["tile_j"].apply(sch, j)
-        ko, ki = cfg["tile_k"].apply(sch, kk)
-        sch.reorder(io, jo, ko, ki, ii, ji)
-        if cfg["vec"].val:
-            sch.vectorize(ji)
-        return sch, [A, B, C]
+import fixture_templates  # noqa: E402,F401  (registers test/matmul and test/faulty)
 
 
 @pytest.fixture(scope="session")

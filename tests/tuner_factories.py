@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 import adatune
-from adatune.tuners import GridSearchTuner, RandomTuner, Tuner, XGBTuner
+from adatune.tuners import GridSearchTuner, RandomTuner, ReleaseTuner, RFEITuner, Tuner, XGBTuner
 
 TUNER_FACTORIES: dict[str, Callable[[adatune.task.Task, int], Tuner]] = {
     "random": lambda task, seed: RandomTuner(task, seed=seed),
@@ -13,4 +13,9 @@ TUNER_FACTORIES: dict[str, Callable[[adatune.task.Task, int], Tuner]] = {
     "xgb": lambda task, seed: XGBTuner(task, plan_size=16, seed=seed),
     "xgb-rank-diverse": lambda task, seed: XGBTuner(task, plan_size=16, loss_type="rank",
                                                     diversity_filter_ratio=2, seed=seed),
+    "xgb-adaptive": lambda task, seed: XGBTuner(task, plan_size=16, sampler="adaptive", seed=seed),
+    "release": lambda task, seed: ReleaseTuner(task, plan_size=16, seed=seed),
+    "rfei": lambda task, seed: RFEITuner(task, plan_size=16, n_trees=32, seed=seed),
+    "rfei-sa-trees": lambda task, seed: RFEITuner(task, plan_size=16, n_trees=32, uncertainty="trees",
+                                                  contextual=False, seed=seed),
 }

@@ -1,8 +1,10 @@
 """Tuners: the shared tuning loop and the strategies that choose what to measure."""
 from ._base import RoundLog, Tuner, TrialLog
 from ._model_based import ModelBasedTuner, Sampler, submodular_pick
+from ._release import ReleaseTuner
 from ._simple import GridSearchTuner, RandomTuner
+from ._rfei import RFEITuner
 from ._xgb import XGBTuner
 
 __all__ = ["Tuner", "TrialLog", "RoundLog", "ModelBasedTuner", "Sampler", "submodular_pick", "RandomTuner",
-           "GridSearchTuner", "XGBTuner"]
+           "GridSearchTuner", "XGBTuner", "ReleaseTuner", "RFEITuner"]

@@ -72,6 +72,14 @@ class ModelBasedTuner(Tuner):
         self.train_ct = 0
         self.xs: list[int] = []
         self.ys: list[float] = []
+        self._fit_n = 0  # len(xs) at the last refit
+
+    def _plan_len(self) -> int:
+        """Trials one plan covers: ``plan_size``, or after the first fit a sampler's (often shorter) batch,
+        so adaptive sampling measures only its picks before the model is refit."""
+        if self.sampler is not None and self.train_ct > 0 and self.plan:
+            return len(self.plan)
+        return self.plan_size
 
     # -- choosing -------------------------------------------------------------------------------
     def _random_unvisited(self, taken: set[int]) -> int | None:
@@ -81,11 +89,14 @@ class ModelBasedTuner(Tuner):
     def next_batch(self, batch_size: int) -> list[ConfigEntity]:
         out: list[int] = []
         taken: set[int] = set()
+        sampled = self.sampler is not None and self.train_ct > 0
         while len(out) < batch_size and len(self.visited) + len(out) < len(self.space):
+            if sampled and out and len(self.xs) + len(out) >= self._fit_n + self._plan_len():
+                break  # the sampler's plan is measured: stop so update() refits before the next plan
             while self.plan_pt < len(self.plan) and (self.plan[self.plan_pt] in self.visited
                                                      or self.plan[self.plan_pt] in taken):
                 self.plan_pt += 1
-            if self.plan_pt >= len(self.plan) - int(self.eps_greedy * self.plan_size):
+            if self.plan_pt >= len(self.plan) - int(self.eps_greedy * self._plan_len()):
                 idx = self._random_unvisited(taken)
             else:
                 idx = self.plan[self.plan_pt]
@@ -101,11 +112,16 @@ class ModelBasedTuner(Tuner):
         for inp, res in zip(inputs, results):
             self.xs.append(inp.config.index)
             self.ys.append(res.flops(self.task.flop))
-        if len(self.xs) >= self.plan_size * (self.train_ct + 1) and max(self.ys, default=0) > 1e-6:
+        if self.sampler is not None and self.train_ct > 0:
+            due = len(self.xs) >= self._fit_n + self._plan_len()
+        else:
+            due = len(self.xs) >= self.plan_size * (self.train_ct + 1)
+        if due and max(self.ys, default=0) > 1e-6:
             self.refit()
 
     def refit(self) -> None:
         """Fit the model on everything measured and plan the next ``plan_size`` configs."""
+        self._fit_n = len(self.xs)
         self.cost_model.fit(self.xs, self.ys, self.plan_size)
         self.plan = self.propose(self.score, self.plan_size)
         self.plan_pt = 0

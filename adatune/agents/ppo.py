@@ -1,0 +1,313 @@
+"""ReLeASE's search agent: proximal policy optimisation over knob vectors, rewarded by the cost model.
+
+Simulated annealing walks the space blindly (one random knob at a time) and needs hundreds of steps per
+tuning iteration. The agent instead learns, across iterations, which way each knob should move from the
+current config, so it climbs the cost model's landscape in a few dozen steps.
+
+State: the config's knob indices scaled to [-1, 1]. Action: for every knob one of {decrement, stay,
+increment}, clamped to the knob's range (a factored categorical). Reward: the cost model's predicted
+throughput of the config reached. A shared layer feeds a policy head and a value head; PPO with GAE
+trains both after every episode. Many walkers move in parallel, like SA's chains.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Collection, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..optimizers import ModelOptimizer, ScoreFn
+from ..space import ConfigSpace
+
+__all__ = ["PPOAgent", "PolicyValueNet", "Episode", "RunningScale"]
+
+logger = logging.getLogger("adatune.agent")
+
+_N_ACTIONS = 3  # decrement, stay, increment
+
+
+class PolicyValueNet(nn.Module):
+    """One shared hidden layer, then per-knob action logits and a state value."""
+
+    def __init__(self, n_knobs: int, hidden: int = 64):
+        super().__init__()
+        self.n_knobs = n_knobs
+        self.shared = nn.Linear(n_knobs, hidden)
+        self.policy = nn.Linear(hidden, n_knobs * _N_ACTIONS)
+        self.value = nn.Linear(hidden, 1)
+        with torch.no_grad():  # start close to uniform so early episodes explore
+            self.policy.weight.mul_(0.01)
+            self.policy.bias.zero_()
+
+    def forward(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(self.shared(state))
+        return self.policy(h).view(-1, self.n_knobs, _N_ACTIONS), self.value(h).squeeze(-1)
+
+
+class RunningScale:
+    """Running standard deviation of rewards (Welford), so any cost model's score scale trains alike."""
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def update(self, x: np.ndarray) -> None:
+        for v in np.asarray(x, dtype=np.float64).ravel():
+            self.n += 1
+            d = v - self.mean
+            self.mean += d / self.n
+            self.m2 += d * (v - self.mean)
+
+    @property
+    def std(self) -> float:
+        return float(np.sqrt(self.m2 / self.n)) if self.n > 1 else 1.0
+
+
+@dataclass
+class Episode:
+    """One rollout of all walkers: tensors are (steps, walkers, ...); ``raw_rewards`` are unscaled scores."""
+
+    states: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    last_value: torch.Tensor
+    raw_rewards: np.ndarray
+    visited: np.ndarray  # config index of each walker after each step
+    final_points: np.ndarray
+
+    @property
+    def length(self) -> int:
+        return int(self.states.shape[0])
+
+    @property
+    def mean_reward(self) -> float:
+        return float(self.raw_rewards.mean())
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    """Run with ``n`` intra-op threads (the nets are tiny; more threads only oversubscribe the cores)."""
+    if n is None:
+        yield
+        return
+    prev = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
+
+
+class PPOAgent(ModelOptimizer):
+    """A ``ModelOptimizer`` whose search is a PPO agent; the policy persists across ``find_maximums`` calls.
+
+    Each call runs episodes of ``parallel_size`` walkers. An episode ends when fewer than
+    ``1 - stop_ratio`` of the knobs moved in a step (most knobs stopped) or after ``step_cap`` steps; it is
+    a truncation, so its last state's value is bootstrapped. A call ends after ``max_episodes`` episodes,
+    or once an episode leaves the top-``num`` set unchanged. ``last_steps`` / ``steps_history`` record the
+    search steps (moves of all walkers) per call, comparable with simulated annealing's.
+
+    Defaults are the paper's: Adam lr 1e-3, discount 0.9, GAE lambda 0.99, 3 epochs, clip 0.3, value
+    coefficient 1.0, entropy coefficient 0.1.
+    """
+
+    def __init__(self, space: ConfigSpace, rng: np.random.Generator | None = None, seed: int | None = None,
+                 parallel_size: int = 64, step_cap: int = 32, max_episodes: int = 8, stop_ratio: float = 0.9,
+                 restart_ratio: float = 0.25, hidden: int = 64, lr: float = 1e-3, gamma: float = 0.9,
+                 gae_lambda: float = 0.99, epochs: int = 3, clip: float = 0.3, value_coef: float = 1.0,
+                 entropy_coef: float = 0.1, minibatch_size: int = 64, max_grad_norm: float | None = 0.5,
+                 num_threads: int | None = 1):
+        if not 0 < stop_ratio <= 1:
+            raise ValueError(f"stop_ratio must be in (0, 1], got {stop_ratio}")
+        if not 0 <= restart_ratio <= 1:
+            raise ValueError(f"restart_ratio must be in [0, 1], got {restart_ratio}")
+        if min(parallel_size, step_cap, max_episodes, epochs, minibatch_size) < 1:
+            raise ValueError("parallel_size, step_cap, max_episodes, epochs and minibatch_size must be positive")
+        self.space = space
+        self.rng = rng if rng is not None else np.random.default_rng(seed)
+        self.parallel_size = int(min(parallel_size, len(space)))
+        self.step_cap, self.max_episodes = step_cap, max_episodes
+        self.stop_ratio, self.restart_ratio = stop_ratio, restart_ratio
+        self.gamma, self.gae_lambda, self.epochs, self.clip = gamma, gae_lambda, epochs, clip
+        self.value_coef, self.entropy_coef = value_coef, entropy_coef
+        self.minibatch_size, self.max_grad_norm, self.num_threads = minibatch_size, max_grad_norm, num_threads
+
+        self.dims = np.asarray(space.dims, dtype=np.int64)
+        self._scale = np.concatenate([[1], np.cumprod(self.dims)[:-1]]).astype(np.int64)
+        self.movable = torch.as_tensor(self.dims > 1)
+        torch_seed = int(self.rng.integers(2**63 - 1))
+        self.generator = torch.Generator().manual_seed(torch_seed)
+        with torch.random.fork_rng(devices=[]):  # seeded init without touching the global torch RNG
+            torch.manual_seed(torch_seed)
+            self.net = PolicyValueNet(len(self.dims), hidden)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
+        self.reward_scale = RunningScale()
+        self.points: np.ndarray | None = None
+        self.last_steps = 0
+        self.steps_history: list[int] = []
+        self.reward_history: list[float] = []  # mean raw reward of every episode
+
+    # -- encoding ---------------------------------------------------------------------------------
+    def digits(self, points: np.ndarray) -> np.ndarray:
+        return (np.asarray(points, dtype=np.int64)[:, None] // self._scale[None, :]) % self.dims[None, :]
+
+    def to_index(self, digits: np.ndarray) -> np.ndarray:
+        return (digits * self._scale[None, :]).sum(axis=1)
+
+    def state(self, digits: np.ndarray) -> torch.Tensor:
+        span = np.maximum(self.dims - 1, 1)
+        return torch.as_tensor(2.0 * digits / span - 1.0, dtype=torch.float32)
+
+    def step_points(self, points: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """Apply per-knob moves (action - 1) clamped to each knob's range; a move into a filtered-out
+        config leaves that walker where it was."""
+        digits = self.digits(points)
+        new = np.clip(digits + (np.asarray(actions, dtype=np.int64) - 1), 0, self.dims - 1)
+        out = self.to_index(new)
+        if self.space._filters:
+            valid = np.fromiter((self.space.is_index_valid(int(i)) for i in out), dtype=bool, count=len(out))
+            out = np.where(valid, out, points)
+        return out
+
+    def random_points(self, n: int) -> np.ndarray:
+        got = self.space.sample(self.rng, n)
+        while len(got) < n:  # tiny spaces: repeat configs so every walker has a start
+            got += got[: n - len(got)]
+        return np.asarray(got, dtype=np.int64)
+
+    # -- acting -----------------------------------------------------------------------------------
+    def _act(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        logits, value = self.net(state)
+        probs = torch.softmax(logits, dim=-1)
+        actions = torch.multinomial(probs.reshape(-1, _N_ACTIONS), 1, generator=self.generator)
+        actions = actions.view(state.shape[0], -1)
+        log_probs = self._log_prob(logits, actions)
+        return actions, log_probs, value
+
+    def _log_prob(self, logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        lp = torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        return (lp * self.movable).sum(-1)
+
+    def _entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        logp = torch.log_softmax(logits, dim=-1)
+        return (-(logp.exp() * logp).sum(-1) * self.movable).sum(-1)
+
+    @torch.no_grad()
+    def run_episode(self, score: ScoreFn, start: np.ndarray) -> Episode:
+        """Roll all walkers from ``start`` until most knobs stop moving or ``step_cap`` steps."""
+        points = np.asarray(start, dtype=np.int64)
+        states, actions, log_probs, values, raws, visited = [], [], [], [], [], []
+        n_movable = max(int(self.movable.sum()), 1)
+        for _ in range(self.step_cap):
+            digits = self.digits(points)
+            s = self.state(digits)
+            a, lp, v = self._act(s)
+            new_points = self.step_points(points, a.numpy())
+            raw = np.asarray(score(new_points), dtype=np.float64)
+            moved = (self.digits(new_points) != digits).sum() / (n_movable * len(points))
+            states.append(s), actions.append(a), log_probs.append(lp), values.append(v)
+            raws.append(raw), visited.append(new_points)
+            points = new_points
+            if moved < 1.0 - self.stop_ratio:
+                break
+        _, last_value = self.net(self.state(self.digits(points)))
+        raw_rewards = np.stack(raws)
+        self.reward_scale.update(raw_rewards)
+        rewards = torch.as_tensor(raw_rewards / (self.reward_scale.std + 1e-8), dtype=torch.float32)
+        ep = Episode(torch.stack(states), torch.stack(actions), torch.stack(log_probs), torch.stack(values),
+                     rewards, last_value, raw_rewards, np.stack(visited), points)
+        self.reward_history.append(ep.mean_reward)
+        return ep
+
+    # -- learning ---------------------------------------------------------------------------------
+    def advantages(self, ep: Episode) -> tuple[torch.Tensor, torch.Tensor]:
+        """Generalised advantage estimates and value targets (the episode is truncated, not terminal)."""
+        adv = torch.zeros_like(ep.rewards)
+        next_value, running = ep.last_value, torch.zeros_like(ep.last_value)
+        for t in reversed(range(ep.length)):
+            delta = ep.rewards[t] + self.gamma * next_value - ep.values[t]
+            running = delta + self.gamma * self.gae_lambda * running
+            adv[t] = running
+            next_value = ep.values[t]
+        return adv, adv + ep.values
+
+    def learn(self, ep: Episode) -> dict[str, float]:
+        """PPO's clipped objective for ``epochs`` passes over the episode in shuffled minibatches."""
+        adv, returns = self.advantages(ep)
+        n = ep.length * ep.states.shape[1]
+        states = ep.states.reshape(n, -1)
+        actions = ep.actions.reshape(n, -1)
+        old_lp, adv, returns = ep.log_probs.reshape(n), adv.reshape(n), returns.reshape(n)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8) if n > 1 else adv
+        size = self.minibatch_size
+        stats: dict[str, float] = {}
+        for _ in range(self.epochs):
+            order = torch.randperm(n, generator=self.generator)
+            for lo in range(0, n, size):
+                mb = order[lo:lo + size]
+                logits, value = self.net(states[mb])
+                ratio = torch.exp(self._log_prob(logits, actions[mb]) - old_lp[mb])
+                clipped = torch.clamp(ratio, 1.0 - self.clip, 1.0 + self.clip)
+                policy_loss = -torch.min(ratio * adv[mb], clipped * adv[mb]).mean()
+                value_loss = (returns[mb] - value).pow(2).mean()
+                entropy = self._entropy(logits).mean()
+                loss = policy_loss + self.value_coef * value_loss - self.entropy_coef * entropy
+                self.optimizer.zero_grad()
+                loss.backward()
+                if self.max_grad_norm is not None:
+                    nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
+                self.optimizer.step()
+                stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                         "entropy": entropy.item()}
+        return stats
+
+    def train_episode(self, score: ScoreFn, start: np.ndarray) -> Episode:
+        with _torch_threads(self.num_threads):
+            ep = self.run_episode(score, start)
+            self.learn(ep)
+        return ep
+
+    # -- ModelOptimizer ---------------------------------------------------------------------------
+    def _restart(self, points: np.ndarray) -> np.ndarray:
+        """Keep most walkers where they are and send ``restart_ratio`` of them to random configs."""
+        n_new = int(round(self.restart_ratio * len(points)))
+        if n_new == 0:
+            return points
+        points = points.copy()
+        who = self.rng.choice(len(points), size=n_new, replace=False)
+        points[who] = self.random_points(n_new)
+        return points
+
+    def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[int]) -> list[int]:
+        if self.points is None or len(self.points) != self.parallel_size:
+            points = self.random_points(self.parallel_size)
+        else:
+            points = self._restart(self.points)
+        pool: dict[int, float] = {int(p): float(s) for p, s in zip(points, np.asarray(score(points)))}
+        top = self._top(pool, num, exclusive)
+        steps = 0
+        for _ in range(self.max_episodes):
+            ep = self.train_episode(score, points)
+            steps += ep.length
+            for p, s in zip(ep.visited.ravel(), ep.raw_rewards.ravel()):
+                pool[int(p)] = float(s)
+            new_top = self._top(pool, num, exclusive)
+            points = self._restart(ep.final_points)
+            if new_top == top and len(new_top) >= num:
+                break
+            top = new_top
+        self.points = points
+        self.last_steps = steps
+        self.steps_history.append(steps)
+        logger.debug("PPO: %d steps, %d configs seen, mean reward %.4g", steps, len(pool), self.reward_history[-1])
+        return top
+
+    @staticmethod
+    def _top(pool: dict[int, float], num: int, exclusive: Collection[int]) -> list[int]:
+        ranked = sorted(((s, p) for p, s in pool.items() if p not in exclusive), key=lambda t: (-t[0], t[1]))
+        return [p for _, p in ranked[:num]]

@@ -1,0 +1,238 @@
+"""AdaTune's cost model: a random forest whose predictive uncertainty turns into expected improvement.
+
+The forest predicts a config's throughput; the infinitesimal jackknife (Wager, Hastie & Efron 2014, as
+implemented by forestci) gives the variance of that prediction. Expected improvement over the best measured
+throughput (AdaTune, NeurIPS 2020, eqs. (1)-(2)) then rewards configs that are either predicted fast or
+poorly known, which is what lets the search explore where the model is unsure.
+
+Why not call ``forestci.random_forest_error`` on every query: simulated annealing scores ~10^4-10^5 configs
+per plan, and that function spends ~100 ms per call on scikit-learn input validation and ``dir(forest)``,
+recomputes the in-bag matrix, and its empirical-Bayes calibration depends on the whole query batch (and on
+NumPy's global random state), so a config's score would change with its neighbours in the batch. This
+model runs the same forestci computation (``calc_inbag``, the IJ core and its bias correction) with the
+in-bag matrix computed once per fit, and fits forestci's empirical-Bayes calibration once per fit on a
+fixed reference sample of the space, then applies it to every query. With ``calibrate=False`` the variance
+equals ``forestci.random_forest_error(..., calibrate=False)`` clipped at zero (tested).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Sequence
+
+import numpy as np
+from scipy.stats import norm
+
+from ..features import FeatureExtractor
+from ..task import Task
+from ._base import CostModel
+
+__all__ = ["RFEICostModel", "expected_improvement", "UNCERTAINTY_SOURCES"]
+
+logger = logging.getLogger("adatune.cost_model")
+
+UNCERTAINTY_SOURCES = ("forestci", "trees")
+_N_REFERENCE = 256  # random configs the empirical-Bayes calibration is fitted on, once per fit
+
+
+def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.ndarray:
+    """EI(x) = E[max(0, f(x) - f(x+))] for f(x) ~ N(mu, sigma^2) (eq. 1), in closed form (eq. 2):
+    (mu - f+) Phi(Z) + sigma phi(Z), Z = (mu - f+) / sigma.
+
+    Where sigma = 0, f(x) is certain and eq. (1) is max(0, mu - f+); this is computed directly, never through
+    Z, so there is no division by zero, overflow, NaN or warning (also for tiny sigma). (A forest's mean never exceeds the best training
+    target, so for this model that value is 0, the sigma = 0 branch of the paper's eq. (2).)
+    """
+    mu = np.asarray(mu, dtype=np.float64)
+    sigma = np.asarray(sigma, dtype=np.float64)
+    gap = mu - float(best)
+    ei = np.maximum(gap, 0.0)
+    pos = sigma > 0
+    if np.any(pos):
+        # beyond |Z| = 40, Phi is 0 or 1 and phi is 0 in double precision; clipping keeps Z**2 from overflowing
+        z = np.clip(gap[pos] / sigma[pos], -40.0, 40.0)
+        ei = ei.copy()
+        ei[pos] = gap[pos] * norm.cdf(z) + sigma[pos] * norm.pdf(z)
+    return np.maximum(ei, 0.0)  # the closed form can round to -1e-17 far below the best
+
+
+class RFEICostModel(CostModel):
+    """Random forest + expected improvement (AdaTune's RFEI).
+
+    ``uncertainty="forestci"``: standard deviation from the infinitesimal jackknife (with forestci's
+    empirical-Bayes calibration when ``calibrate``); ``"trees"``: the spread of per-tree predictions (what
+    AdaTune's released code used). If the jackknife cannot be computed for a fitted forest (e.g. forestci
+    cannot recover its bootstrap samples), that fit falls back to the per-tree spread and logs a warning.
+
+    ``predict`` returns EI divided by the best measured throughput: dimensionless, so simulated annealing's
+    temperature schedule (made for scores in [0, 1]) applies as it does to AutoTVM's normalised XGB scores.
+    ``predict_mean_std`` returns mean and standard deviation in FLOP/s.
+    """
+
+    def __init__(self, task: Task, n_trees: int = 100, uncertainty: str = "forestci", feature_type: str = "knob",
+                 calibrate: bool = True, max_features: float | str | None = 1.0, min_samples_leaf: int = 1,
+                 num_threads: int | None = None, seed: int | None = None):
+        if uncertainty not in UNCERTAINTY_SOURCES:
+            raise ValueError(f"uncertainty must be one of {UNCERTAINTY_SOURCES}, got {uncertainty!r}")
+        if n_trees < 2:
+            raise ValueError(f"n_trees must be at least 2 (a spread needs two trees), got {n_trees}")
+        self.task = task
+        self.features = FeatureExtractor(task, feature_type)
+        self.n_trees = int(n_trees)
+        self.uncertainty = uncertainty
+        self.calibrate = calibrate
+        self.max_features = max_features
+        self.min_samples_leaf = int(min_samples_leaf)
+        self.num_threads = num_threads
+        self.seed = 0 if seed is None else int(seed) % (2**31)
+        self.forest = None
+        self.best_flops = 0.0  # f(x+): the best measured throughput the model was fitted on
+        self.scale = 1.0  # targets are divided by this (the best throughput) for numerical comfort
+        self.x_train_shape: tuple[int, int] | None = None
+        self.uncertainty_used: str | None = None  # what the last fit actually uses ("forestci" or "trees")
+        self._inbag: np.ndarray | None = None
+        self._calib: tuple[np.ndarray, np.ndarray] | None = None
+        self._cache: dict[int, tuple[float, float]] = {}
+        self._base: tuple[list[int], list[float]] = ([], [])
+        self._n_fits = 0
+
+    # -- fitting ----------------------------------------------------------------------------------
+    def fit(self, xs: Sequence[int], ys: Sequence[float], plan_size: int) -> None:
+        from sklearn.ensemble import RandomForestRegressor
+
+        xs = list(self._base[0]) + [int(x) for x in xs]
+        ys = np.asarray(list(self._base[1]) + list(ys), dtype=np.float64)
+        if len(xs) == 0 or not np.isfinite(ys).all() or ys.max() <= 0:
+            return
+        self.best_flops = float(ys.max())
+        self.scale = self.best_flops
+        x_train = self.features(xs)
+        self.forest = RandomForestRegressor(n_estimators=self.n_trees, max_features=self.max_features,
+                                            min_samples_leaf=self.min_samples_leaf, bootstrap=True,
+                                            n_jobs=self.num_threads, random_state=self.seed + self._n_fits)
+        self.forest.fit(x_train, ys / self.scale)
+        self._n_fits += 1
+        self.x_train_shape = tuple(x_train.shape)  # type: ignore[assignment]
+        self._cache.clear()
+        self._inbag, self._calib = None, None
+        self.uncertainty_used = self.uncertainty
+        if self.uncertainty == "forestci":
+            self._prepare_jackknife()
+        logger.debug("RFEI fit on %d configs (best %.4g FLOP/s, uncertainty %s)", len(xs), self.best_flops,
+                     self.uncertainty_used)
+
+    def _prepare_jackknife(self) -> None:
+        """In-bag matrix and calibration curve, once per fit; falls back to the per-tree spread if forestci
+        cannot run on this forest."""
+        import forestci
+
+        try:
+            self._inbag = np.asarray(forestci.calc_inbag(self.x_train_shape[0], self.forest), dtype=np.float64)
+            if self.calibrate:
+                self._calib = self._fit_calibration()
+        except Exception as err:  # noqa: BLE001 - any failure here means: no jackknife for this fit
+            logger.warning("forestci cannot compute the infinitesimal jackknife for this forest (%s: %s); "
+                           "using the spread of per-tree predictions instead", type(err).__name__, err)
+            self._inbag, self._calib = None, None
+            self.uncertainty_used = "trees"
+
+    def _fit_calibration(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """forestci's empirical-Bayes calibration (Wager et al. 2014, sec. 4.2), fitted on a fixed random
+        sample of the space so that every later query maps its raw variance through the same curve."""
+        from forestci.calibration import gbayes, gfit
+
+        rng = np.random.default_rng(self.seed + 7919 * self._n_fits)
+        space = self.task.config_space
+        ref = space.sample(rng, min(_N_REFERENCE, len(space)))
+        preds = self._tree_predictions(self.features(ref))
+        v_full = self._ij_variance(preds, self._inbag)
+        # Monte Carlo noise of the estimate, from a half-size forest (forestci's calibration_ratio = 2)
+        half = rng.permutation(self.n_trees)[: int(np.ceil(self.n_trees / 2))]
+        v_half = self._ij_variance(preds[half], self._inbag[:, half])
+        delta = len(half) / self.n_trees
+        sigma2 = (delta**2 + (1 - delta) ** 2) / (2 * (1 - delta) ** 2) * float(np.mean((v_half - v_full) ** 2))
+        if not sigma2 > 0 or np.ptp(v_full) == 0 or len(ref) < 3:
+            return None
+        sigma = float(np.sqrt(sigma2))
+        prior = gfit(v_full, sigma)
+        calib_x = np.unique(np.percentile(v_full, np.arange(0, 102, 2)))
+        calib_y = np.asarray([gbayes(x, g_est=prior, sigma=sigma) for x in calib_x], dtype=np.float64)
+        if not np.isfinite(calib_y).all():
+            raise FloatingPointError("empirical-Bayes calibration produced non-finite variances")
+        return calib_x, calib_y
+
+    def fit_log(self, records: Iterable, plan_size: int) -> None:
+        """Warm start: earlier records of this task become part of every later fit's training set."""
+        xs, ys = [], []
+        for r in records:
+            if r.workload_key == self.task.workload_key and 0 <= r.config_index < len(self.task.config_space):
+                xs.append(int(r.config_index))
+                ys.append(r.result.flops(self.task.flop))
+        self._base = (xs, ys)
+        if xs:
+            self.fit([], [], plan_size)
+
+    # -- predicting -------------------------------------------------------------------------------
+    def _tree_predictions(self, x: np.ndarray) -> np.ndarray:
+        """(n_trees, n) predictions; input validated once instead of once per tree."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        return np.stack([t.predict(x, check_input=False) for t in self.forest.estimators_]).astype(np.float64)
+
+    def _ij_variance(self, preds: np.ndarray, inbag: np.ndarray) -> np.ndarray:
+        """Bias-corrected infinitesimal-jackknife variance, exactly forestci's computation."""
+        from forestci.forestci import _bias_correction, _core_computation
+
+        n_trees = preds.shape[0]
+        centered = (preds - preds.mean(axis=0)).T
+        v_ij = _core_computation(self.x_train_shape, None, inbag, centered, n_trees)
+        v = _bias_correction(v_ij, inbag, centered, n_trees)
+        if np.max(inbag) == 1:  # sampling without replacement, as forestci corrects it
+            v = v / (1 - np.mean(inbag)) ** 2
+        return v
+
+    def _calibrated(self, v: np.ndarray) -> np.ndarray:
+        if self._calib is None:
+            return v
+        cx, cy = self._calib
+        out = np.interp(v, cx, cy)
+        above = v > cx[-1]  # beyond the reference sample: keep the raw value, shifted for continuity
+        out[above] = v[above] + (cy[-1] - cx[-1])
+        return out
+
+    def _mean_std_scaled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        preds = self._tree_predictions(x)
+        mean = preds.mean(axis=0)
+        if self.uncertainty_used == "forestci" and self._inbag is not None:
+            var = self._calibrated(self._ij_variance(preds, self._inbag))
+            std = np.sqrt(np.maximum(var, 0.0))
+        else:
+            std = preds.std(axis=0)
+        return mean, std
+
+    def predict_mean_std(self, xs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted throughput and its standard deviation (FLOP/s) for config indices.
+
+        Cached per index until the next fit: simulated annealing revisits many configs."""
+        idx = np.asarray(xs, dtype=np.int64).reshape(-1)
+        if self.forest is None:
+            return np.zeros(len(idx)), np.zeros(len(idx))
+        mean = np.empty(len(idx))
+        std = np.empty(len(idx))
+        todo = [k for k, i in enumerate(idx) if int(i) not in self._cache]
+        if todo:
+            new_idx = idx[todo]
+            uniq = np.unique(new_idx)
+            m, s = self._mean_std_scaled(self.features(uniq))
+            for i, mi, si in zip(uniq, m, s):
+                self._cache[int(i)] = (float(mi), float(si))
+        for k, i in enumerate(idx):
+            mean[k], std[k] = self._cache[int(i)]
+        if len(self._cache) > 500_000:
+            self._cache.clear()
+        return mean * self.scale, std * self.scale
+
+    def predict(self, xs: Sequence[int]) -> np.ndarray:
+        """Expected improvement over the best measured throughput, divided by that throughput."""
+        if self.forest is None:
+            return np.zeros(len(xs))
+        mean, std = self.predict_mean_std(xs)
+        return expected_improvement(mean / self.scale, std / self.scale, self.best_flops / self.scale)

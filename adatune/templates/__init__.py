@@ -1,0 +1,16 @@
+"""Built-in schedule templates; importing this package registers them with ``adatune.task``.
+
+=====================  ==========================================================  =================
+template               arguments                                                   computes
+=====================  ==========================================================  =================
+``dense.x86/cuda``     ``N, L, M, dtype``                                          ``A[N,L] @ B[L,M]``
+``batch_matmul.*``     ``B, M, N, K, transpose_b ("NN"|"NT"), dtype``              ``A[B,M,K] @ B``
+``conv2d_nchw.*``      ``N, CI, H, W, CO, KH, KW, stride, pad, dtype[, space]``    NCHW conv2d
+=====================  ==========================================================  =================
+
+The knobs of each template are listed in its module's docstring. ``adatune.workloads`` names the
+standard shapes (``dense-1024``, ``conv2d-resnet18-L6``, ...).
+"""
+from . import batch_matmul, conv2d, conv2d_cuda, dense
+
+__all__ = ["dense", "batch_matmul", "conv2d", "conv2d_cuda"]

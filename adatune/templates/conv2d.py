@@ -1,0 +1,159 @@
+"""NCHW conv2d: compute, numpy reference, and the x86 template (the CUDA one is in ``conv2d_cuda``).
+
+Arguments: ``N, CI, H, W, CO, KH, KW, stride, pad, dtype="float32", space="full"``. The padding is a
+separate stage ``pad_temp`` (absent when ``pad == 0``); the convolution block is ``conv2d_nchw``.
+
+``conv2d_nchw.x86`` treats the convolution as a GEMM with output channels as columns: a register tile of
+``y2 x x2`` output pixels times ``f2`` channels (a multiple of the SIMD width, vectorised), input pixels
+broadcast, the kernel packed to ``[CO // f2, CI, KH, KW, f2]`` so each tap reads one contiguous vector.
+Knobs:
+
+- ``tile_f`` (3-way, output channels; innermost vectorised), ``tile_y`` (3-way, rows; innermost <= 4),
+  ``tile_x`` (3-way, columns; innermost <= 32), ``tile_rc`` (2-way, input channels; inner <= 64);
+  configs whose accumulator tile overflows the vector registers are filtered out;
+- ``reorder_inner``: order of ``rc_inner, ry, rx`` inside the reduction;
+- ``tile_order``: cache tile order, channels first (``fyx``) or pixels first (``yxf``);
+- ``pack_kernel``: ``global`` packs the whole kernel up front and parallelises over all outer tiles;
+  ``outer`` parallelises over channel blocks only and packs each block's slice once, inside the thread;
+- ``unroll_kw`` (explicitly unroll the ``rx`` taps), ``auto_unroll_max_step`` [0, 16, 64, 512].
+
+``space="small"`` keeps the same template but restricts the knobs (no middle tiles, fewer candidates)
+to about two thousand configs, small enough to measure exhaustively for replay experiments.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import te
+
+from .. import target as _target
+from ..task import get_config, template
+from . import _x86
+
+__all__ = ["conv2d_compute", "conv2d_reference", "conv2d_x86", "output_size", "conv2d_flop"]
+
+_SPACES = ("full", "small")
+
+
+def output_size(size: int, kernel: int, stride: int, pad: int) -> int:
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+def conv2d_flop(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int) -> float:
+    return 2.0 * N * CO * output_size(H, KH, stride, pad) * output_size(W, KW, stride, pad) * CI * KH * KW
+
+
+def conv2d_compute(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int,
+                   dtype: str = "float32") -> list[te.Tensor]:
+    """``data[N,CI,H,W]``, ``kernel[CO,CI,KH,KW]`` -> ``conv2d_nchw[N,CO,OH,OW]`` (zero padding ``pad``)."""
+    if stride < 1 or pad < 0 or min(N, CI, H, W, CO, KH, KW) < 1:
+        raise ValueError(f"invalid conv2d arguments {(N, CI, H, W, CO, KH, KW, stride, pad)}")
+    OH, OW = output_size(H, KH, stride, pad), output_size(W, KW, stride, pad)
+    if OH < 1 or OW < 1:
+        raise ValueError(f"conv2d kernel {KH}x{KW} does not fit the padded {H}x{W} input")
+    data = te.placeholder((N, CI, H, W), dtype, name="data")
+    kernel = te.placeholder((CO, CI, KH, KW), dtype, name="kernel")
+    src = data
+    if pad:
+        zero = tvm.tirx.const(0, dtype)
+        src = te.compute((N, CI, H + 2 * pad, W + 2 * pad), lambda n, c, y, x: te.if_then_else(
+            te.all(y >= pad, y < H + pad, x >= pad, x < W + pad), data[n, c, y - pad, x - pad], zero),
+            name="pad_temp")
+    rc = te.reduce_axis((0, CI), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    out = te.compute((N, CO, OH, OW), lambda n, f, y, x: te.sum(
+        src[n, rc, y * stride + ry, x * stride + rx] * kernel[f, rc, ry, rx], axis=[rc, ry, rx]),
+        name="conv2d_nchw")
+    return [data, kernel, out]
+
+
+def conv2d_reference(data: np.ndarray, kernel: np.ndarray, args: tuple) -> np.ndarray:
+    """im2col through a strided window view, then one tensordot; ``args`` are the template's
+    (stride and padding cannot be read off the input shapes)."""
+    stride, pad = int(args[7]), int(args[8])
+    KH, KW = kernel.shape[2:]
+    x = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else data
+    win = np.lib.stride_tricks.sliding_window_view(x, (KH, KW), axis=(2, 3))[:, :, ::stride, ::stride]
+    out = np.tensordot(win, kernel, axes=([1, 4, 5], [1, 2, 3]))  # [N, OH, OW, CO]
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2)).astype(data.dtype)
+
+
+def _define_knobs(cfg, CO: int, OH: int, OW: int, CI: int, lanes: int, small: bool) -> None:  # noqa: ANN001
+    if small:  # no middle tiles, few candidates: an exhaustively measurable space
+        f2s = {lanes * m for m in (1, 2, 4)} if CO % lanes == 0 else {d for d in range(1, 4 * lanes + 1)}
+        cfg.define_split("tile_f", CO, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] in f2s)
+        cfg.define_split("tile_y", OH, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] <= 2)
+        cfg.define_split("tile_x", OW, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] <= 16)
+        rcs = [f for f in (4, 8, 16, 32) if CI % f == 0] or [CI]
+        cfg.define_split("tile_rc", CI, num_outputs=2, policy="candidate", candidate=[[CI // f, f] for f in rcs])
+        cfg.define_reorder("reorder_inner", 3, policy="candidate", candidate=[[0, 1, 2], [1, 2, 0]])
+        cfg.define_knob("tile_order", ["fyx"])
+        cfg.define_knob("pack_kernel", ["global", "outer"])
+        cfg.define_knob("unroll_kw", [0, 1])
+        cfg.define_knob("auto_unroll_max_step", [0, 64])
+    else:
+        _x86.define_vector_split(cfg, "tile_f", CO, lanes, 3)
+        cfg.define_split("tile_y", OH, num_outputs=3, filter=lambda e: e.size[-1] <= 4)
+        cfg.define_split("tile_x", OW, num_outputs=3, filter=lambda e: e.size[-1] <= 32)
+        cfg.define_split("tile_rc", CI, num_outputs=2, max_factor=64)
+        cfg.define_reorder("reorder_inner", 3, policy="all")
+        cfg.define_knob("tile_order", ["fyx", "yxf"])
+        cfg.define_knob("pack_kernel", ["global", "outer"])
+        cfg.define_knob("unroll_kw", [0, 1])
+        _x86.define_unroll(cfg)
+    cfg.multi_filter(lambda c: _x86.fits_registers(c["tile_y"].size[-1] * c["tile_x"].size[-1],
+                                                   c["tile_f"].size[-1], lanes))
+
+
+@template("conv2d_nchw.x86", reference=conv2d_reference)
+def conv2d_x86(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int,
+               dtype: str = "float32", space: str = "full"):
+    if space not in _SPACES:
+        raise ValueError(f"space must be one of {_SPACES}, got {space!r}")
+    tensors = conv2d_compute(N, CI, H, W, CO, KH, KW, stride, pad, dtype)
+    OH, OW = (int(s) for s in tensors[-1].shape[2:])
+    sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
+    cfg = get_config()
+    cfg.add_flop(conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad))
+    lanes = _target.vector_lanes(_target.current(), dtype)
+    _define_knobs(cfg, CO, OH, OW, CI, lanes, space == "small")
+
+    conv = sch.get_sblock("conv2d_nchw")
+    n, f, y, x, rc, ry, rx = sch.get_loops(conv)
+    f0, f1, f2 = cfg["tile_f"].apply(sch, f)
+    y0, y1, y2 = cfg["tile_y"].apply(sch, y)
+    x0, x1, x2 = cfg["tile_x"].apply(sch, x)
+    rc0, rc1 = cfg["tile_rc"].apply(sch, rc)
+    tiles = [f1, y1, x1] if cfg["tile_order"].val == "fyx" else [y1, x1, f1]
+    inner = cfg["reorder_inner"].perm
+    sch.reorder(n, f0, y0, x0, *tiles, rc0, *[[rc1, ry, rx][p] for p in inner], y2, x2, f2)
+
+    # accumulator tile in registers, stored pixel-major so the vectorised channel axis is contiguous
+    acc = sch.cache_write(conv, 0, "local")
+    sch.reverse_compute_at(acc, tiles[-1])
+    sch.transform_layout(conv, ("write", 0), lambda a, b, c, d: (a, c, d, b))
+    nr = cfg["tile_f"].size[-1]
+    packed = sch.cache_read(conv, 1, "global")
+    sch.transform_layout(conv, ("read", 1), lambda a, b, c, d: (a // nr, b, c, d, a % nr))
+    if cfg["pack_kernel"].val == "outer":  # threads own channel blocks; each packs its slice once
+        outer = sch.fuse(n, f0)
+        sch.compute_at(packed, outer)
+    else:
+        outer = sch.fuse(n, f0, y0, x0)
+        sch.parallel(sch.get_loops(packed)[0])
+    sch.parallel(outer)
+
+    sch.unroll(y2)
+    sch.unroll(x2)
+    if cfg["unroll_kw"].val:
+        sch.unroll(rx)
+    if nr > 1:
+        sch.vectorize(f2)  # before decompose_reduction, or TIR rejects it
+    sch.vectorize(sch.get_loops(acc)[-1])
+    sch.decompose_reduction(conv, rc0)
+    if pad:
+        pad_loops = sch.get_loops(sch.get_sblock("pad_temp"))
+        sch.parallel(sch.fuse(pad_loops[0], pad_loops[1]))
+    _x86.apply_unroll(sch, cfg)
+    return sch, tensors

@@ -1,0 +1,38 @@
+"""``ReleaseTuner``: ReLeASE (Ahn et al., 2019; Chameleon, ICLR 2020) on the model-based tuning loop.
+
+A PPO agent replaces simulated annealing as the search over the cost model, and adaptive sampling
+measures k-means representatives of the agent's candidates instead of the top ``plan_size``::
+
+    tuner = ReleaseTuner(task)                   # RL + adaptive sampling
+    tuner = ReleaseTuner(task, sampler=None)     # RL alone, AutoTVM's top-plan_size batches
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..agents import PPOAgent
+from ..cost_models import CostModel, XGBoostCostModel
+from ..task import Task
+from ._model_based import ModelBasedTuner, Sampler
+from ._xgb import _make_sampler
+
+__all__ = ["ReleaseTuner"]
+
+
+class ReleaseTuner(ModelBasedTuner):
+    """PPO agent rewarded by ``cost_model`` (AutoTVM's XGBoost model by default; any ``CostModel``) with
+    ``sampler="adaptive"`` (k-means on the agent's candidates) or ``None``. ``agent_options`` override the
+    agent's settings (``PPOAgent``'s keyword arguments: paper hyperparameters, walkers, step cap)."""
+
+    def __init__(self, task: Task, plan_size: int = 64, cost_model: CostModel | None = None,
+                 sampler: Sampler | str | None = "adaptive", eps_greedy: float = 0.05, feature_type: str = "knob",
+                 loss_type: str = "reg", num_threads: int | None = None, agent_options: dict[str, Any] | None = None,
+                 seed: int | None = None):
+        if cost_model is None:
+            cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
+                                          num_threads=num_threads, seed=seed)
+        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy,  # type: ignore[arg-type]
+                         sampler=None, seed=seed)
+        self.agent = PPOAgent(self.space, rng=self.rng, **(agent_options or {}))
+        self.model_optimizer = self.agent
+        self.sampler = _make_sampler(sampler, task, self.rng)

@@ -1,0 +1,319 @@
+"""AdaTune: the adaptive evaluator, the RFEI cost model, contextual simulated annealing and RFEITuner.
+
+Real kernels run through LocalRunner where the behaviour depends on real timing; the arithmetic is checked
+on synthetic timings. No assertion depends on how fast this machine is.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import warnings
+
+import numpy as np
+import pytest
+import tvm
+from scipy.stats import norm
+from tvm import te
+from tvm.script import tirx as T
+
+import adatune
+from adatune.cost_models import RFEICostModel, expected_improvement
+from adatune.evaluator import EvaluatorConfig, adaptive_stop_index, converge_cv, evaluate
+from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, ReplayRunner
+from adatune.optimizers import ContextualSimulatedAnnealing, exploration_rate
+from adatune.records import load_from_file
+from adatune.tuners import RFEITuner
+
+from conftest import synthetic_cost
+
+
+# -- a deliberately noisy real kernel ---------------------------------------------------------------------
+@T.prim_func
+def _noisy_kernel(A: T.Buffer((1,), "uint32"), C: T.Buffer((2,), "uint32")):
+    """Each run advances an LCG kept in C[0] and spins 2^(0..16) steps of a second one: run times spread over
+    five orders of magnitude, so no number of repetitions makes its throughput estimate converge."""
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    C[0] = C[0] * T.uint32(1103515245) + T.uint32(12345) + A[0] * T.uint32(0)
+    for _k in range(T.shift_left(T.uint32(1), (C[0] >> T.uint32(16)) % T.uint32(17))):
+        C[1] = C[1] * T.uint32(1664525) + T.uint32(1013904223)
+
+
+if "test/noisy" not in adatune.task.registered_templates():
+
+    @adatune.template("test/noisy")
+    def _noisy(n: int):
+        A = te.placeholder((1,), "uint32", name="A")
+        C = te.compute((2,), lambda i: A[0], name="C")
+        adatune.get_config().add_flop(float(n))
+        return tvm.s_tir.Schedule(_noisy_kernel), [A, C]
+
+
+def _measure(task: adatune.task.Task, index: int, runner: LocalRunner) -> adatune.MeasureResult:
+    builder = LocalBuilder(n_parallel=1)
+    try:
+        inp = MeasureInput(task, task.config_space.get(index))
+        return runner.run([inp], builder.build([inp]))[0]
+    finally:
+        builder.close()
+        runner.close()
+
+
+# -- adaptive evaluator: arithmetic on synthetic timings -------------------------------------------------
+def test_converge_cv_matches_hand_computation():
+    secs, runs = [1.0, 2.0, 3.0], [10, 10, 10]
+    perf = [10 / 1.0, 20 / 3.0, 30 / 6.0]  # Perf_i = i*B / Time(i) (FLOP cancels in the ratio)
+    want = statistics.pstdev(perf) / statistics.fmean(perf)
+    assert converge_cv(secs, runs) == pytest.approx(want, rel=1e-12)
+    assert converge_cv([0.5, 0.5, 0.5, 0.5], [50] * 4) == pytest.approx(0.0, abs=1e-15)
+    assert math.isinf(converge_cv([0.5], [50]))  # one micro-batch has no spread yet
+
+
+def test_adaptive_stop_index_on_synthetic_timings():
+    steady = [0.010, 0.0101, 0.0099, 0.010, 0.010]
+    assert adaptive_stop_index(steady, [50] * 5, 0.1, 3) == 3  # not before min_micro_batches
+    assert adaptive_stop_index(steady, [50] * 5, 0.1, 1) == 2  # the first point with a spread
+    noisy = [0.001, 0.2, 0.001, 0.3, 0.001, 0.5]
+    assert adaptive_stop_index(noisy, [50] * 6, 0.1, 3) is None
+
+
+def _fake_time_fn(per_run: list[float]):
+    """time_fn over a scripted sequence of per-micro-batch mean run times."""
+    calls: list[tuple[int, int]] = []
+    it = iter(per_run)
+
+    def fn(number: int, repeat: int, min_repeat_ms: float) -> list[float]:
+        calls.append((number, repeat))
+        return [next(it) for _ in range(repeat)]
+
+    return fn, calls
+
+
+def test_evaluate_stops_early_when_steady_and_runs_to_cap_when_noisy():
+    cfg = EvaluatorConfig(number=100, repeat=10, min_converge_coef=0.1, micro_batch=50, min_micro_batches=3)
+    fn, calls = _fake_time_fn([1e-3] * 100)
+    out = evaluate(fn, cfg)
+    assert out.runs == 150 and len(out.costs) == 3 and calls == [(50, 1)] * 3
+    assert out.cv == pytest.approx(0.0, abs=1e-12)
+
+    wild = [1e-5 if i % 2 else 1e-1 for i in range(100)]
+    fn, calls = _fake_time_fn(wild)
+    out = evaluate(fn, cfg)
+    assert out.runs == cfg.cap_runs == 1000 and len(calls) == 20
+    assert out.cv is not None and out.cv >= 0.1
+
+
+def test_evaluate_last_micro_batch_is_trimmed_to_the_cap_and_deterministic_is_unchanged():
+    cfg = EvaluatorConfig(number=7, repeat=11, min_converge_coef=1e-9, micro_batch=50)
+    fn, calls = _fake_time_fn([1e-3, 2e-3] * 10)
+    out = evaluate(fn, cfg)
+    assert out.runs == 77 and [n for n, _ in calls] == [50, 27]
+    det = EvaluatorConfig(number=7, repeat=11)
+    fn, calls = _fake_time_fn([1e-3] * 11)
+    out = evaluate(fn, det)
+    assert calls == [(7, 11)] and out.runs == 77 and out.cv is None and len(out.costs) == 11
+
+
+# -- adaptive evaluator: real kernels in the runner worker -----------------------------------------------
+def test_adaptive_evaluator_stops_early_on_a_steady_kernel():
+    task = adatune.task.create("test/matmul", (128, 128, 128, "float32"), adatune.target.host())
+    index = task.config_space.knob2point([2, 3, 2, 1])  # tiles 4 x 8 x 4, vectorised
+    runner = LocalRunner(number=100, repeat=20, timeout=60, min_converge_coef=0.1)
+    res = _measure(task, index, runner)
+    assert res.ok, res.error_msg
+    assert 150 <= res.runs < 2000  # at least min_micro_batches * micro_batch, well under the cap
+    assert res.cv is not None and res.cv < 0.1
+    assert len(res.costs) == res.runs // 50
+
+
+def test_adaptive_evaluator_runs_to_the_cap_on_a_noisy_kernel():
+    task = adatune.task.create("test/noisy", (1000,), adatune.target.host())
+    runner = LocalRunner(number=20, repeat=2, timeout=60, micro_batch=1, min_converge_coef=0.1)
+    res = _measure(task, 0, runner)
+    assert res.ok, res.error_msg
+    assert res.runs == 40 and len(res.costs) == 40
+    assert res.cv is not None and res.cv >= 0.1
+
+
+def test_measure_option_switches_the_evaluator_and_records_runs_and_cv(matmul_task):
+    runner = LocalRunner(number=4, repeat=3, timeout=60)
+    assert runner.eval_config.min_converge_coef is None
+    option = adatune.measure_option(LocalBuilder(n_parallel=1), runner, min_converge_coef=0.1)
+    assert runner.eval_config.min_converge_coef == 0.1
+    try:
+        res = option.measure([MeasureInput(matmul_task, matmul_task.config_space.get(7))])[0]
+    finally:
+        option.close()
+    assert res.ok and res.runs == 12  # cap below one micro-batch: one trimmed micro-batch, no CV possible
+    assert res.to_json()["runs"] == 12
+
+
+# -- RFEI cost model --------------------------------------------------------------------------------------
+def test_expected_improvement_matches_scipy_including_sigma_zero():
+    mu = np.array([0.5, 1.0, 1.3, 0.9, 1.4, 0.2, 2.0])
+    sigma = np.array([0.1, 0.2, 0.05, 0.0, 0.0, 1e-300, 0.3])
+    best = 1.1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # sigma = 0 must not divide by zero or warn
+        with np.errstate(divide="raise", over="raise", invalid="raise"):
+            got = expected_improvement(mu, sigma, best)
+    want = []
+    for m, s in zip(mu, sigma):
+        if s == 0:
+            want.append(max(0.0, m - best))  # eq. (1) with a certain f(x)
+        else:
+            z = (m - best) / s
+            with np.errstate(over="ignore"):  # the naive reference squares Z = -9e299
+                want.append((m - best) * norm.cdf(z) + s * norm.pdf(z))  # eq. (2)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    assert np.all(np.isfinite(got)) and np.all(got >= 0)
+    assert got[3] == 0.0 and got[4] == pytest.approx(0.3)
+
+
+def _synthetic_flops(task: adatune.task.Task) -> np.ndarray:
+    return np.array([task.flop / synthetic_cost(task, i) for i in range(len(task.config_space))])
+
+
+def test_rfei_predict_is_ei_of_its_mean_and_std(matmul_task):
+    y = _synthetic_flops(matmul_task)
+    xs = np.random.default_rng(0).choice(len(y), 60, replace=False)
+    model = RFEICostModel(matmul_task, n_trees=32, seed=0)
+    model.fit(xs, y[xs], 16)
+    assert model.uncertainty_used == "forestci"
+    assert model.best_flops == pytest.approx(y[xs].max())
+    q = np.arange(len(y))
+    mu, sd = model.predict_mean_std(q)
+    assert np.all(np.isfinite(mu)) and np.all(sd >= 0) and mu.max() <= model.best_flops * (1 + 1e-9)
+    ei = model.predict(q)
+    want = np.array([expected_improvement(np.array([m]), np.array([s]), model.best_flops)[0] for m, s in zip(mu, sd)])
+    np.testing.assert_allclose(ei, want / model.best_flops, rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(model.predict(q[::-1]), ei[::-1])  # cached, batch-independent
+
+
+def test_rfei_variance_is_forestci_infinitesimal_jackknife(matmul_task):
+    import forestci
+
+    y = _synthetic_flops(matmul_task)
+    xs = np.random.default_rng(1).choice(len(y), 80, replace=False)
+    model = RFEICostModel(matmul_task, n_trees=48, calibrate=False, seed=3)
+    model.fit(xs, y[xs], 16)
+    q = np.arange(len(y))
+    x_train, x_test = model.features(xs), model.features(q)
+    var = forestci.random_forest_error(model.forest, x_train.shape, x_test, calibrate=False)
+    mu, sd = model.predict_mean_std(q)
+    np.testing.assert_allclose(sd / model.scale, np.sqrt(np.maximum(var, 0)), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(mu / model.scale, model.forest.predict(x_test), rtol=1e-6)
+
+
+def test_rfei_falls_back_to_tree_spread_with_a_warning(matmul_task, caplog, monkeypatch):
+    import forestci
+
+    def broken(*args, **kwargs):
+        raise ValueError("no in-bag samples")
+
+    monkeypatch.setattr(forestci, "calc_inbag", broken)
+    y = _synthetic_flops(matmul_task)
+    xs = np.arange(0, 300, 5)
+    model = RFEICostModel(matmul_task, n_trees=16, seed=0)
+    with caplog.at_level(logging.WARNING, logger="adatune.cost_model"):
+        model.fit(xs, y[xs], 16)
+    assert model.uncertainty_used == "trees"
+    assert any("per-tree" in r.message for r in caplog.records)
+    _, sd = model.predict_mean_std(np.arange(20))
+    preds = np.stack([t.predict(model.features(np.arange(20))) for t in model.forest.estimators_])
+    np.testing.assert_allclose(sd / model.scale, preds.std(axis=0), rtol=1e-6)
+
+
+def test_rfei_fit_log_warm_starts(matmul_task, replay_table, tmp_path):
+    log = tmp_path / "warm.jsonl"
+    option = adatune.measure_option(runner=ReplayRunner(replay_table))
+    RFEITuner(matmul_task, plan_size=8, seed=0).tune(24, option, callbacks=[adatune.callback.log_to_file(str(log))])
+    model = RFEICostModel(matmul_task, n_trees=16, seed=0)
+    model.fit_log(load_from_file(str(log)), 8)
+    assert model.forest is not None and model.x_train_shape[0] == 24
+    model.fit([1, 2], [1.0, 2.0], 8)  # later fits keep the warm-start records
+    assert model.x_train_shape[0] == 26
+
+
+# -- contextual exploration ---------------------------------------------------------------------------
+def test_exploration_rate_formula():
+    assert exploration_rate(np.array([1.0, 3.0]), 10.0) == pytest.approx(0.2)
+    assert exploration_rate(np.array([30.0]), 10.0) == 1.0  # clamped
+    assert exploration_rate(np.array([0.0]), 10.0) == 0.0
+    assert exploration_rate(np.array([1.0]), 0.0) == 1.0  # nothing measured works yet: explore
+
+
+def _eps_after(task, ys: np.ndarray, n: int, seed: int, uncertainty: str) -> float:
+    rng = np.random.default_rng(seed)
+    xs = rng.choice(len(ys), n, replace=False)
+    model = RFEICostModel(task, n_trees=64, uncertainty=uncertainty, seed=seed)
+    model.fit(xs, ys[xs], 16)
+    opt = ContextualSimulatedAnnealing(task.config_space, rng, model, n_context=64)
+    return opt.exploration_rate(set(int(x) for x in xs))
+
+
+@pytest.mark.parametrize("uncertainty", ["forestci", "trees"])
+def test_eps_rises_when_uncertain_and_falls_as_the_model_learns(matmul_task, uncertainty):
+    smooth = _synthetic_flops(matmul_task)
+    noise = np.random.default_rng(42).random(len(smooth)) * smooth.max()  # nothing to learn
+    seeds = range(3)
+    few = np.median([_eps_after(matmul_task, smooth, 12, s, uncertainty) for s in seeds])
+    many = np.median([_eps_after(matmul_task, smooth, 240, s, uncertainty) for s in seeds])
+    unlearnable = np.median([_eps_after(matmul_task, noise, 240, s, uncertainty) for s in seeds])
+    assert 0 <= many < few <= 1
+    assert unlearnable > 2 * many
+
+
+def test_contextual_plan_mixes_annealing_and_random_by_eps(matmul_task):
+    class Fixed:
+        best_flops = 10.0
+
+        def __init__(self, sigma: float):
+            self.sigma = sigma
+
+        def predict_mean_std(self, xs):
+            return np.zeros(len(xs)), np.full(len(xs), self.sigma)
+
+    space = matmul_task.config_space
+    score = lambda xs: -np.abs(np.asarray(xs) - 100.0)  # noqa: E731 - annealing should find 100 and neighbours
+    visited = set(range(0, 360, 3))
+    for sigma, n_random in ((0.0, 0), (2.5, 8), (50.0, 32)):
+        opt = ContextualSimulatedAnnealing(space, np.random.default_rng(0), Fixed(sigma))
+        plan = opt.find_maximums(score, 32, visited)
+        assert len(plan) == len(set(plan)) == 32 and not set(plan) & visited
+        assert opt.eps_history == [min(sigma / 10.0, 1.0)]
+        if n_random < 32:
+            assert plan[0] in (100, 101)  # the best annealing candidate leads the plan
+        assert all(abs(p - 100) <= 50 for p in plan[: 32 - n_random])
+
+
+def test_rfei_tuner_logs_eps_every_refit(matmul_task, replay_option, caplog):
+    tuner = RFEITuner(matmul_task, plan_size=16, n_trees=32, seed=0)
+    with caplog.at_level(logging.INFO, logger="adatune.optimizer"):
+        tuner.tune(n_trial=64, measure_option=replay_option, batch_size=16)
+    assert len(tuner.eps_history) == tuner.train_ct == 4  # refits after 16, 32, 48 and 64 trials
+    assert all(0 <= e <= 1 for e in tuner.eps_history)
+    assert sum("eps_t=" in r.message for r in caplog.records) == 4
+    assert RFEITuner(matmul_task, contextual=False).eps_history == []
+
+
+# -- end to end, AutoTVM style, on this machine --------------------------------------------------------
+def test_autotvm_style_script_runs_end_to_end_and_writes_records(matmul_task, tmp_path):
+    log = str(tmp_path / "matmul.jsonl")
+    builder = adatune.LocalBuilder(n_parallel=2)
+    runner = adatune.LocalRunner(number=20, repeat=10, timeout=60)
+    option = adatune.measure_option(builder, runner, min_converge_coef=0.1)
+    tuner = RFEITuner(matmul_task, plan_size=8)
+    try:
+        tuner.tune(n_trial=24, measure_option=option, batch_size=8,
+                   callbacks=[adatune.callback.log_to_file(log)])
+    finally:
+        option.close()
+    records = list(load_from_file(log))
+    assert len(records) == 24 and tuner.train_ct >= 2 and len(tuner.eps_history) == tuner.train_ct
+    ok = [r for r in records if r.result.ok]
+    assert ok and tuner.best_flops > 0
+    assert all(150 <= r.result.runs <= 200 for r in ok)  # adaptive: >= 3 micro-batches of 50, cap 200
+    assert all(r.result.cv is not None for r in ok)
+    best = adatune.pick_best(records)[matmul_task.workload_key]
+    assert best.config_index == tuner.best_config.index

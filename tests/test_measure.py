@@ -1,0 +1,88 @@
+"""Real measurements: correct kernels are timed, every failure kind comes from a real faulty kernel,
+and a tuning run carries on past all of them."""
+from __future__ import annotations
+
+import pytest
+
+import adatune
+from adatune.measure import MeasureErrorNo, MeasureInput
+from adatune.records import load_from_file
+from adatune.tuners import GridSearchTuner
+
+from fixture_templates import MODES
+
+EXPECTED = {"ok": MeasureErrorNo.NO_ERROR, "build_fail": MeasureErrorNo.COMPILE_HOST,
+            "crash": MeasureErrorNo.RUNTIME_DEVICE, "hang": MeasureErrorNo.RUN_TIMEOUT,
+            "wrong": MeasureErrorNo.WRONG_ANSWER, "instantiate_fail": MeasureErrorNo.INSTANTIATION_ERROR,
+            "slow_build": MeasureErrorNo.BUILD_TIMEOUT}
+
+
+def test_every_error_kind_while_the_run_carries_on(tmp_path):
+    task = adatune.task.create("test/faulty", (64,), adatune.target.host())
+    option = adatune.measure_option(adatune.LocalBuilder(timeout=4),
+                                    adatune.LocalRunner(timeout=3, check_correctness=True))
+    log = str(tmp_path / "faulty.jsonl")
+    tuner = GridSearchTuner(task)
+    tuner.tune(n_trial=len(MODES), measure_option=option, batch_size=len(MODES),
+               callbacks=[adatune.callback.log_to_file(log)])
+    option.close()
+    records = {r.config_index: r for r in load_from_file(log)}
+    assert len(records) == len(MODES)
+    for i, mode in enumerate(MODES):
+        res = records[i].result
+        assert res.error_no == EXPECTED[mode], (mode, res.error_no, res.error_msg[:300])
+        assert (res.error_msg == "") == (mode == "ok")
+        assert res.all_cost > 0
+    assert "differs from the reference" in records[MODES.index("wrong")].result.error_msg
+    assert tuner.best_config.index == MODES.index("ok")
+
+
+def test_worker_recovers_after_crash():
+    task = adatune.task.create("test/faulty", (64,), adatune.target.host())
+    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(timeout=5, check_correctness=True))
+    order = [MODES.index("crash"), MODES.index("ok")]
+    res = option.measure([MeasureInput(task, task.config_space.get(i)) for i in order])
+    option.close()
+    assert res[0].error_no == MeasureErrorNo.RUNTIME_DEVICE
+    assert res[1].error_no == MeasureErrorNo.NO_ERROR and len(res[1].costs) == 3
+
+
+def test_correct_kernels_are_timed_and_checked(matmul_task):
+    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=4, repeat=2,
+                                                                                check_correctness=True))
+    idx = [0, len(matmul_task.config_space) - 1, 77 % len(matmul_task.config_space)]
+    res = option.measure([MeasureInput(matmul_task, matmul_task.config_space.get(i)) for i in idx])
+    option.close()
+    for r in res:
+        assert r.error_no == MeasureErrorNo.NO_ERROR, r.error_msg
+        assert len(r.costs) == 2 and all(c > 0 for c in r.costs)
+        assert r.runs == 8 and r.build_time > 0 and r.run_time > 0
+        assert r.flops(matmul_task.flop) > 0
+
+
+def test_cuda_without_device_reports_clearly(matmul_task):
+    import shutil
+
+    import tvm
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    if tvm.cuda(0).exist:
+        pytest.skip("a GPU is present: this checks the no-device message")
+    task = adatune.task.create("test/gpu_copy", (256,), adatune.target.cuda("sm_80"))
+    option = adatune.measure_option(adatune.LocalBuilder(timeout=60), adatune.LocalRunner())
+    res = option.measure([MeasureInput(task, task.config_space.get(1))])[0]
+    option.close()
+    assert res.error_no == MeasureErrorNo.RUNTIME_DEVICE
+    assert "no CUDA device" in res.error_msg
+
+
+def test_bad_options_are_rejected():
+    with pytest.raises(ValueError, match="timeout"):
+        adatune.LocalRunner(timeout=0)
+    with pytest.raises(ValueError, match="number and repeat"):
+        adatune.LocalRunner(number=0)
+    with pytest.raises(ValueError, match="min_converge_coef"):
+        adatune.LocalRunner(min_converge_coef=-1)
+    with pytest.raises(ValueError, match="n_parallel"):
+        adatune.LocalBuilder(n_parallel=0)

@@ -1,0 +1,102 @@
+"""Records, pick_best, apply_history_best and resuming a run that was killed with SIGKILL."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import adatune
+from adatune.measure import MeasureInput
+from adatune.records import encode, load_from_file, pick_best
+from adatune.tuners import RandomTuner, XGBTuner
+
+TESTS = Path(__file__).parent
+
+
+def _log(task, option, path, n=12, seed=0):
+    tuner = RandomTuner(task, seed=seed)
+    tuner.tune(n_trial=n, measure_option=option, callbacks=[adatune.callback.log_to_file(str(path))])
+    return tuner
+
+
+def test_round_trip_and_corrupt_lines_skipped(matmul_task, replay_option, tmp_path):
+    path = tmp_path / "r.jsonl"
+    tuner = _log(matmul_task, replay_option, path)
+    with open(path, "a") as f:
+        f.write('{"v": 1, "target": {"kind": "llvm"}, "task": ["test/ma')  # a line cut by a kill
+        f.write("\nnot json at all\n")
+    with pytest.warns(UserWarning, match="corrupt record"):
+        recs = list(load_from_file(str(path)))
+    assert len(recs) == 12
+    assert recs[0].task_name == "test/matmul" and recs[0].args == [32, 32, 32, "float32"]
+    best = pick_best(recs)[matmul_task.workload_key]
+    assert best.config_index == tuner.best_config.index
+
+
+def test_apply_history_best_dispatches_best_and_never_other_targets(matmul_task, replay_option, tmp_path):
+    import fixture_templates
+
+    path = tmp_path / "r.jsonl"
+    tuner = _log(matmul_task, replay_option, path, n=20)
+    with adatune.apply_history_best(str(path)):
+        sch, _ = fixture_templates.matmul(32, 32, 32, "float32")
+    best = tuner.best_config
+    assert f"factors=[{best['tile_i'].size[0]}, {best['tile_i'].size[1]}]" in str(sch.trace)
+    # the same records under another CPU target: they must not apply; the fallback warns once
+    other = adatune.target.create({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake"})
+    with adatune.apply_history_best(str(path)), other, warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        sch2, _ = fixture_templates.matmul(32, 32, 32, "float32")
+        fixture_templates.matmul(32, 32, 32, "float32")
+    assert sum("fallback" in str(x.message) for x in w) == 1
+    assert "factors=[32, 1]" in str(sch2.trace)  # fallback: no split
+
+
+def test_encode_contains_everything_needed(matmul_task, replay_option):
+    cfg = matmul_task.config_space.get(3)
+    res = replay_option.measure([MeasureInput(matmul_task, cfg)])[0]
+    line = encode(MeasureInput(matmul_task, cfg), res)
+    for key in ('"v":1', '"target"', '"mcpu"', '"task"', '"entity"', '"error_no"', '"all_cost"', '"build_time"'):
+        assert key in line
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    import adatune, fixture_templates
+    from adatune.tuners import XGBTuner
+    task = adatune.task.create("test/matmul", (32, 32, 32, "float32"), adatune.target.host())
+    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=2, repeat=2))
+    XGBTuner(task, plan_size=8, seed=0).tune(n_trial=10_000, measure_option=option, batch_size=4,
+        callbacks=[adatune.callback.log_to_file({log!r})])
+""")
+
+
+def test_resume_after_sigkill_loses_and_remeasures_nothing(matmul_task, tmp_path):
+    log = tmp_path / "killed.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(tests=str(TESTS), log=str(log))],
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if log.exists() and sum(1 for _ in open(log)) >= 12:
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the tuner and its worker processes
+    proc.wait()
+    before = list(load_from_file(str(log)))
+    assert len(before) >= 12
+    tuner = XGBTuner(matmul_task, plan_size=8, seed=0)
+    assert tuner.load_history(before) == len({r.config_index for r in before})
+    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=2, repeat=2))
+    tuner.tune(n_trial=8, measure_option=option, callbacks=[adatune.callback.log_to_file(str(log))])
+    option.close()
+    after = [r.config_index for r in load_from_file(str(log))]
+    assert after[: len(before)] == [r.config_index for r in before]  # nothing lost
+    assert len(after) == len(before) + 8 and len(set(after)) == len(after)  # nothing measured twice

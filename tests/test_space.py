@@ -1,0 +1,113 @@
+"""Config spaces: AutoTVM's mixed-radix indexing, split policies, filters, sampling and features."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import adatune
+from adatune.space import ConfigSpace, SplitSpace
+
+
+def _space() -> ConfigSpace:
+    s = ConfigSpace()
+    s.define_split("a", 16, num_outputs=3)
+    s.define_knob("b", [0, 1, 2])
+    s.define_reorder("c", 3, policy="all")
+    s.define_annotate("d", 2, policy="try_unroll_vec")
+    return s
+
+
+def test_mixed_radix_round_trip_first_knob_least_significant():
+    s = _space()
+    assert s.dims == [15, 3, 6, 9] and len(s) == 15 * 3 * 6 * 9
+    for i in [0, 1, 14, 15, 44, len(s) - 1]:
+        assert s.knob2point(s.point2knob(i)) == i
+    assert s.point2knob(1) == [1, 0, 0, 0]
+    assert s.point2knob(15) == [0, 1, 0, 0]
+    cfg = s.get(15 + 45 * 2)
+    assert cfg["b"].val == 1 and cfg["c"].perm == s.space_map["c"][2].perm
+    with pytest.raises(IndexError, match="outside the space"):
+        s.point2knob(len(s))
+
+
+@pytest.mark.parametrize("policy,extent,n,expect", [
+    ("factors", 12, 2, [(12, 1), (6, 2), (4, 3), (3, 4), (2, 6), (1, 12)]),
+    ("power2", 12, 2, [(12, 1), (6, 2), (3, 4), (-1, 8)]),
+])
+def test_split_policies(policy, extent, n, expect):
+    assert sorted(e.size for e in SplitSpace(extent, n, policy=policy).entities) == sorted(expect)
+
+
+def test_split_factors_multiply_to_extent_and_respect_max_factor():
+    sp = SplitSpace(64, num_outputs=4, max_factor=8)
+    for e in sp.entities:
+        assert math.prod(e.size) == 64 and max(e.size[1:]) <= 8
+    verbose = SplitSpace(24, 2, policy="verbose")
+    assert {e.size[1] for e in verbose.entities} >= {1, 2, 3, 4, 6, 8, 12, 16, 24}
+
+
+def test_filters_knob_and_multi():
+    s = ConfigSpace()
+    s.define_split("t", 32, num_outputs=2, filter=lambda e: e.size[1] >= 4)
+    s.define_knob("k", [1, 2, 3, 4])
+    assert all(e.size[1] >= 4 for e in s.space_map["t"].entities)
+    s.multi_filter(lambda c: c["t"].size[1] * c["k"].val <= 16)
+    rng = np.random.default_rng(0)
+    for i in s.sample(rng, 10):
+        c = s.get(i)
+        assert c["t"].size[1] * c["k"].val <= 16
+    walk = s.sample(rng, 1)[0]
+    for _ in range(50):
+        walk = s.random_walk(walk, rng)
+        assert s.is_index_valid(walk)
+    assert len(s.valid_indices()) == sum(s.is_index_valid(i) for i in range(len(s)))
+
+
+def test_sample_is_distinct_and_excludes():
+    s = _space()
+    rng = np.random.default_rng(1)
+    got = s.sample(rng, 100, exclude=range(50))
+    assert len(set(got)) == 100 and min(got) >= 50
+
+
+def test_bad_definitions_are_named():
+    s = ConfigSpace()
+    s.define_knob("x", [1])
+    with pytest.raises(ValueError, match="defined twice"):
+        s.define_knob("x", [2])
+    with pytest.raises(ValueError, match="unknown split policy"):
+        s.define_split("y", 8, policy="nope")
+    with pytest.raises(ValueError, match="no candidate passes"):
+        s.define_split("z", 8, filter=lambda e: False)
+    with pytest.raises(KeyError, match="before it is defined"):
+        s["w"]
+
+
+def test_task_space_features_and_flop(matmul_task):
+    space = matmul_task.config_space
+    assert matmul_task.flop == 2 * 32 ** 3
+    assert space.knob_names == ["tile_i", "tile_j", "tile_k", "vec"]
+    from adatune.features import FeatureExtractor
+
+    knob = FeatureExtractor(matmul_task, "knob")
+    f = knob([0, 5, len(space) - 1])
+    assert f.shape[0] == 3 and np.allclose(f[1], space.knob_features(5))
+    itervar = FeatureExtractor(matmul_task, "itervar")
+    g = itervar([0, 5])
+    assert g.shape[0] == 2 and not np.allclose(g[0], g[1])
+
+
+def test_unknown_template_and_bad_target():
+    with pytest.raises(KeyError, match="no template named"):
+        adatune.task.create("nope", (1,))
+    with pytest.raises(ValueError, match="JSON dicts"):
+        adatune.target.create("llvm -mcpu=native")
+
+
+def test_host_target_is_detected():
+    t = adatune.target.host()
+    d = adatune.target.to_json(t)
+    assert d["kind"] == "llvm" and d["mcpu"] not in ("", "generic") and d["num-cores"] >= 1
+    assert d["mtriple"].endswith("linux-gnu") and "conda" not in d["mtriple"]
