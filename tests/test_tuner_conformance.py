@@ -68,3 +68,12 @@ def test_resume_from_history_measures_nothing_twice(name, matmul_task, replay_op
     indices = [r.config_index for r in load_from_file(log)]
     assert len(indices) == 40 and len(set(indices)) == 40
     assert second.best_flops >= first.best_flops
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_time_budget_stops_on_the_tuner_clock(name, matmul_task, replay_option):
+    tuner = TUNER_FACTORIES[name](matmul_task, 2)
+    tuner.tune(n_trial=1000, measure_option=replay_option, batch_size=8, time_budget=3.0)
+    # each replayed trial costs its recorded 0.3 s, so the budget ends the run after 2 or 3 batches
+    assert 16 <= len(tuner.trials) <= 24
+    assert tuner.clock >= 3.0

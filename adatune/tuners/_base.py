@@ -104,11 +104,12 @@ class Tuner(abc.ABC):
         return len(inputs)
 
     def tune(self, n_trial: int, measure_option: MeasureOption, early_stopping: int | None = None,
-             callbacks: Sequence[Callback] = (), batch_size: int = 8) -> None:
+             callbacks: Sequence[Callback] = (), batch_size: int = 8, time_budget: float | None = None) -> None:
         """Measure up to ``n_trial`` new configs, in batches, calling ``callbacks`` after each batch.
 
-        Stops early when the space is exhausted or, with ``early_stopping``, when that many trials
-        have passed without a better config.
+        Stops early when the space is exhausted, with ``early_stopping`` when that many trials have
+        passed without a better config, or with ``time_budget`` once this call has spent that many
+        seconds of the tuner's clock (search plus measurement).
         """
         if n_trial < 0:
             raise ValueError(f"n_trial must be non-negative, got {n_trial}")
@@ -116,7 +117,10 @@ class Tuner(abc.ABC):
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         done = 0
         start_trials = len(self.trials)
+        start_clock = self.clock
         while done < n_trial and self.has_next():
+            if time_budget is not None and self.clock - start_clock >= time_budget:
+                break
             t0 = time.perf_counter()
             configs = self.next_batch(min(batch_size, n_trial - done))
             search = time.perf_counter() - t0
