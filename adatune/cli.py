@@ -21,10 +21,10 @@ def _target(name: str, arch: str):  # noqa: ANN202 - tvm Target
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from .workloads import list_workloads
+    from .workloads import get, list_workloads
 
-    for w in list_workloads():
-        print(f"{w.name:28s} {w.description}")
+    for name in list_workloads():
+        print(f"{name:28s} {get(name).description}")
     return 0
 
 
@@ -33,7 +33,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .measure import LocalBuilder, LocalRunner
     from .records import load_from_file
     from .tuners import create_tuner
-    from .workloads import get_workload
+    from .workloads import get as get_workload
 
     wl = get_workload(args.workload)
     task = wl.create_task(_target(args.target, args.arch))
@@ -63,7 +63,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
           f"config {tuner.best_config.index}: {tuner.best_config.to_json()['entity']}")
     print(f"trials: {len(tuner.trials)}, tuning clock: {tuner.clock:.1f} s")
     if args.reference:
-        from benchmarks.reference import measure_reference
+        from .reference import measure_reference
 
         for lib, gflops in measure_reference(wl).items():
             print(f"reference {lib}: {gflops:.1f} GFLOPS -> adatune reaches {tuner.best_flops / 1e9 / gflops:.2f}x")

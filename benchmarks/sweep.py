@@ -14,7 +14,7 @@ import time
 import adatune
 from adatune.measure import MeasureInput
 from adatune.records import load_from_file
-from adatune.workloads import get_workload
+from adatune.workloads import get as get_workload
 
 
 def main() -> None:
