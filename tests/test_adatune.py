@@ -226,6 +226,19 @@ def test_rfei_falls_back_to_tree_spread_with_a_warning(matmul_task, caplog, monk
     np.testing.assert_allclose(sd / model.scale, preds.std(axis=0), rtol=1e-6)
 
 
+def test_rfei_with_one_or_two_training_configs_gives_finite_scores(matmul_task, caplog):
+    y = _synthetic_flops(matmul_task)
+    for xs in ([7], [7, 7], [3, 9]):
+        model = RFEICostModel(matmul_task, n_trees=16, seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model.fit(xs, y[xs], 16)
+            mu, sd = model.predict_mean_std(np.arange(50))
+            ei = model.predict(np.arange(50))
+        assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(np.isfinite(ei))
+    assert any("at least two" in r.message for r in caplog.records)
+
+
 def test_rfei_fit_log_warm_starts(matmul_task, replay_table, tmp_path):
     log = tmp_path / "warm.jsonl"
     option = adatune.measure_option(runner=ReplayRunner(replay_table))

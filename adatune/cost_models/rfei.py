@@ -141,6 +141,8 @@ class RFEICostModel(CostModel):
         import forestci
 
         try:
+            if self.x_train_shape[0] < 2:
+                raise ValueError("the jackknife needs at least two training configs")
             self._inbag = np.asarray(forestci.calc_inbag(self.x_train_shape[0], self.forest), dtype=np.float64)
             if self.calibrate:
                 with _one_blas_thread():
@@ -224,9 +226,12 @@ class RFEICostModel(CostModel):
         preds = self._tree_predictions(x)
         mean = preds.mean(axis=0)
         if self.uncertainty_used == "forestci" and self._inbag is not None:
-            with _one_blas_thread():
+            with _one_blas_thread(), np.errstate(divide="ignore", invalid="ignore"):
                 var = self._calibrated(self._ij_variance(preds, self._inbag))
             std = np.sqrt(np.maximum(var, 0.0))
+            bad = ~np.isfinite(std)
+            if np.any(bad):  # degenerate in-bag counts: those points get the per-tree spread
+                std[bad] = preds[:, bad].std(axis=0)
         else:
             std = preds.std(axis=0)
         return mean, std

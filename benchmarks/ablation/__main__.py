@@ -1,7 +1,7 @@
 """``python -m benchmarks.ablation``: run the AdaTune ablation and write results, figures and a summary.
 
-Full run (what the issue asks; ~2 workloads x 5 seeds x 4 schemes x budget, plus the evaluator check and
-the replay comparison, i.e. about 3.5 hours at the default 300 s budget)::
+Full run (what the issue asks: 2 workloads x 5 seeds x 4 schemes x the budget, i.e. 3.3 hours at the default
+300 s, plus the evaluator check and, if a sweep log exists, the replay comparison over 15 seeds)::
 
     python -m benchmarks.ablation
 
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-threads", type=int, default=None,
                    help="threads for XGBoost and the forest (default: each library's own; 1 helps on a loaded box)")
     p.add_argument("--number", type=int, default=10, help="DE: runs averaged per repeat")
-    p.add_argument("--repeat", type=int, default=10, help="DE: repeats; the cap of both evaluators is number*repeat")
+    p.add_argument("--repeat", type=int, default=20, help="DE: repeats; the cap of both evaluators is number*repeat")
     p.add_argument("--micro-batch", type=int, default=10, help="AE: runs per micro-batch")
     p.add_argument("--min-micro-batches", type=int, default=3)
     p.add_argument("--min-converge-coef", type=float, default=0.1)

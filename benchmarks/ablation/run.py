@@ -31,7 +31,7 @@ class RunConfig:
     batch_size: int = 8
     n_trees: int = 100
     number: int = 10
-    repeat: int = 10
+    repeat: int = 20
     micro_batch: int = 10
     min_micro_batches: int = 3
     min_converge_coef: float = 0.1
