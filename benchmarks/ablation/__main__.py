@@ -52,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=10.0, help="runner timeout per candidate (s)")
     p.add_argument("--n-parallel", type=int, default=2, help="build processes")
     p.add_argument("--check-configs", type=int, default=24, help="configs in the AE-vs-DE check (0: skip)")
+    p.add_argument("--confirm-repeats", type=int, default=5,
+                   help="DE re-measurements of AE's and DE's picks in the check")
     p.add_argument("--replay-logs", nargs="*", default=["benchmarks/data/*.jsonl"],
                    help="recorded sweep logs (globs) for the comparison in trials")
     p.add_argument("--replay-seeds", type=int, default=15)
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
                     plan_size=args.plan_size, batch_size=args.batch_size, n_trees=args.n_trees, number=args.number,
                     repeat=args.repeat, micro_batch=args.micro_batch, min_micro_batches=args.min_micro_batches,
                     min_converge_coef=args.min_converge_coef, timeout=args.timeout, n_parallel=args.n_parallel,
-                    check_configs=args.check_configs, num_threads=args.num_threads,
+                    check_configs=args.check_configs, confirm_repeats=args.confirm_repeats,
+                    num_threads=args.num_threads,
                     replay_seeds=tuple(range(args.replay_seeds)),
                     replay_trials=args.replay_trials)
     has_gpu, gpu_note = _gpu_note(args.target)
