@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["MAX_THREADS", "SHARED_BYTES", "MAX_ACCUMULATORS", "define_unroll", "apply_unroll",
+__all__ = ["MAX_THREADS", "SHARED_BYTES", "MAX_ACCUMULATORS", "MIN_THREADS", "define_unroll", "apply_unroll",
            "cooperative_fetch"]
 
 MAX_THREADS = 1024  # threads per block on every CUDA architecture since sm_20
 SHARED_BYTES = 48 * 1024  # static shared memory per block without opt-in
+MIN_THREADS = 32  # one warp: fewer threads leave most of each SM's lanes idle
 MAX_ACCUMULATORS = 64  # per-thread accumulators: beyond this nvcc spills registers to local memory
 
 

@@ -106,6 +106,25 @@ def _define_knobs(cfg, CO: int, OH: int, OW: int, CI: int, lanes: int, small: bo
                                                    c["tile_f"].size[-1], lanes))
 
 
+def _loops_under(sch, block, loop) -> list:  # noqa: ANN001
+    loops = list(sch.get_loops(block))
+    at = sch.get_sref(loop)
+    return loops[next(i for i, lp in enumerate(loops) if sch.get_sref(lp).same_as(at)) + 1:]
+
+
+def _pack_in_write_order(sch, loops: list, f_extent: int, nr: int):  # noqa: ANN001, ANN202
+    """Make the packing copy walk its destination ``[f // nr, c, h, w, f % nr]`` contiguously: it reads
+    ``nr`` kernel rows at once instead of scattering every element to another cache line (halves the
+    cost of L12's 9 MB kernel). ``loops`` are the copy's loops, channel loop first (unit loops are
+    absent after compute_at). Returns the outermost copy loop."""
+    first = loops[0]
+    if nr > 1 and int(sch.get(first).extent) == f_extent and len(loops) > 1:
+        fo, fi = sch.split(first, [None, nr])
+        sch.reorder(fo, *loops[1:], fi)
+        return fo
+    return first
+
+
 @template("conv2d_nchw.x86", reference=conv2d_reference)
 def conv2d_x86(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int,
                dtype: str = "float32", space: str = "full"):
@@ -139,9 +158,10 @@ def conv2d_x86(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, strid
     if cfg["pack_kernel"].val == "outer":  # threads own channel blocks; each packs its slice once
         outer = sch.fuse(n, f0)
         sch.compute_at(packed, outer)
+        _pack_in_write_order(sch, _loops_under(sch, packed, outer), cfg["tile_f"].size[1] * nr, nr)
     else:
         outer = sch.fuse(n, f0, y0, x0)
-        sch.parallel(sch.get_loops(packed)[0])
+        sch.parallel(_pack_in_write_order(sch, sch.get_loops(packed), CO, nr))
     sch.parallel(outer)
 
     sch.unroll(y2)

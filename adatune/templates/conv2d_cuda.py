@@ -6,7 +6,8 @@ are staged per shared-memory step). The padded input and the kernel tiles are fe
 memory cooperatively by all threads of a block (the padding is inlined into that fetch), and each
 thread accumulates its outputs in registers. ``auto_unroll_max_step`` [0, 512, 1500] and
 ``unroll_explicit`` [0, 1] as in AutoTVM. Configs over 1024 threads, 48 KiB shared memory or 64
-accumulators per thread are filtered out.
+accumulators per thread, or under one warp of threads (when the output has that many
+points), are filtered out.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def _define_knobs(cfg, CO: int, OH: int, OW: int, CI: int, KH: int, KW: int, str
     cfg.define_split("tile_ry", KH, num_outputs=2)
     cfg.define_split("tile_rx", KW, num_outputs=2)
     _cuda.define_unroll(cfg)
+    min_threads = min(_cuda.MIN_THREADS, CO * OH * OW)
 
     def launchable(c) -> bool:  # noqa: ANN001
         f, y, x = c["tile_f"].size, c["tile_y"].size, c["tile_x"].size
@@ -38,7 +40,7 @@ def _define_knobs(cfg, CO: int, OH: int, OW: int, CI: int, KH: int, KW: int, str
         data = rc * ((block_y - 1) * stride + ry) * ((block_x - 1) * stride + rx)
         weight = f[1] * f[2] * f[3] * rc * ry * rx
         acc = f[1] * f[3] * y[1] * y[3] * x[1] * x[3]
-        return (threads <= _cuda.MAX_THREADS and (data + weight) * nbytes <= _cuda.SHARED_BYTES
+        return (min_threads <= threads <= _cuda.MAX_THREADS and (data + weight) * nbytes <= _cuda.SHARED_BYTES
                 and acc <= _cuda.MAX_ACCUMULATORS)
 
     cfg.multi_filter(launchable)

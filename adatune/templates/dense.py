@@ -12,7 +12,8 @@ layout (``transpose_b="NT"``).
 - ``dense.cuda``: AutoTVM-style shared-memory tiling. Knobs: ``tile_y``/``tile_x`` (4-way: blockIdx,
   vthread, threadIdx, inner), ``tile_k`` (2-way: the shared-memory step is the inner factor),
   ``auto_unroll_max_step`` [0, 512, 1500], ``unroll_explicit`` [0, 1]; filtered to <= 1024 threads,
-  <= 48 KiB shared memory and <= 64 accumulators per thread.
+  <= 48 KiB shared memory, <= 64 accumulators per thread and >= 32 threads (when there are
+  that many outputs).
 """
 from __future__ import annotations
 
@@ -59,13 +60,15 @@ def define_gemm_cuda(cfg, y_extent: int, x_extent: int, k_extent: int, bytes_per
     cfg.define_split("tile_x", x_extent, num_outputs=4)
     cfg.define_split("tile_k", k_extent, num_outputs=2)
     _cuda.define_unroll(cfg)
+    min_threads = min(_cuda.MIN_THREADS, y_extent * x_extent)
 
     def launchable(c) -> bool:  # noqa: ANN001
         y, x, kk = c["tile_y"].size, c["tile_x"].size, c["tile_k"].size[-1]
         threads = y[2] * x[2]
         shared = kk * (y[1] * y[2] * y[3] + x[1] * x[2] * x[3]) * bytes_per_elem
         acc = y[1] * y[3] * x[1] * x[3]
-        return threads <= _cuda.MAX_THREADS and shared <= _cuda.SHARED_BYTES and acc <= _cuda.MAX_ACCUMULATORS
+        return (min_threads <= threads <= _cuda.MAX_THREADS and shared <= _cuda.SHARED_BYTES
+                and acc <= _cuda.MAX_ACCUMULATORS)
 
     cfg.multi_filter(launchable)
 

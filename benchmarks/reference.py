@@ -1,0 +1,154 @@
+"""Reference throughput: PyTorch (oneDNN/MKL) and numpy BLAS on a workload's exact shape, and a tuned
+adatune config measured in the same process, so that "x% of PyTorch" compares like with like.
+
+    python -m benchmarks.reference dense-1024 conv2d-resnet18-L6 --log tune.jsonl --rounds 5
+
+Each round times PyTorch, numpy (dense and batch_matmul only) and the best logged config once, one after
+another; rounds interleave so that a noisy neighbour on a shared machine hurts every contender alike.
+Reported numbers are medians over rounds (each round itself the median of ``repeats`` calls), plus the
+best round.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any, Callable
+
+import numpy as np
+import psutil
+
+__all__ = ["physical_cores", "time_callable", "measure_reference", "measure_config", "best_config_index",
+           "compare"]
+
+
+def physical_cores() -> int:
+    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+def time_callable(fn: Callable[[], Any], repeats: int = 30, warmup_s: float = 0.2) -> float:
+    """Median seconds per call, after at least 3 calls and ``warmup_s`` of warm-up (thread pools
+    spin up, caches and page tables fill, oneDNN builds its kernels on the first call)."""
+    t_end = time.perf_counter() + warmup_s
+    for k in range(1_000_000):
+        fn()
+        if k >= 2 and time.perf_counter() > t_end:
+            break
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _numpy_callable(workload: Any, seed: int = 0) -> Callable[[], Any] | None:
+    rng = np.random.default_rng(seed)
+    rand = lambda *s: rng.uniform(-1, 1, size=s).astype("float32")  # noqa: E731
+    if workload.op == "dense":
+        n, l, m = workload.args[:3]
+        a, b = rand(n, l), rand(l, m)
+        return lambda: a @ b
+    if workload.op == "batch_matmul":
+        bsz, m, n, k, layout = workload.args[:5]
+        a = rand(bsz, m, k)
+        b = rand(bsz, n, k).transpose(0, 2, 1) if layout == "NT" else rand(bsz, k, n)
+        return lambda: np.matmul(a, b)
+    return None  # numpy has no fast convolution
+
+
+def measure_reference(workload: Any, repeats: int = 30) -> dict[str, float]:
+    """GFLOPS of PyTorch (``torch.set_num_threads(physical cores)``) and, for matrix products, numpy."""
+    import torch
+
+    from adatune import workloads
+
+    w = workloads.get(workload)
+    torch.set_num_threads(physical_cores())
+    out = {"torch": w.flop / time_callable(workloads.torch_reference(w), repeats) / 1e9}
+    np_fn = _numpy_callable(w)
+    if np_fn is not None:
+        out["numpy"] = w.flop / time_callable(np_fn, repeats) / 1e9
+    return out
+
+
+def best_config_index(workload: Any, log: str, target: Any = None) -> int:
+    """Index of the fastest valid record of the workload's task (for ``target``, default this CPU)."""
+    from adatune import load_from_file, workloads
+    from adatune.dispatch import ApplyHistoryBest
+
+    w = workloads.get(workload)
+    task = w.create_task(target)
+    rec = ApplyHistoryBest(list(load_from_file(log))).best_record(task.name, task.args, task.target)
+    if rec is None:
+        raise LookupError(f"no valid record for {w.name} ({task.name}{task.args}) in {log}")
+    return rec.config_index
+
+
+class _Compiled:
+    """One config of a workload's task, compiled in this process with its random input tensors."""
+
+    def __init__(self, workload: Any, index: int, target: Any = None):
+        import tvm
+
+        from adatune import workloads
+
+        self.workload = workloads.get(workload)
+        task = self.workload.create_task(target)
+        sch, _ = task.instantiate(index)
+        self.lib = tvm.tirx.build(sch.mod, task.target)
+        dev = tvm.cpu()
+        rng = np.random.default_rng(0)
+        self.args = [tvm.runtime.tensor(rng.uniform(-1, 1, s.shape).astype(s.dtype), dev) for s in task.arg_specs]
+        self.func = self.lib[self.lib.entry_name]
+
+    def __call__(self) -> None:
+        self.func(*self.args)
+
+
+def measure_config(workload: Any, index: int, repeats: int = 30, target: Any = None) -> float:
+    """GFLOPS of config ``index`` of the workload's CPU task, built and timed in this process."""
+    comp = _Compiled(workload, index, target)
+    return comp.workload.flop / time_callable(comp, repeats) / 1e9
+
+
+def compare(workload: Any, index: int | None = None, rounds: int = 5, repeats: int = 20) -> dict[str, dict]:
+    """Interleaved rounds of PyTorch, numpy and (when ``index`` is given) adatune's config:
+    ``{contender: {"median": GFLOPS, "best": GFLOPS}}``."""
+    import torch
+
+    from adatune import workloads
+
+    w = workloads.get(workload)
+    torch.set_num_threads(physical_cores())
+    fns = {"torch": workloads.torch_reference(w)}
+    np_fn = _numpy_callable(w)
+    if np_fn is not None:
+        fns["numpy"] = np_fn
+    if index is not None:
+        fns["adatune"] = _Compiled(w, index)
+    runs: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            runs[name].append(w.flop / time_callable(fn, repeats) / 1e9)
+    return {k: {"median": statistics.median(v), "best": max(v)} for k, v in runs.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workloads", nargs="+", help="names from adatune.workloads.list_workloads()")
+    parser.add_argument("--log", help="adatune records: measure each workload's best config too")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=20)
+    opts = parser.parse_args(argv)
+    print(f"{'workload':24s} {'contender':8s} {'median':>8s} {'best':>8s}  GFLOPS  (x of torch)")
+    for name in opts.workloads:
+        index = best_config_index(name, opts.log) if opts.log else None
+        res = compare(name, index, opts.rounds, opts.repeats)
+        for who, r in res.items():
+            rel = r["median"] / res["torch"]["median"]
+            print(f"{name:24s} {who:8s} {r['median']:8.1f} {r['best']:8.1f}  ({rel:.2f}x)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
