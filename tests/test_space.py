@@ -63,6 +63,12 @@ def test_filters_knob_and_multi():
         walk = s.random_walk(walk, rng)
         assert s.is_index_valid(walk)
     assert len(s.valid_indices()) == sum(s.is_index_valid(i) for i in range(len(s)))
+    from adatune.optimizers import random_walk_batch
+
+    pts = np.asarray(s.sample(rng, 20), dtype=np.int64)
+    for _ in range(20):
+        pts = random_walk_batch(s, pts, rng)
+        assert all(s.is_index_valid(int(p)) for p in pts)
 
 
 def test_sample_is_distinct_and_excludes():

@@ -21,15 +21,21 @@ def random_walk_batch(space: ConfigSpace, points: np.ndarray, rng: np.random.Gen
     movable = np.flatnonzero(dims > 1)
     if len(movable) == 0:
         return points.copy()
-    if space._filters:  # rare: fall back to the per-point walk that checks filters
-        return np.asarray([space.random_walk(int(p), rng) for p in points], dtype=np.int64)
     scale = np.concatenate([[1], np.cumprod(dims)[:-1]]).astype(np.int64)
-    knob = movable[rng.integers(len(movable), size=len(points))]
-    r = dims[knob]
-    digit = (points // scale[knob]) % r
-    step = rng.integers(1, np.iinfo(np.int64).max, size=len(points)) % (r - 1) + 1
-    new_digit = (digit + step) % r
-    return points + (new_digit - digit) * scale[knob]
+    out = points.copy()
+    pending = np.arange(len(points))
+    for _ in range(20 if space.has_filters else 1):  # re-draw the steps that leave the filtered space
+        knob = movable[rng.integers(len(movable), size=len(pending))]
+        r = dims[knob]
+        digit = (points[pending] // scale[knob]) % r
+        step = rng.integers(1, np.iinfo(np.int64).max, size=len(pending)) % (r - 1) + 1
+        cand = points[pending] + ((digit + step) % r - digit) * scale[knob]
+        ok = space.are_valid(cand)
+        out[pending[ok]] = cand[ok]
+        pending = pending[~ok]
+        if len(pending) == 0:
+            break
+    return out
 
 
 class SimulatedAnnealingOptimizer(ModelOptimizer):

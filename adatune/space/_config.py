@@ -67,6 +67,7 @@ class ConfigSpace(_ConfigBase):
         self.space_map: dict[str, KnobSpace] = {}
         self._filters: list[Callable[[ConfigEntity], bool]] = []
         self._radix: list[int] = []
+        self._valid: np.ndarray | None = None  # cached valid indices of a small filtered space
 
     # -- definition (called from templates) -------------------------------------------------------
     def _add(self, name: str, knob: KnobSpace) -> None:
@@ -74,6 +75,7 @@ class ConfigSpace(_ConfigBase):
             raise ValueError(f"knob {name!r} is defined twice in this template")
         self.space_map[name] = knob
         self._radix = [len(k) for k in self.space_map.values()]
+        self._valid = None
 
     def define_split(self, name: str, axis: Any, *, sch: Any = None, policy: str = "factors",
                      num_outputs: int = 2, max_factor: int | None = None,
@@ -93,6 +95,11 @@ class ConfigSpace(_ConfigBase):
 
     def multi_filter(self, filter: Callable[["ConfigEntity"], bool]) -> None:
         self._filters.append(filter)
+        self._valid = None
+
+    @property
+    def has_filters(self) -> bool:
+        return bool(self._filters)
 
     def _check_defined(self, name: str) -> None:  # pragma: no cover - ConfigSpace defines instead
         pass
@@ -148,20 +155,33 @@ class ConfigSpace(_ConfigBase):
         return all(f(cfg) for f in self._filters)
 
     def valid_indices(self) -> np.ndarray:
-        """Every index that passes the filters (enumerates the space: use only on small spaces)."""
-        idx = np.arange(len(self), dtype=np.int64)
+        """Every index that passes the filters, sorted (enumerated once and cached: small spaces only)."""
         if not self._filters:
-            return idx
-        return np.array([i for i in idx if self.is_index_valid(int(i))], dtype=np.int64)
+            return np.arange(len(self), dtype=np.int64)
+        if self._valid is None:
+            self._valid = np.array([i for i in range(len(self)) if self.is_index_valid(i)], dtype=np.int64)
+        return self._valid
+
+    def are_valid(self, indices: np.ndarray) -> np.ndarray:
+        """Vectorised ``is_index_valid`` (uses the cached valid set on small spaces)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if not self._filters:
+            return np.ones(len(indices), dtype=bool)
+        if len(self) <= 200_000:
+            valid = self.valid_indices()
+            pos = np.clip(np.searchsorted(valid, indices), 0, max(len(valid) - 1, 0))
+            return valid[pos] == indices if len(valid) else np.zeros(len(indices), dtype=bool)
+        return np.array([self.is_index_valid(int(i)) for i in indices], dtype=bool)
 
     def sample(self, rng: np.random.Generator, n: int, exclude: Iterable[int] = ()) -> list[int]:
         """Up to ``n`` distinct valid indices, none in ``exclude``, drawn uniformly at random."""
         excluded = set(int(e) for e in exclude)
         total = len(self)
         if total <= 200_000 and (self._filters or total - len(excluded) <= 4 * n):
-            pool = [int(i) for i in self.valid_indices() if int(i) not in excluded]
+            valid = self.valid_indices()
+            pool = valid[~np.isin(valid, np.fromiter(excluded, np.int64, len(excluded)))] if excluded else valid
             take = min(n, len(pool))
-            return [pool[i] for i in rng.choice(len(pool), size=take, replace=False)] if take else []
+            return [int(pool[i]) for i in rng.choice(len(pool), size=take, replace=False)] if take else []
         out: list[int] = []
         seen = set(excluded)
         tries = 0
