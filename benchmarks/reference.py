@@ -7,6 +7,10 @@ Each round times PyTorch, numpy (dense and batch_matmul only) and the best logge
 another; rounds interleave so that a noisy neighbour on a shared machine hurts every contender alike.
 Reported numbers are medians over rounds (each round itself the median of ``repeats`` calls), plus the
 best round.
+
+On a machine shared with other jobs, wall-clock timings of multi-threaded kernels mostly measure the
+neighbours (an OpenMP barrier waits for a descheduled thread). ``--threads 1 --cpu-time`` compares
+single-threaded kernels by the CPU time of the calling thread instead, which a co-runner barely affects.
 """
 from __future__ import annotations
 
@@ -26,9 +30,11 @@ def physical_cores() -> int:
     return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
 
 
-def time_callable(fn: Callable[[], Any], repeats: int = 30, warmup_s: float = 0.2) -> float:
+def time_callable(fn: Callable[[], Any], repeats: int = 30, warmup_s: float = 0.2,
+                  clock: Callable[[], float] = time.perf_counter) -> float:
     """Median seconds per call, after at least 3 calls and ``warmup_s`` of warm-up (thread pools
-    spin up, caches and page tables fill, oneDNN builds its kernels on the first call)."""
+    spin up, caches and page tables fill, oneDNN builds its kernels on the first call). ``clock`` may
+    be ``time.thread_time`` for single-threaded CPU-time measurements."""
     t_end = time.perf_counter() + warmup_s
     for k in range(1_000_000):
         fn()
@@ -36,9 +42,9 @@ def time_callable(fn: Callable[[], Any], repeats: int = 30, warmup_s: float = 0.
             break
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return statistics.median(times)
 
 
@@ -112,15 +118,27 @@ def measure_config(workload: Any, index: int, repeats: int = 30, target: Any = N
     return comp.workload.flop / time_callable(comp, repeats) / 1e9
 
 
-def compare(workload: Any, index: int | None = None, rounds: int = 5, repeats: int = 20) -> dict[str, dict]:
+def compare(workload: Any, index: int | None = None, rounds: int = 5, repeats: int = 20,
+            threads: int | None = None, cpu_time: bool = False) -> dict[str, dict]:
     """Interleaved rounds of PyTorch, numpy and (when ``index`` is given) adatune's config:
-    ``{contender: {"median": GFLOPS, "best": GFLOPS}}``."""
+    ``{contender: {"median": GFLOPS, "best": GFLOPS}}``. ``threads`` defaults to the physical cores;
+    for adatune it only applies if TVM's thread pool has not started yet (``TVM_NUM_THREADS``).
+    ``cpu_time`` times by the calling thread's CPU time and needs ``threads=1``."""
+    import os
+
     import torch
+    from threadpoolctl import threadpool_limits
 
     from adatune import workloads
 
+    threads = threads or physical_cores()
+    if cpu_time and threads != 1:
+        raise ValueError("CPU-time measurements need threads=1 (other threads' time is not counted)")
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    threadpool_limits(threads)  # numpy's BLAS
+    torch.set_num_threads(threads)
+    clock = time.thread_time if cpu_time else time.perf_counter
     w = workloads.get(workload)
-    torch.set_num_threads(physical_cores())
     fns = {"torch": workloads.torch_reference(w)}
     np_fn = _numpy_callable(w)
     if np_fn is not None:
@@ -130,7 +148,7 @@ def compare(workload: Any, index: int | None = None, rounds: int = 5, repeats: i
     runs: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            runs[name].append(w.flop / time_callable(fn, repeats) / 1e9)
+            runs[name].append(w.flop / time_callable(fn, repeats, clock=clock) / 1e9)
     return {k: {"median": statistics.median(v), "best": max(v)} for k, v in runs.items()}
 
 
@@ -140,11 +158,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log", help="adatune records: measure each workload's best config too")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None, help="default: physical cores")
+    parser.add_argument("--cpu-time", action="store_true", help="time by thread CPU time (needs --threads 1)")
     opts = parser.parse_args(argv)
     print(f"{'workload':24s} {'contender':8s} {'median':>8s} {'best':>8s}  GFLOPS  (x of torch)")
     for name in opts.workloads:
         index = best_config_index(name, opts.log) if opts.log else None
-        res = compare(name, index, opts.rounds, opts.repeats)
+        res = compare(name, index, opts.rounds, opts.repeats, opts.threads, opts.cpu_time)
         for who, r in res.items():
             rel = r["median"] / res["torch"]["median"]
             print(f"{name:24s} {who:8s} {r['median']:8.1f} {r['best']:8.1f}  ({rel:.2f}x)", flush=True)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
+import psutil
+
 __all__ = ["register_count", "define_vector_split", "define_unroll", "apply_unroll", "fits_registers",
-           "schedule_gemm"]
+           "core_count", "parallel_ok", "schedule_gemm"]
 
 
 def register_count(lanes: int) -> int:
@@ -21,6 +23,22 @@ def fits_registers(rows: int, cols: int, lanes: int) -> bool:
     """A rows x cols accumulator tile, plus one operand row and a broadcast, fits in registers."""
     vecs = math.ceil(cols / lanes)
     return rows * vecs + vecs + 1 <= register_count(lanes)
+
+
+def core_count(target: Any) -> int:
+    """Cores the kernel's thread pool will use: the target's ``num-cores``, else this machine's."""
+    cores = target.attrs.get("num-cores") if target is not None else None
+    if cores:
+        return int(cores)
+    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+def parallel_ok(extent: int, cores: int, limit: int) -> bool:
+    """The outer parallel loop keeps every core busy with balanced work: at least ``cores`` chunks,
+    and a multiple of it unless there are plenty (``limit`` is the largest extent the op allows).
+    Tuning on a busy machine otherwise drifts to single-threaded configs, which look as fast there."""
+    need = min(cores, limit)
+    return extent >= need and (extent % need == 0 or extent >= 4 * need)
 
 
 def define_vector_split(cfg: Any, name: str, extent: int, lanes: int, num_outputs: int,
@@ -50,7 +68,7 @@ def apply_unroll(sch: Any, cfg: Any, explicit: int = 1) -> None:
 
 
 def schedule_gemm(sch: Any, cfg: Any, block: Any, batch: Sequence[Any], i: Any, j: Any, k: Any,
-                  pack_map: Callable[[int], Callable], lanes: int) -> None:
+                  pack_map: Callable[[int], Callable], lanes: int, cores: int) -> None:
     """Schedule ``C[.., i, j] += A[.., i, k] * B[..]`` as a packed, register-blocked GEMM.
 
     Loops: ``batch, i0, j0`` (parallel) / ``i1, j1`` (cache tiles, order is a knob) / ``k0, k1`` /
@@ -66,7 +84,10 @@ def schedule_gemm(sch: Any, cfg: Any, block: Any, batch: Sequence[Any], i: Any, 
     cfg.define_knob("pack_b", ["global", "tile"])
     cfg.define_knob("unroll_k", [0, 1])
     define_unroll(cfg)
-    cfg.multi_filter(lambda c: fits_registers(c["tile_y"].size[-1], c["tile_x"].size[-1], lanes))
+    nbatch = math.prod(ext(b) for b in batch)
+    limit = nbatch * ext(i) * (ext(j) // (lanes if ext(j) % lanes == 0 else 1))
+    cfg.multi_filter(lambda c: fits_registers(c["tile_y"].size[-1], c["tile_x"].size[-1], lanes)
+                     and parallel_ok(nbatch * c["tile_y"].size[0] * c["tile_x"].size[0], cores, limit))
 
     i0, i1, i2 = cfg["tile_y"].apply(sch, i)
     j0, j1, j2 = cfg["tile_x"].apply(sch, j)

@@ -62,7 +62,7 @@ def batch_matmul_x86(B: int, M: int, N: int, K: int, transpose_b: str = "NN", dt
         pack = lambda nr: (lambda zz, kk, jj: (zz, jj // nr, kk, jj % nr))
     else:
         pack = lambda nr: (lambda zz, jj, kk: (zz, jj // nr, kk, jj % nr))
-    _x86.schedule_gemm(sch, cfg, block, [z], i, j, k, pack, lanes)
+    _x86.schedule_gemm(sch, cfg, block, [z], i, j, k, pack, lanes, _x86.core_count(_target.current()))
     return sch, tensors
 
 

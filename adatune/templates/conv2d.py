@@ -10,7 +10,8 @@ Knobs:
 
 - ``tile_f`` (3-way, output channels; innermost vectorised), ``tile_y`` (3-way, rows; innermost <= 4),
   ``tile_x`` (3-way, columns; innermost <= 32), ``tile_rc`` (2-way, input channels; inner <= 64);
-  configs whose accumulator tile overflows the vector registers are filtered out;
+  configs whose accumulator tile overflows the vector registers, or whose parallel loop cannot keep
+  all cores evenly busy, are filtered out;
 - ``reorder_inner``: order of ``rc_inner, ry, rx`` inside the reduction;
 - ``tile_order``: cache tile order, channels first (``fyx``) or pixels first (``yxf``);
 - ``pack_kernel``: ``global`` packs the whole kernel up front and parallelises over all outer tiles;
@@ -79,7 +80,8 @@ def conv2d_reference(data: np.ndarray, kernel: np.ndarray, args: tuple) -> np.nd
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2)).astype(data.dtype)
 
 
-def _define_knobs(cfg, CO: int, OH: int, OW: int, CI: int, lanes: int, small: bool) -> None:  # noqa: ANN001
+def _define_knobs(cfg, N: int, CO: int, OH: int, OW: int, CI: int, lanes: int, cores: int,  # noqa: ANN001
+                  small: bool) -> None:
     if small:  # no middle tiles, few candidates: an exhaustively measurable space
         f2s = {lanes * m for m in (1, 2, 4)} if CO % lanes == 0 else {d for d in range(1, 4 * lanes + 1)}
         cfg.define_split("tile_f", CO, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] in f2s)
@@ -102,8 +104,17 @@ def _define_knobs(cfg, CO: int, OH: int, OW: int, CI: int, lanes: int, small: bo
         cfg.define_knob("pack_kernel", ["global", "outer"])
         cfg.define_knob("unroll_kw", [0, 1])
         _x86.define_unroll(cfg)
-    cfg.multi_filter(lambda c: _x86.fits_registers(c["tile_y"].size[-1] * c["tile_x"].size[-1],
-                                                   c["tile_f"].size[-1], lanes))
+    f0_max = CO // (lanes if CO % lanes == 0 else 1)
+
+    def keep(c) -> bool:  # noqa: ANN001
+        f, y, x = c["tile_f"].size, c["tile_y"].size, c["tile_x"].size
+        if c["pack_kernel"].val == "outer":  # parallel over channel blocks only
+            par, limit = N * f[0], N * f0_max
+        else:
+            par, limit = N * f[0] * y[0] * x[0], N * f0_max * OH * OW
+        return _x86.fits_registers(y[-1] * x[-1], f[-1], lanes) and _x86.parallel_ok(par, cores, limit)
+
+    cfg.multi_filter(keep)
 
 
 def _loops_under(sch, block, loop) -> list:  # noqa: ANN001
@@ -136,7 +147,7 @@ def conv2d_x86(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, strid
     cfg = get_config()
     cfg.add_flop(conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad))
     lanes = _target.vector_lanes(_target.current(), dtype)
-    _define_knobs(cfg, CO, OH, OW, CI, lanes, space == "small")
+    _define_knobs(cfg, N, CO, OH, OW, CI, lanes, _x86.core_count(_target.current()), space == "small")
 
     conv = sch.get_sblock("conv2d_nchw")
     n, f, y, x, rc, ry, rx = sch.get_loops(conv)

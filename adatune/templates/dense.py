@@ -8,7 +8,8 @@ layout (``transpose_b="NT"``).
   (3-way, rows; innermost <= 16 is the register tile height), ``tile_x`` (3-way, columns; innermost is a
   multiple of the SIMD width, up to 4 vectors), ``tile_k`` (2-way, innermost <= 16), ``order`` (cache
   tile order), ``pack_b`` (pack B once or per parallel tile), ``unroll_k``, ``auto_unroll_max_step``;
-  configs whose accumulator tile overflows the vector registers are filtered out.
+  configs whose accumulator tile overflows the vector registers, or whose parallel loop cannot keep
+  all cores evenly busy, are filtered out.
 - ``dense.cuda``: AutoTVM-style shared-memory tiling. Knobs: ``tile_y``/``tile_x`` (4-way: blockIdx,
   vthread, threadIdx, inner), ``tile_k`` (2-way: the shared-memory step is the inner factor),
   ``auto_unroll_max_step`` [0, 512, 1500], ``unroll_explicit`` [0, 1]; filtered to <= 1024 threads,
@@ -49,8 +50,9 @@ def dense_x86(N: int, L: int, M: int, dtype: str = "float32"):
     block = sch.get_sblock("C")
     i, j, k = sch.get_loops(block)
     lanes = _target.vector_lanes(_target.current(), dtype)
-    _x86.schedule_gemm(sch, cfg, block, [], i, j, k,
-                       lambda nr: (lambda kk, jj: (jj // nr, kk, jj % nr)), lanes)
+    tgt = _target.current()
+    _x86.schedule_gemm(sch, cfg, block, [], i, j, k, lambda nr: (lambda kk, jj: (jj // nr, kk, jj % nr)),
+                       lanes, _x86.core_count(tgt))
     return sch, tensors
 
 
