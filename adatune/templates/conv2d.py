@@ -127,7 +127,9 @@ def _pack_in_write_order(sch, loops: list, f_extent: int, nr: int):  # noqa: ANN
     """Make the packing copy walk its destination ``[f // nr, c, h, w, f % nr]`` contiguously: it reads
     ``nr`` kernel rows at once instead of scattering every element to another cache line (halves the
     cost of L12's 9 MB kernel). ``loops`` are the copy's loops, channel loop first (unit loops are
-    absent after compute_at). Returns the outermost copy loop."""
+    absent after compute_at). Returns the outermost copy loop (None for a one-element copy)."""
+    if not loops:
+        return None
     first = loops[0]
     if nr > 1 and int(sch.get(first).extent) == f_extent and len(loops) > 1:
         fo, fi = sch.split(first, [None, nr])
@@ -172,7 +174,7 @@ def conv2d_x86(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, strid
         _pack_in_write_order(sch, _loops_under(sch, packed, outer), cfg["tile_f"].size[1] * nr, nr)
     else:
         outer = sch.fuse(n, f0, y0, x0)
-        sch.parallel(_pack_in_write_order(sch, sch.get_loops(packed), CO, nr))
+        sch.parallel(_pack_in_write_order(sch, sch.get_loops(packed), CO, nr))  # 4 loops, never None
     sch.parallel(outer)
 
     sch.unroll(y2)
