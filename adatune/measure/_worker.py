@@ -28,6 +28,8 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
     import tvm
 
     t0 = time.perf_counter()
+    if target_json.get("kind") == "cuda":
+        _enable_nvcc()
     try:
         target = tvm.target.Target(target_json, host=host_json) if host_json else tvm.target.Target(target_json)
         lib = tvm.tirx.build(mod, target)
@@ -43,6 +45,18 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
         return {"error": "compile_host", "msg": f"export/link failed: {type(err).__name__}: {err}"[-4000:],
                 "time": time.perf_counter() - t0}
     return {"path": path, "time": time.perf_counter() - t0}
+
+
+def _enable_nvcc() -> None:
+    """Compile CUDA at build time. TVM 0.27 only compiles device code when ``tvm.support.nvcc`` has
+    registered its callback; otherwise the library keeps CUDA source and errors surface at load time.
+    NVRTC needs the cuda-bindings package, so nvcc (present on every machine here) is the default."""
+    if "TVM_CUDA_COMPILE_MODE" not in os.environ:
+        try:
+            import cuda.bindings  # noqa: F401
+        except ImportError:
+            os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    import tvm.support.nvcc  # noqa: F401 - registers tvm_callback_cuda_compile
 
 
 def _is_device_error(text: str) -> bool:
@@ -65,6 +79,10 @@ def run_candidate(lib_path: str, device_type: str, arg_specs: list, ref_path: st
     from ..evaluator import evaluate, time_fn_for
 
     t0 = time.perf_counter()
+    if device_type != "cpu" and not tvm.runtime.enabled(device_type):
+        return {"error": "runtime_device",
+                "msg": f"no {device_type.upper()} device: this TVM runtime was built without {device_type.upper()} "
+                       "support (the PyPI wheel is CPU-only), so the kernel was compiled but cannot run here"}
     dev = tvm.runtime.device(device_type, 0)
     if not dev.exist:
         return {"error": "runtime_device",
