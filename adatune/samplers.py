@@ -18,7 +18,7 @@ from .space import ConfigSpace
 __all__ = ["AdaptiveSampler", "knee_kmeans"]
 
 
-def knee_kmeans(points: np.ndarray, k_min: int = 8, k_max: int = 64, threshold: float = 1.2,
+def knee_kmeans(points: np.ndarray, k_min: int = 8, k_max: int = 64, threshold: float = 1.05,
                 seed: int = 0, n_init: int = 3) -> tuple[np.ndarray, list[float]]:
     """Cluster ``points`` with k = k_min, k_min + 1, ... and stop at the knee of the inertia curve.
 
@@ -54,7 +54,7 @@ class AdaptiveSampler:
     a batch never measures a config twice.
     """
 
-    def __init__(self, space: ConfigSpace, k_min: int = 8, k_max: int = 64, threshold: float = 1.2,
+    def __init__(self, space: ConfigSpace, k_min: int = 8, k_max: int = 64, threshold: float = 1.05,
                  n_init: int = 3, rng: np.random.Generator | None = None):
         if not 1 <= k_min <= k_max:
             raise ValueError(f"need 1 <= k_min <= k_max, got k_min={k_min}, k_max={k_max}")
@@ -75,7 +75,7 @@ class AdaptiveSampler:
         return int((np.asarray(digits, dtype=np.int64) * self._scale).sum())
 
     def select(self, candidates: Sequence[int], num: int, visited: Collection[int]) -> list[int]:
-        cands = list(dict.fromkeys(int(c) for c in candidates))
+        cands = [int(c) for c in candidates]  # repeats kept: where the trajectory dwelt weighs more
         if not cands or num < 1:
             self.history.append(0)
             return []

@@ -2,7 +2,8 @@
 
 Simulated annealing walks the space blindly (one random knob at a time) and needs hundreds of steps per
 tuning iteration. The agent instead learns, across iterations, which way each knob should move from the
-current config, so it climbs the cost model's landscape in a few dozen steps.
+current config: every knob moves at once, towards where the cost model predicts speed, so an episode
+climbs the landscape in a few dozen steps and stops once the knobs settle.
 
 State: the config's knob indices scaled to [-1, 1]. Action: for every knob one of {decrement, stay,
 increment}, clamped to the knob's range (a factored categorical). Reward: the cost model's predicted
@@ -49,17 +50,22 @@ class PolicyValueNet(nn.Module):
 
 
 class RunningScale:
-    """Running standard deviation of rewards (Welford), so any cost model's score scale trains alike."""
+    """Running standard deviation of rewards, so cost models with any score scale train the agent alike."""
 
     def __init__(self) -> None:
         self.n, self.mean, self.m2 = 0, 0.0, 0.0
 
     def update(self, x: np.ndarray) -> None:
-        for v in np.asarray(x, dtype=np.float64).ravel():
-            self.n += 1
-            d = v - self.mean
-            self.mean += d / self.n
-            self.m2 += d * (v - self.mean)
+        """Merge a batch into the running moments (Chan et al.'s parallel update)."""
+        x = np.asarray(x, dtype=np.float64).ravel()
+        if x.size == 0:
+            return
+        n, mean, m2 = x.size, float(x.mean()), float(((x - x.mean()) ** 2).sum())
+        total = self.n + n
+        delta = mean - self.mean
+        self.mean += delta * n / total
+        self.m2 += m2 + delta * delta * self.n * n / total
+        self.n = total
 
     @property
     def std(self) -> float:
@@ -106,19 +112,22 @@ def _torch_threads(n: int | None) -> Iterator[None]:
 class PPOAgent(ModelOptimizer):
     """A ``ModelOptimizer`` whose search is a PPO agent; the policy persists across ``find_maximums`` calls.
 
-    Each call runs episodes of ``parallel_size`` walkers. An episode ends when fewer than
-    ``1 - stop_ratio`` of the knobs moved in a step (most knobs stopped) or after ``step_cap`` steps; it is
-    a truncation, so its last state's value is bootstrapped. A call ends after ``max_episodes`` episodes,
-    or once an episode leaves the top-``num`` set unchanged. ``last_steps`` / ``steps_history`` record the
-    search steps (moves of all walkers) per call, comparable with simulated annealing's.
+    Each call runs up to ``max_episodes`` episodes of ``parallel_size`` walkers, each from a fresh random
+    config (``restart_ratio`` < 1 keeps some walkers where the last episode left them). An episode ends
+    once at most ``1 - stop_ratio`` of the knobs moved in a step (most knobs stopped) or after ``step_cap``
+    steps; it is a truncation, so its last state's value is bootstrapped. A call also ends once an episode
+    leaves the top-``num`` set unchanged. ``last_steps`` / ``steps_history`` record the search steps (moves
+    of all walkers, like one step of all of SA's chains) per call.
 
     Defaults are the paper's: Adam lr 1e-3, discount 0.9, GAE lambda 0.99, 3 epochs, clip 0.3, value
-    coefficient 1.0, entropy coefficient 0.1.
+    coefficient 1.0, entropy coefficient 0.1 (on the mean per-knob entropy, so it does not grow with the
+    number of knobs). Rewards are divided by their running standard deviation; advantages are
+    standardised per episode; gradients are clipped to ``max_grad_norm`` (None: off).
     """
 
     def __init__(self, space: ConfigSpace, rng: np.random.Generator | None = None, seed: int | None = None,
-                 parallel_size: int = 64, step_cap: int = 32, max_episodes: int = 8, stop_ratio: float = 0.9,
-                 restart_ratio: float = 0.25, hidden: int = 64, lr: float = 1e-3, gamma: float = 0.9,
+                 parallel_size: int = 64, step_cap: int = 32, max_episodes: int = 4, stop_ratio: float = 0.9,
+                 restart_ratio: float = 1.0, hidden: int = 64, lr: float = 1e-3, gamma: float = 0.9,
                  gae_lambda: float = 0.99, epochs: int = 3, clip: float = 0.3, value_coef: float = 1.0,
                  entropy_coef: float = 0.1, minibatch_size: int = 64, max_grad_norm: float | None = 0.5,
                  num_threads: int | None = 1):
@@ -169,9 +178,8 @@ class PPOAgent(ModelOptimizer):
         digits = self.digits(points)
         new = np.clip(digits + (np.asarray(actions, dtype=np.int64) - 1), 0, self.dims - 1)
         out = self.to_index(new)
-        if self.space._filters:
-            valid = np.fromiter((self.space.is_index_valid(int(i)) for i in out), dtype=bool, count=len(out))
-            out = np.where(valid, out, points)
+        if self.space.has_filters:
+            out = np.where(self.space.are_valid(out), out, points)
         return out
 
     def random_points(self, n: int) -> np.ndarray:
@@ -195,25 +203,26 @@ class PPOAgent(ModelOptimizer):
 
     def _entropy(self, logits: torch.Tensor) -> torch.Tensor:
         logp = torch.log_softmax(logits, dim=-1)
-        return (-(logp.exp() * logp).sum(-1) * self.movable).sum(-1)
+        return (-(logp.exp() * logp).sum(-1) * self.movable).sum(-1) / max(int(self.movable.sum()), 1)
 
     @torch.no_grad()
     def run_episode(self, score: ScoreFn, start: np.ndarray) -> Episode:
         """Roll all walkers from ``start`` until most knobs stop moving or ``step_cap`` steps."""
         points = np.asarray(start, dtype=np.int64)
         states, actions, log_probs, values, raws, visited = [], [], [], [], [], []
-        n_movable = max(int(self.movable.sum()), 1)
+        digits = self.digits(points)
+        movable = self.movable.numpy()
         for _ in range(self.step_cap):
-            digits = self.digits(points)
             s = self.state(digits)
             a, lp, v = self._act(s)
             new_points = self.step_points(points, a.numpy())
             raw = np.asarray(score(new_points), dtype=np.float64)
-            moved = (self.digits(new_points) != digits).sum() / (n_movable * len(points))
+            new_digits = self.digits(new_points)
             states.append(s), actions.append(a), log_probs.append(lp), values.append(v)
             raws.append(raw), visited.append(new_points)
-            points = new_points
-            if moved < 1.0 - self.stop_ratio:
+            moving = (new_digits != digits)[:, movable].mean() if movable.any() else 0.0
+            digits, points = new_digits, new_points
+            if moving <= 1.0 - self.stop_ratio:  # most knobs stopped moving
                 break
         _, last_value = self.net(self.state(self.digits(points)))
         raw_rewards = np.stack(raws)
@@ -274,7 +283,8 @@ class PPOAgent(ModelOptimizer):
 
     # -- ModelOptimizer ---------------------------------------------------------------------------
     def _restart(self, points: np.ndarray) -> np.ndarray:
-        """Keep most walkers where they are and send ``restart_ratio`` of them to random configs."""
+        """Send ``restart_ratio`` of the walkers to random configs: episodes start from anywhere, so the
+        policy learns to climb from anywhere and the trajectory covers more than one basin."""
         n_new = int(round(self.restart_ratio * len(points)))
         if n_new == 0:
             return points
@@ -284,6 +294,10 @@ class PPOAgent(ModelOptimizer):
         return points
 
     def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[int]) -> list[int]:
+        if not self.movable.any():  # a single config: nothing to search
+            self.last_steps = 0
+            self.steps_history.append(0)
+            return [p for p in self.space.sample(self.rng, num) if p not in exclusive]
         if self.points is None or len(self.points) != self.parallel_size:
             points = self.random_points(self.parallel_size)
         else:

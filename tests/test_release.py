@@ -1,0 +1,195 @@
+"""ReLeASE: k-means adaptive sampling, the PPO search agent, and the tuner that combines them."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pytest
+import torch
+
+import adatune
+from adatune.agents import PPOAgent
+from adatune.cost_models import CostModel
+from adatune.samplers import AdaptiveSampler, knee_kmeans
+from adatune.space import ConfigSpace
+from adatune.tuners import ReleaseTuner, XGBTuner
+
+torch.set_num_threads(1)
+
+
+def grid_space(n_knobs: int = 6, size: int = 16, with_filter: bool = False) -> ConfigSpace:
+    space = ConfigSpace()
+    for k in range(n_knobs):
+        space.define_knob(f"k{k}", list(range(size)))
+    if with_filter:  # forbid configs whose first two knobs are both large
+        space.multi_filter(lambda c: c["k0"].val + c["k1"].val < size + size // 2)
+    return space
+
+
+def smooth_score(space: ConfigSpace, target: float = 0.7):
+    """A smooth bump over the normalised knob indices, highest at ``target`` on every knob."""
+    dims = np.asarray(space.dims)
+    scale = np.concatenate([[1], np.cumprod(dims)[:-1]])
+
+    def score(points: Sequence[int]) -> np.ndarray:
+        d = (np.asarray(points, dtype=np.int64)[:, None] // scale) % dims
+        x = d / np.maximum(dims - 1, 1)
+        return np.exp(-4.0 * ((x - target) ** 2).sum(axis=1))
+
+    return score
+
+
+# -- adaptive sampling ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("true_k", [10, 13])
+def test_knee_finds_the_number_of_clusters(true_k):
+    rng = np.random.default_rng(true_k)
+    centers = rng.uniform(0, 10, size=(true_k, 4))
+    points = np.concatenate([c + 0.05 * rng.standard_normal((30, 4)) for c in centers])
+    found, losses = knee_kmeans(points, k_min=8, k_max=64, threshold=1.05)
+    assert len(found) == true_k
+    assert len(losses) == true_k - 8 + 2  # k = 8 .. true_k + 1, where the curve flattens
+    # every true cluster got exactly one centroid
+    nearest = np.argmin(((found[:, None, :] - centers[None]) ** 2).sum(-1), axis=1)
+    assert sorted(nearest) == list(range(true_k))
+
+
+def test_knee_stops_at_k_min_on_structureless_data():
+    points = np.random.default_rng(0).uniform(size=(300, 6))
+    found, losses = knee_kmeans(points, k_min=8, k_max=64, threshold=1.2)
+    assert len(found) == 8 and len(losses) == 2
+
+
+def test_sampler_snaps_centroids_to_configs_in_the_space():
+    space = grid_space(4, 10)
+    sampler = AdaptiveSampler(space, rng=np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    centers = rng.integers(0, 10, size=(9, 4))
+    cands = [space.knob2point(np.clip(c + rng.integers(-1, 2, size=4), 0, 9)) for c in centers for _ in range(20)]
+    picks = sampler.select(cands, 64, visited=set())
+    assert 8 <= len(picks) <= 64 and len(set(picks)) == len(picks)
+    assert all(0 <= p < len(space) for p in picks)
+    assert sampler.history == [len(picks)]
+
+
+def test_sampler_never_picks_a_measured_config_twice():
+    space = grid_space(3, 8)
+    sampler = AdaptiveSampler(space, k_min=8, k_max=16, rng=np.random.default_rng(0))
+    # a trajectory stuck on a few configs, all of them (and the knob-mode config) measured already
+    stuck = [space.knob2point([1, 2, 3]), space.knob2point([6, 5, 4]), space.knob2point([1, 5, 3])]
+    cands = stuck * 30 + [space.knob2point([d, d, d]) for d in range(8)]
+    visited = set(cands)
+    visited.add(space.knob2point([1, 2, 3]))
+    measured = set(visited)
+    for _ in range(5):  # successive batches: nothing measured before, nothing twice within a batch
+        picks = sampler.select(cands, 16, visited)
+        assert picks and len(set(picks)) == len(picks)
+        assert not set(picks) & measured
+        measured |= set(picks)
+        visited |= set(picks)
+
+
+def test_sampler_replaces_a_measured_centroid_with_the_knob_mode():
+    space = grid_space(2, 50)
+    sampler = AdaptiveSampler(space, k_min=1, k_max=1, rng=np.random.default_rng(0))
+    # one cluster whose centroid (24.5 -> 24, 24) is measured; the per-knob mode is (30, 30)
+    cands = [space.knob2point([30, 30])] * 5 + [space.knob2point([10, 10])] * 2 + [space.knob2point([40, 40])] * 3
+    centroid = space.knob2point([29, 29])  # (5*30 + 2*10 + 3*40) / 10 = 29
+    assert sampler.select(cands, 4, visited={centroid}) == [space.knob2point([30, 30])]
+    # the mode measured too: the nearest unmeasured neighbour of the centroid
+    got = sampler.select(cands, 4, visited={centroid, space.knob2point([30, 30])})
+    assert len(got) == 1 and sum(abs(a - b) for a, b in zip(space.point2knob(got[0]), [29, 29])) == 1
+
+
+# -- the PPO agent -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("with_filter", [False, True])
+def test_agent_actions_stay_inside_the_space(with_filter):
+    space = grid_space(5, 6, with_filter=with_filter)
+    agent = PPOAgent(space, seed=0, parallel_size=32, step_cap=12)
+    score = smooth_score(space, target=0.95)  # pulls walkers against the upper bounds
+    for _ in range(3):
+        start = agent.random_points(32)
+        ep = agent.train_episode(score, start)
+        prev = start
+        for step in ep.visited:
+            assert ((step >= 0) & (step < len(space))).all()
+            if with_filter:
+                assert all(space.is_index_valid(int(p)) for p in step)
+            assert np.abs(agent.digits(step) - agent.digits(prev)).max() <= 1  # one step per knob at most
+            prev = step
+        assert ep.actions.min() >= 0 and ep.actions.max() <= 2
+
+
+def test_agent_learns_to_raise_its_reward():
+    """A real learning check: the same fixed starts, scored before and after training on other starts."""
+    space = grid_space(6, 16)
+    score = smooth_score(space)
+    agent = PPOAgent(space, seed=0, step_cap=24, stop_ratio=1.0)
+    probe = agent.random_points(64)
+    before = agent.run_episode(score, probe).mean_reward
+    trained = [agent.train_episode(score, agent.random_points(64)).mean_reward for _ in range(20)]
+    after = agent.run_episode(score, probe).mean_reward
+    assert np.mean(trained[-3:]) > 2 * np.mean(trained[:3])
+    assert after > 2 * before and after > 0.4
+
+
+def test_agent_is_deterministic_and_records_its_steps():
+    space = grid_space(4, 12)
+    score = smooth_score(space)
+    runs = []
+    for _ in range(2):
+        agent = PPOAgent(space, seed=3, parallel_size=16, step_cap=8, max_episodes=2)
+        got = [agent.find_maximums(score, 10, exclusive=set()) for _ in range(2)]
+        runs.append(got)
+        assert len(agent.steps_history) == 2 and 1 <= agent.last_steps <= 16
+        assert all(len(g) == 10 and len(set(g)) == 10 for g in got)
+    assert runs[0] == runs[1]
+
+
+def test_find_maximums_skips_excluded_and_ranks_by_score():
+    space = grid_space(3, 10)
+    score = smooth_score(space)
+    agent = PPOAgent(space, seed=1, parallel_size=16, step_cap=8, max_episodes=2)
+    excluded = set(range(0, len(space), 2))
+    top = agent.find_maximums(score, 20, excluded)
+    assert len(top) == 20 and not set(top) & excluded
+    s = score(top)
+    assert (np.diff(s) <= 1e-12).all()
+
+
+# -- the tuners ----------------------------------------------------------------------------------------
+class _BumpModel(CostModel):
+    """A non-XGBoost cost model (any ``CostModel`` rewards the agent): a fixed smooth bump."""
+
+    def __init__(self, space: ConfigSpace):
+        self.score, self.fits = smooth_score(space, target=0.6), 0
+
+    def fit(self, xs, ys, plan_size):
+        self.fits += 1
+
+    def predict(self, xs):
+        return self.score(xs)
+
+
+def test_release_tuner_with_any_cost_model(matmul_task, replay_option):
+    model = _BumpModel(matmul_task.config_space)
+    tuner = ReleaseTuner(matmul_task, plan_size=16, cost_model=model, seed=0,
+                         agent_options={"parallel_size": 16, "step_cap": 8})
+    tuner.tune(n_trial=64, measure_option=replay_option, batch_size=16)
+    measured = [t.index for t in tuner.trials]
+    assert len(measured) == 64 and len(set(measured)) == 64
+    assert model.fits == tuner.train_ct >= 2
+    net = tuner.agent.net
+    assert tuner.agent.steps_history and all(s >= 1 for s in tuner.agent.steps_history)
+    tuner.tune(n_trial=16, measure_option=replay_option, batch_size=16)
+    assert tuner.agent.net is net  # the policy is kept across tuning iterations
+
+
+def test_adaptive_sampling_refits_after_each_sampled_batch(matmul_task, replay_option):
+    tuner = XGBTuner(matmul_task, plan_size=16, sampler="adaptive", seed=0)
+    tuner.tune(n_trial=80, measure_option=replay_option, batch_size=16)
+    history = tuner.sampler.history
+    assert history and all(1 <= n <= 16 for n in history)
+    # 16 random trials, then each sampled batch is measured and the model refit before the next one
+    assert tuner.train_ct == len(history)
+    assert 16 + sum(history[:-1]) <= 80 < 16 + sum(history)
+    assert len({t.index for t in tuner.trials}) == len(tuner.trials) == 80
