@@ -6,9 +6,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 mkdir -p benchmarks/results
 run() { echo "=== $* ($(date +%T))"; "$@"; echo "=== exit $? ($(date +%T))"; }
-run $PY -m benchmarks.sweep --workload conv2d-resnet18-L6-small --number 3 --repeat 3
+[ "${SKIP_SWEEP:-0}" = 1 ] || run $PY -m benchmarks.sweep --workload conv2d-resnet18-L6-small --number 3 --repeat 3
 run $PY -m benchmarks.tune_workloads --budget 50
-run $PY -m benchmarks.ablation --budget 35 --seeds 5 --plan-size 32 --num-threads 1 --replay-trials 256
-if [ -d benchmarks/release ]; then
-  run $PY -m benchmarks.release ${RELEASE_ARGS:-}
-fi
+run $PY -m benchmarks.ablation --budget 30 --seeds 5 --plan-size 32 --num-threads 1 --replay-trials 256
+run $PY -m benchmarks.release --budget 20 --seeds 5 --plan-size 32 --num-threads 1 --replay-trials 256
