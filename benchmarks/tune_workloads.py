@@ -115,7 +115,7 @@ def main() -> None:
         ref = refs[r["workload"]]
         top = max(ref.values()) if ref else float("nan")
         lines.append(f"| {r['workload']} | {r['tuner']} | {r['trials']} | {r['best_gflops']:.1f} | "
-                     f"{ref.get('pytorch', float('nan')):.1f} | {ref.get('numpy', float('nan')):.1f} | "
+                     f"{ref.get('torch', float('nan')):.1f} | {ref.get('numpy', float('nan')):.1f} | "
                      f"{r['best_gflops'] / top:.2f} |")
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
