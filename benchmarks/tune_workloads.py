@@ -17,7 +17,7 @@ import platform
 import time
 
 import adatune
-from benchmarks.reference import measure_reference
+from adatune.reference import measure_reference
 from adatune.tuners import create_tuner
 from adatune.workloads import get as get_workload
 
