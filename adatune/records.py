@@ -9,11 +9,14 @@ import json
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from . import target as _target
 from .measure import MeasureInput, MeasureResult
 from .task import workload_key
+
+if TYPE_CHECKING:
+    from .task import Task
 
 __all__ = ["FORMAT_VERSION", "Record", "encode", "decode", "load_from_file", "save_to_file", "pick_best"]
 
@@ -39,6 +42,17 @@ class Record:
     @property
     def mean_cost(self) -> float:
         return self.result.mean_cost
+
+    def create_task(self) -> "Task":
+        """The task this record measured, on its recorded target (the host CPU if that target is unknown
+        here, e.g. a CPU name this LLVM does not know)."""
+        from .task import create
+
+        try:
+            target = _target.create(self.target)
+        except ValueError:
+            target = _target.host()
+        return create(self.task_name, self.args, target)
 
 
 def encode(inp: MeasureInput, result: MeasureResult) -> str:

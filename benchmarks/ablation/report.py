@@ -1,13 +1,13 @@
 """Turning ablation results into the paper's figures (6 and 9), a CSV and a markdown summary."""
 from __future__ import annotations
 
-import csv
 import math
 from collections import defaultdict
 from typing import Any, Iterable
 
 import numpy as np
 
+from .._io import write_csv
 from . import BASELINE, SCHEMES
 
 __all__ = ["best_curve", "summarise", "write_csv", "plot_best_vs", "plot_measure_vs_search", "write_markdown"]
@@ -56,17 +56,6 @@ def summarise(runs: list[dict], x: str, horizon: float, n_grid: int = 400) -> di
                       "seeds_reached": int(sum(math.isfinite(p) for p in per_seed)), "n_seeds": len(per_seed),
                       "per_seed_median": float(np.median(per_seed))}
     return {"grid": grid, "curves": curves, "target": target, "rows": rows}
-
-
-def write_csv(path: str, rows: Iterable[dict]) -> None:
-    rows = list(rows)
-    if not rows:
-        return
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
 
 
 def plot_best_vs(panels: list[tuple[str, dict]], path: str, xlabel: str) -> None:

@@ -177,14 +177,6 @@ def evaluator_check(task: adatune.task.Task, runs: list[dict], de: MeasureOption
     return out
 
 
-def _task_from_record(rec: adatune.records.Record) -> adatune.task.Task:
-    try:
-        target = adatune.target.create(rec.target)
-    except ValueError:
-        target = adatune.target.host()
-    return adatune.task.create(rec.task_name, rec.args, target)
-
-
 def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
     """Schemes compared in trials on a recorded sweep (one entry per workload in the log). On replay the
     evaluator makes no difference (recorded timings are served), so RFEI+CSA+AE is not run separately."""
@@ -197,7 +189,7 @@ def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
         by_key[rec.workload_key].append(rec)
     out = []
     for key, recs in by_key.items():
-        task = _task_from_record(recs[0])
+        task = recs[0].create_task()
         table = ReplayRunner.from_records(recs).table
         optimum = max((r.result.flops(task.flop) for r in recs), default=0.0) / 1e9
         max_trials = min(cfg.replay_trials, len(task.config_space))

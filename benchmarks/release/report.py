@@ -9,12 +9,12 @@ are reported alongside.
 """
 from __future__ import annotations
 
-import csv
 import math
 from typing import Any, Sequence
 
 import numpy as np
 
+from .._io import write_csv
 from . import BASELINE
 
 __all__ = ["summarise", "write_csv", "write_markdown", "plot_best_vs", "plot_steps"]
@@ -90,16 +90,6 @@ def summarise(runs: list[dict], quality: float = 1.0, baseline: str = BASELINE) 
             row[key.replace("_to_target", "_reduction")] = b / v if math.isfinite(b) and math.isfinite(v) and v > 0 \
                 else (0.0 if math.isfinite(b) else math.nan)
     return {"target_gflops": target, "quality": quality, "rows": rows, "curves": curves}
-
-
-def write_csv(path: str, rows: list[dict]) -> None:
-    if not rows:
-        return
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
 
 
 def plot_best_vs(panels: list[tuple[str, dict]], path: str, axis: str) -> None:

@@ -120,14 +120,6 @@ def run_hardware(task: adatune.task.Task, cfg: RunConfig, name: str) -> dict:
             "space": len(task.config_space), "runs": runs}
 
 
-def _task_from_record(rec: adatune.records.Record) -> adatune.task.Task:
-    try:
-        target = adatune.target.create(rec.target)
-    except ValueError:
-        target = adatune.target.host()
-    return adatune.task.create(rec.task_name, rec.args, target)
-
-
 def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
     """All schemes in trials on a recorded sweep, one entry per workload in the log. Configs the sweep did
     not record come back as errors (0 GFLOPS), as ``ReplayRunner`` serves them."""
@@ -140,7 +132,7 @@ def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
         by_key[rec.workload_key].append(rec)
     out = []
     for key, recs in by_key.items():
-        task = _task_from_record(recs[0])
+        task = recs[0].create_task()
         table = ReplayRunner.from_records(recs).table
         optimum = max((r.result.flops(task.flop) for r in recs), default=0.0) / 1e9
         max_trials = min(cfg.replay_trials, len(task.config_space))
