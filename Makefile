@@ -17,13 +17,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/adatune tune --workload dense-1024 --tuner xgb --trials 64 --log demo.jsonl --reference
+	rm -f demo.jsonl
+	$(BIN)/adatune tune --workload dense-1024 --tuner xgb --trials 128 --log demo.jsonl --reference
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.tune_workloads
+	benchmarks/run_all.sh
 
 clean:
 	rm -rf $(VENV) *.egg-info
