@@ -72,34 +72,35 @@ class LocalBuilder(Builder):
         for i, inp in enumerate(inputs):
             t0 = time.perf_counter()
             mod, err = _instantiate(inp)
+            inst_time = time.perf_counter() - t0
             if mod is None:
-                results[i] = BuildResult(None, MeasureErrorNo.INSTANTIATION_ERROR, err, time.perf_counter() - t0)
+                results[i] = BuildResult(None, MeasureErrorNo.INSTANTIATION_ERROR, err, inst_time)
                 continue
             target = inp.task.target
             host = target.host.export() if target.host is not None else None
             tjson = dict(target.export())
             tjson.pop("host", None)
-            jobs.append((i, t0, self.pool.submit(_worker.build_candidate, mod, tjson, host, self._dir)))
-        for i, t0, fut in jobs:
-            results[i] = self._collect(fut, t0)
+            jobs.append((i, inst_time, self.pool.submit(_worker.build_candidate, mod, tjson, host, self._dir)))
+        for i, inst_time, fut in jobs:
+            results[i] = self._collect(fut, inst_time)
         return [r for r in results if r is not None]
 
-    def _collect(self, fut: object, t0: float) -> BuildResult:
+    def _collect(self, fut: object, inst_time: float) -> BuildResult:
+        """A candidate's build time is its own instantiation plus compile time, not its wait in the queue."""
         try:
             out = fut.result()  # type: ignore[attr-defined]
         except TimeoutError:
             return BuildResult(None, MeasureErrorNo.BUILD_TIMEOUT,
-                               f"build did not finish within {self.timeout:g} s", time.perf_counter() - t0)
+                               f"build did not finish within {self.timeout:g} s", inst_time + self.timeout)
         except ChildProcessError as err:
-            return BuildResult(None, MeasureErrorNo.COMPILE_HOST, f"build worker crashed: {err}",
-                               time.perf_counter() - t0)
+            return BuildResult(None, MeasureErrorNo.COMPILE_HOST, f"build worker crashed: {err}", inst_time)
         except Exception as err:  # noqa: BLE001
-            return BuildResult(None, MeasureErrorNo.UNKNOWN_ERROR, f"{type(err).__name__}: {err}",
-                               time.perf_counter() - t0)
+            return BuildResult(None, MeasureErrorNo.UNKNOWN_ERROR, f"{type(err).__name__}: {err}", inst_time)
+        spent = inst_time + float(out.get("time", 0.0))
         if "error" in out:
             kind = MeasureErrorNo.COMPILE_DEVICE if out["error"] == "compile_device" else MeasureErrorNo.COMPILE_HOST
-            return BuildResult(None, kind, out["msg"], time.perf_counter() - t0)
-        return BuildResult(out["path"], MeasureErrorNo.NO_ERROR, "", time.perf_counter() - t0)
+            return BuildResult(None, kind, out["msg"], spent)
+        return BuildResult(out["path"], MeasureErrorNo.NO_ERROR, "", spent)
 
     def close(self) -> None:
         if self._pool is not None:
