@@ -18,7 +18,8 @@ from .task import workload_key
 if TYPE_CHECKING:
     from .task import Task
 
-__all__ = ["FORMAT_VERSION", "Record", "encode", "decode", "load_from_file", "save_to_file", "pick_best"]
+__all__ = ["FORMAT_VERSION", "Record", "encode", "decode", "load_from_file", "save_to_file", "pick_best",
+           "group_by_workload"]
 
 FORMAT_VERSION = 1
 
@@ -103,3 +104,11 @@ def pick_best(records: Iterable[Record], target: object | None = None) -> dict[s
         if cur is None or r.mean_cost < cur.mean_cost:
             best[r.workload_key] = r
     return best
+
+
+def group_by_workload(records: Iterable[Record]) -> dict[str, list[Record]]:
+    """Records per workload key, in log order (one log may hold several tasks)."""
+    out: dict[str, list[Record]] = {}
+    for r in records:
+        out.setdefault(r.workload_key, []).append(r)
+    return out

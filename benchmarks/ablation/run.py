@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -180,15 +179,10 @@ def evaluator_check(task: adatune.task.Task, runs: list[dict], de: MeasureOption
 def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
     """Schemes compared in trials on a recorded sweep (one entry per workload in the log). On replay the
     evaluator makes no difference (recorded timings are served), so RFEI+CSA+AE is not run separately."""
-    from adatune.records import load_from_file
+    from adatune.records import group_by_workload, load_from_file
 
-    import adatune.templates  # noqa: F401 - registers the built-in templates the log refers to
-
-    by_key: dict[str, list] = defaultdict(list)
-    for rec in load_from_file(log_path):
-        by_key[rec.workload_key].append(rec)
     out = []
-    for key, recs in by_key.items():
+    for key, recs in group_by_workload(load_from_file(log_path)).items():
         task = recs[0].create_task()
         table = ReplayRunner.from_records(recs).table
         optimum = max((r.result.flops(task.flop) for r in recs), default=0.0) / 1e9

@@ -4,7 +4,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
@@ -123,15 +122,10 @@ def run_hardware(task: adatune.task.Task, cfg: RunConfig, name: str) -> dict:
 def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
     """All schemes in trials on a recorded sweep, one entry per workload in the log. Configs the sweep did
     not record come back as errors (0 GFLOPS), as ``ReplayRunner`` serves them."""
-    from adatune.records import load_from_file
+    from adatune.records import group_by_workload, load_from_file
 
-    import adatune.templates  # noqa: F401 - registers the built-in templates the log refers to
-
-    by_key: dict[str, list] = defaultdict(list)
-    for rec in load_from_file(log_path):
-        by_key[rec.workload_key].append(rec)
     out = []
-    for key, recs in by_key.items():
+    for key, recs in group_by_workload(load_from_file(log_path)).items():
         task = recs[0].create_task()
         table = ReplayRunner.from_records(recs).table
         optimum = max((r.result.flops(task.flop) for r in recs), default=0.0) / 1e9
