@@ -1,13 +1,12 @@
 """Callbacks for ``Tuner.tune``: plain functions ``f(tuner, inputs, results)`` called after every batch."""
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from tqdm.auto import tqdm
 
 from .measure import MeasureInput, MeasureResult
-from .records import encode
+from .records import save_to_file
 
 if TYPE_CHECKING:
     from .tuners import Tuner
@@ -21,11 +20,7 @@ def log_to_file(path: str) -> Callback:
     """Append each measured candidate to a JSON-lines log, flushed per batch so a killed run loses nothing
     that was measured."""
     def _log(tuner: "Tuner", inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
-        with open(path, "a", encoding="utf-8") as f:
-            for inp, res in zip(inputs, results):
-                f.write(encode(inp, res) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        save_to_file(path, zip(inputs, results))
 
     return _log
 

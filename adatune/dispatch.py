@@ -14,7 +14,7 @@ from .records import Record, load_from_file
 from .space import ConfigEntity, FallbackConfig
 from .task import Task, workload_key
 
-__all__ = ["DispatchContext", "ApplyHistoryBest", "apply_history_best", "query_config", "current_context"]
+__all__ = ["DispatchContext", "ApplyHistoryBest", "apply_history_best", "query_config"]
 
 _STACK: list["DispatchContext"] = []
 _WARNED: set[str] = set()
@@ -68,10 +68,6 @@ class ApplyHistoryBest(DispatchContext):
 def apply_history_best(records: str | Iterable[Record]) -> ApplyHistoryBest:
     """Context manager applying the best records of a log (a path) or of loaded records."""
     return ApplyHistoryBest(records)
-
-
-def current_context() -> DispatchContext | None:
-    return _STACK[-1] if _STACK else None
 
 
 def query_config(name: str, args: Sequence[Any]) -> ConfigEntity | FallbackConfig:

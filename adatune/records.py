@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -86,9 +87,12 @@ def load_from_file(path: str) -> Iterator[Record]:
 
 
 def save_to_file(path: str, pairs: Iterable[tuple[MeasureInput, MeasureResult]]) -> None:
+    """Append records and fsync, so a run killed right after loses nothing it measured."""
     with open(path, "a", encoding="utf-8") as f:
         for inp, res in pairs:
             f.write(encode(inp, res) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def pick_best(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:

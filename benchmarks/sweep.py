@@ -13,7 +13,7 @@ import time
 
 import adatune
 from adatune.measure import MeasureInput
-from adatune.records import load_from_file
+from adatune.records import load_from_file, save_to_file
 from adatune.workloads import get as get_workload
 
 
@@ -33,11 +33,10 @@ def main() -> None:
     print(f"{task}: {len(done)} done, {len(todo)} to measure -> {out}")
     option = adatune.measure_option(adatune.LocalBuilder(),
                                     adatune.LocalRunner(number=args.number, repeat=args.repeat))
-    log = adatune.callback.log_to_file(out)
     t0 = time.time()
     for start in range(0, len(todo), args.batch):
         inputs = [MeasureInput(task, task.config_space.get(i)) for i in todo[start:start + args.batch]]
-        log(None, inputs, option.measure(inputs))  # type: ignore[arg-type]
+        save_to_file(out, zip(inputs, option.measure(inputs)))
         n = start + len(inputs)
         print(f"{n}/{len(todo)} measured, {time.time() - t0:.0f} s", flush=True)
     option.close()

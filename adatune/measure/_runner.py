@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import abc
 import os
+import shutil
 import tempfile
 import time
 from typing import Sequence
@@ -101,6 +102,7 @@ class LocalRunner(Runner):
             arrays, it_in, it_out = {}, iter(inputs), iter(outputs)
             for i, spec in enumerate(task.arg_specs):
                 arrays[f"out{i}" if spec.is_output else f"in{i}"] = next(it_out) if spec.is_output else next(it_in)
+            os.makedirs(self._dir, exist_ok=True)  # close() removes it; the runner may be used again
             fd, path = tempfile.mkstemp(suffix=".npz", dir=self._dir)
             os.close(fd)
             np.savez(path, **arrays)
@@ -154,6 +156,8 @@ class LocalRunner(Runner):
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+        self._refs.clear()
 
     def __del__(self) -> None:
         try:

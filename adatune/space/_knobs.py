@@ -25,9 +25,8 @@ def extent_of(axis: Any, sch: Any = None) -> int:
     if type(axis).__name__ == "LoopRV":
         raise TypeError("a LoopRV needs its schedule to know its extent: pass sch=... "
                         "or the loop node sch.get(loop)")
-    for attr in ("extent",):
-        if hasattr(axis, attr):
-            return int(getattr(axis, attr))
+    if hasattr(axis, "extent"):  # a For node or a Range
+        return int(axis.extent)
     if hasattr(axis, "dom"):  # te.IterVar
         return int(axis.dom.extent)
     if hasattr(axis, "value"):  # IntImm

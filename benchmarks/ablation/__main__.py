@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from .._common import add_common_args, cpu_name
 from . import SCHEMES
 from .report import iteration_times, plot_best_vs, plot_measure_vs_search, summarise, write_csv, write_markdown
 from .run import RunConfig, run_hardware, run_replay
@@ -49,19 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--micro-batch", type=int, default=10, help="AE: runs per micro-batch")
     p.add_argument("--min-micro-batches", type=int, default=3)
     p.add_argument("--min-converge-coef", type=float, default=0.1)
-    p.add_argument("--timeout", type=float, default=10.0, help="runner timeout per candidate (s)")
-    p.add_argument("--n-parallel", type=int, default=2, help="build processes")
     p.add_argument("--check-configs", type=int, default=24, help="configs in the AE-vs-DE check (0: skip)")
     p.add_argument("--confirm-repeats", type=int, default=5,
                    help="DE re-measurements of AE's and DE's picks in the check")
-    p.add_argument("--replay-logs", nargs="*", default=["benchmarks/data/*.jsonl"],
-                   help="recorded sweep logs (globs) for the comparison in trials")
-    p.add_argument("--replay-seeds", type=int, default=15)
-    p.add_argument("--replay-trials", type=int, default=512)
-    p.add_argument("--no-hardware", action="store_true", help="only the replay comparison")
-    p.add_argument("--no-replay", action="store_true")
-    p.add_argument("--out", default="benchmarks/results/ablation")
-    p.add_argument("-v", "--verbose", action="store_true")
+    add_common_args(p, out="benchmarks/results/ablation")
     return p
 
 
@@ -116,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
             "cores": os.cpu_count(), "tvm": __import__("tvm").__version__, "target": str(target.kind.name),
             "gpu": has_gpu, "gpu_note": gpu_note, "seeds": args.seeds,
             "argv": sys.argv[1:] if argv is None else argv, **vars(cfg)}
-    meta["cpu"] = _cpu_name() or meta["cpu"]
+    meta["cpu"] = cpu_name() or meta["cpu"]
 
     hardware: dict = {}
     if not args.no_hardware:
@@ -158,16 +150,6 @@ def main(argv: list[str] | None = None) -> None:
     write_markdown(os.path.join(args.out, "summary.md"), meta, hardware, hw_summ, replay, replay_summ)
     print(open(os.path.join(args.out, "summary.md"), encoding="utf-8").read())
 
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 if __name__ == "__main__":

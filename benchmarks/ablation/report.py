@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._io import write_csv
+from .._common import write_csv
 from . import BASELINE, SCHEMES
 
 __all__ = ["best_curve", "summarise", "write_csv", "plot_best_vs", "plot_measure_vs_search", "write_markdown"]

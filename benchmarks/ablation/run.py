@@ -12,6 +12,7 @@ import adatune
 from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, MeasureOption, ReplayRunner
 from adatune.tuners import RFEITuner, Tuner, XGBTuner
 
+from .._common import load_sweeps
 from . import SCHEMES, Scheme
 
 __all__ = ["RunConfig", "make_tuner", "tune_for", "run_hardware", "evaluator_check", "run_replay"]
@@ -179,14 +180,10 @@ def evaluator_check(task: adatune.task.Task, runs: list[dict], de: MeasureOption
 def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
     """Schemes compared in trials on a recorded sweep (one entry per workload in the log). On replay the
     evaluator makes no difference (recorded timings are served), so RFEI+CSA+AE is not run separately."""
-    from adatune.records import group_by_workload, load_from_file
-
     out = []
-    for key, recs in group_by_workload(load_from_file(log_path)).items():
-        task = recs[0].create_task()
-        table = ReplayRunner.from_records(recs).table
-        optimum = max((r.result.flops(task.flop) for r in recs), default=0.0) / 1e9
-        max_trials = min(cfg.replay_trials, len(task.config_space))
+    for sweep in load_sweeps(log_path, cfg.replay_trials):
+        task, table, optimum, max_trials = sweep.task, sweep.table, sweep.optimum_gflops, sweep.max_trials
+        key, n_records = task.workload_key, len(table)
         runs = []
         for seed in cfg.replay_seeds:
             for name in cfg.schemes:
@@ -197,7 +194,7 @@ def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
                 res = tune_for(make_tuner(scheme, task, cfg, seed), option, None, max_trials, cfg.batch_size)
                 runs.append({"scheme": name, "seed": seed, **res})
             logger.info("replay %s seed %d done", task.name, seed)
-        out.append({"log": log_path, "task": repr(task), "workload_key": key, "n_records": len(recs),
+        out.append({"log": log_path, "task": repr(task), "workload_key": key, "n_records": n_records,
                     "space": len(task.config_space), "optimum_gflops": optimum, "max_trials": max_trials,
                     "runs": runs})
     return out

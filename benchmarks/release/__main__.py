@@ -22,13 +22,13 @@ import json
 import logging
 import math
 import os
-import platform
 import shlex
 import sys
 import time
 
 import numpy as np
 
+from .._common import add_common_args, cpu_name
 from . import SCHEMES
 from .report import plot_best_vs, plot_steps, summarise, write_csv, write_markdown
 from .run import RunConfig, run_hardware, run_replay
@@ -50,18 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="XGBoost threads (default: its own; 1 helps on a loaded box)")
     p.add_argument("--number", type=int, default=5, help="runner: runs averaged per repeat")
     p.add_argument("--repeat", type=int, default=3, help="runner: repeats")
-    p.add_argument("--timeout", type=float, default=10.0, help="runner timeout per candidate (s)")
-    p.add_argument("--n-parallel", type=int, default=2, help="build processes")
     p.add_argument("--quality", type=float, default=1.0,
                    help="target = quality x the baseline's final best (mean over seeds)")
-    p.add_argument("--replay-logs", nargs="*", default=["benchmarks/data/*.jsonl"],
-                   help="recorded sweep logs (globs) for the comparison in trials")
-    p.add_argument("--replay-seeds", type=int, default=15)
-    p.add_argument("--replay-trials", type=int, default=512)
-    p.add_argument("--no-hardware", action="store_true", help="only the replay comparison")
-    p.add_argument("--no-replay", action="store_true")
-    p.add_argument("--out", default="benchmarks/results/release")
-    p.add_argument("-v", "--verbose", action="store_true")
+    add_common_args(p, out="benchmarks/results/release")
     return p
 
 
@@ -89,16 +80,6 @@ def _rows_json(summ: dict) -> dict:
             "schemes": {s: {k: _finite(v) for k, v in r.items()} for s, r in summ["rows"].items()}}
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
@@ -115,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
                     replay_trials=args.replay_trials, records_dir=os.path.join(args.out, "records"))
     target = adatune.target.host()
     argv_list = sys.argv[1:] if argv is None else argv
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpu": _cpu_name(), "cores": os.cpu_count(),
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpu": cpu_name(), "cores": os.cpu_count(),
             "tvm": __import__("tvm").__version__, "target": str(target.kind.name),
             "command": "python -m benchmarks.release " + " ".join(shlex.quote(a) for a in argv_list),
             **{k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}}

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._io import write_csv
+from .._common import write_csv
 from . import BASELINE
 
 __all__ = ["summarise", "write_csv", "write_markdown", "plot_best_vs", "plot_steps"]

@@ -14,6 +14,7 @@ from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, MeasureOpti
 from adatune.optimizers import ModelOptimizer, ScoreFn
 from adatune.tuners import ModelBasedTuner, ReleaseTuner, XGBTuner
 
+from .._common import load_sweeps
 from . import SCHEMES, Scheme
 
 __all__ = ["RunConfig", "StepRecorder", "make_tuner", "tune_for", "run_hardware", "run_replay"]
@@ -122,14 +123,10 @@ def run_hardware(task: adatune.task.Task, cfg: RunConfig, name: str) -> dict:
 def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
     """All schemes in trials on a recorded sweep, one entry per workload in the log. Configs the sweep did
     not record come back as errors (0 GFLOPS), as ``ReplayRunner`` serves them."""
-    from adatune.records import group_by_workload, load_from_file
-
     out = []
-    for key, recs in group_by_workload(load_from_file(log_path)).items():
-        task = recs[0].create_task()
-        table = ReplayRunner.from_records(recs).table
-        optimum = max((r.result.flops(task.flop) for r in recs), default=0.0) / 1e9
-        max_trials = min(cfg.replay_trials, len(task.config_space))
+    for sweep in load_sweeps(log_path, cfg.replay_trials):
+        task, table, optimum, max_trials = sweep.task, sweep.table, sweep.optimum_gflops, sweep.max_trials
+        key, n_records = task.workload_key, len(table)
         print(f"  replay {task}: {len(table)} recorded configs, {len(cfg.replay_seeds)} seeds, "
               f"{max_trials} trials", flush=True)
         runs = []
@@ -139,7 +136,7 @@ def run_replay(log_path: str, cfg: RunConfig) -> list[dict]:
                 res = tune_for(make_tuner(SCHEMES[name], task, cfg, seed), option, None, max_trials, cfg.batch_size)
                 runs.append({"scheme": name, "seed": seed, **res})
             logger.info("replay %s seed %d done", task.name, seed)
-        out.append({"log": log_path, "task": repr(task), "workload_key": key, "n_records": len(recs),
+        out.append({"log": log_path, "task": repr(task), "workload_key": key, "n_records": n_records,
                     "recorded": len(table), "space": len(task.config_space), "optimum_gflops": optimum,
                     "max_trials": max_trials, "runs": runs})
     return out
