@@ -9,10 +9,10 @@ from __future__ import annotations
 import warnings
 from typing import Any, Iterable, Sequence
 
-from . import target as _target
-from .records import Record, load_from_file
-from .space import ConfigEntity, FallbackConfig
-from .task import Task, workload_key
+from .. import target as _target
+from ..records import Record, load_from_file
+from ..space import ConfigEntity, FallbackConfig
+from ..task import Task, workload_key
 
 __all__ = ["DispatchContext", "ApplyHistoryBest", "apply_history_best", "query_config"]
 
