@@ -1,22 +1,27 @@
-"""Feature vectors of configs for cost models.
+"""Feature vectors of candidates for cost models.
 
-``knob``: each knob's entity as numbers (log2 split factors, option values), computed from the index
-alone by table lookup, so simulated annealing can score tens of thousands of configs per second.
+``knob``: the space's own features (``task.space.featurize``; for knob configs each knob's entity as numbers,
+by table lookup, so simulated annealing can score tens of thousands of configs per second).
 ``itervar``: the loop structure of the scheduled TIR (AutoTVM's itervar features adapted to TIR): for each
 loop in nest order its log extent, kind (serial/parallel/vectorized/unrolled/thread-bound), depth and
 the log of the iterations beneath it, plus the sizes of cache buffers the schedule allocates. It requires
-instantiating the template (milliseconds per config), so it is cached per index.
+applying the candidate (milliseconds each), so it is cached per candidate key. A candidate that cannot be
+applied is reported (a warning, counted in ``failures``) and gets a row of NaN, which the tree models treat
+as missing, never a silent vector of zeros.
 """
 from __future__ import annotations
 
+import logging
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from .task import Task
+from .task import TuningTask
 
 __all__ = ["FeatureExtractor", "FEATURE_TYPES"]
+
+logger = logging.getLogger("adatune.features")
 
 FEATURE_TYPES = ("knob", "itervar")
 _MAX_LOOPS = 24
@@ -25,54 +30,46 @@ _MAX_ALLOCS = 4
 
 
 class FeatureExtractor:
-    """Maps config indices of one task to a fixed-width feature matrix."""
+    """Maps candidates of one task (or knob config indices) to a fixed-width feature matrix."""
 
-    def __init__(self, task: Task, feature_type: str = "knob"):
+    def __init__(self, task: TuningTask, feature_type: str = "knob"):
         if feature_type not in FEATURE_TYPES:
             raise ValueError(f"unknown feature_type {feature_type!r}: use one of {FEATURE_TYPES}")
         self.task = task
         self.feature_type = feature_type
-        space = task.config_space
-        self._tables = [np.asarray([knob.numeric(i) for i in range(len(knob))], dtype=np.float32)
-                        for knob in space.space_map.values()]
-        self._radix = np.asarray(space.dims, dtype=np.int64)
-        self._cache: dict[int, np.ndarray] = {}
+        self._cache: dict[str, np.ndarray] = {}
+        self.failures: dict[str, str] = {}
 
-    def digits(self, indices: Sequence[int]) -> np.ndarray:
-        """Mixed-radix knob indices (n, n_knobs), first knob least significant."""
-        idx = np.asarray(indices, dtype=np.int64).copy()
-        out = np.empty((len(idx), len(self._radix)), dtype=np.int64)
-        for k, r in enumerate(self._radix):
-            out[:, k] = idx % r
-            idx //= r
-        return out
+    def candidates(self, xs: Sequence[Any]) -> list[Any]:
+        """Candidates from candidates or knob config indices."""
+        space = self.task.space
+        return [space.get(int(x)) if isinstance(x, (int, np.integer)) else x for x in xs]  # type: ignore[attr-defined]
 
-    def knob_features(self, indices: Sequence[int]) -> np.ndarray:
-        if not self._tables:
-            return np.zeros((len(indices), 1), dtype=np.float32)
-        d = self.digits(indices)
-        return np.concatenate([t[d[:, k]] for k, t in enumerate(self._tables)], axis=1)
-
-    def __call__(self, indices: Sequence[int]) -> np.ndarray:
+    def __call__(self, xs: Sequence[Any]) -> np.ndarray:
+        cands = self.candidates(list(xs) if not isinstance(xs, np.ndarray) else xs.tolist())
         if self.feature_type == "knob":
-            return self.knob_features(indices)
+            return np.asarray(self.task.space.featurize(cands), dtype=np.float32)
         rows = []
-        for i in indices:
-            i = int(i)
-            if i not in self._cache:
-                self._cache[i] = self._itervar(i)
-            rows.append(self._cache[i])
+        for c in cands:
+            key = str(c.key)
+            if key not in self._cache:
+                self._cache[key] = self._itervar(c)
+            rows.append(self._cache[key])
         return np.stack(rows) if rows else np.zeros((0, _MAX_LOOPS * _PER_LOOP + _MAX_ALLOCS), np.float32)
 
-    def _itervar(self, index: int) -> np.ndarray:
+    def _itervar(self, cand: Any) -> np.ndarray:
         import tvm
 
         feat = np.zeros(_MAX_LOOPS * _PER_LOOP + _MAX_ALLOCS, dtype=np.float32)
         try:
-            sch, _ = self.task.instantiate(index)
-        except Exception:  # noqa: BLE001 - an invalid config gets the all-zero vector
-            return feat
-        func = sch.mod["main"]
+            mod = self.task.scheduled_module(cand)
+        except Exception as err:  # noqa: BLE001 - reported, and marked missing for the model
+            msg = f"{type(err).__name__}: {err}"
+            self.failures[str(cand.key)] = msg
+            logger.warning("itervar features of candidate %s: applying it failed (%s); its features are "
+                           "marked missing", cand.key, msg.splitlines()[0][:200])
+            return np.full_like(feat, np.nan)
+        func = mod["main"]
         loops: list[tuple[int, int, int]] = []  # (extent, kind, depth)
         allocs: list[int] = []
 

@@ -1,41 +1,52 @@
 """JSON-lines tuning records: one line per measured candidate, appended as soon as it is measured.
 
-A line holds the format version, the target, the task (template name and arguments), the config (index and
-entity values, so a record can be checked against a changed template) and the result.
+Format version 2 (one line)::
+
+    {"v": 2, "target": {...}, "task": [name, args], "kind": "knob", "key": "123",
+     "config": <candidate.to_json()>, "result": {...}}
+
+``kind`` and ``config`` are whatever the candidate's kind writes (a knob config's index and entities, a trace's
+decisions, a micro-kernel's tiles), and ``key`` is its stable identity, so records of every kind of candidate are
+read, resumed from and applied alike. Version-1 lines (``{"v": 1, ..., "config": {"index", "entity"}}``, knob
+configs only) still load. As in AutoTVM, ``for inp, res in load_from_file(log)`` works: a record unpacks into a
+``MeasureInput`` (its task recreated once per workload) and its ``MeasureResult``.
 """
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
+import pickle
 import warnings
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any, Iterable, Iterator
 
 from . import target as _target
 from .measure import MeasureInput, MeasureResult
-from .task import workload_key
-
-if TYPE_CHECKING:
-    from .task import Task
+from .task import TuningTask, create, workload_key
 
 __all__ = ["FORMAT_VERSION", "Record", "encode", "decode", "load_from_file", "save_to_file", "pick_best",
-           "group_by_workload"]
+           "group_by_workload", "measure_str_key", "as_records"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE = (1, 2)
+_TASKS: dict[tuple[str, str], TuningTask] = {}
 
 
 @dataclass
 class Record:
-    """One decoded line."""
+    """One decoded line; unpacks as ``inp, res`` (AutoTVM's record pair)."""
 
     target: dict
     task_name: str
     args: list
-    config_index: int
-    config_entity: dict
+    kind: str
+    key: str
+    config: dict
     result: MeasureResult
     version: int = FORMAT_VERSION
+    _input: MeasureInput | None = field(default=None, repr=False, compare=False)
 
     @property
     def workload_key(self) -> str:
@@ -45,36 +56,89 @@ class Record:
     def mean_cost(self) -> float:
         return self.result.mean_cost
 
-    def create_task(self) -> "Task":
+    @property
+    def config_index(self) -> int:
+        """A knob config's index (AutoTVM's records are knob configs); -1 for other kinds."""
+        return int(self.config.get("index", -1)) if self.kind == "knob" else -1
+
+    @property
+    def config_entity(self) -> dict:
+        return dict(self.config.get("entity", {})) if self.kind == "knob" else {}
+
+    def create_task(self) -> TuningTask:
         """The task this record measured, on its recorded target (the host CPU if that target is unknown
-        here, e.g. a CPU name this LLVM does not know)."""
-        from .task import create
+        here, e.g. a CPU name this LLVM does not know); created once per workload and target."""
+        cache_key = (self.workload_key, json.dumps(self.target, sort_keys=True))
+        if cache_key not in _TASKS:
+            try:
+                tgt = _target.create(self.target)
+            except ValueError:
+                tgt = _target.host()
+            _TASKS[cache_key] = create(self.task_name, self.args, tgt)
+        return _TASKS[cache_key]
 
-        try:
-            target = _target.create(self.target)
-        except ValueError:
-            target = _target.host()
-        return create(self.task_name, self.args, target)
+    @property
+    def input(self) -> MeasureInput:
+        """The measured input, with its task recreated (needs the template or task kind registered)."""
+        if self._input is None:
+            task = self.create_task()
+            self._input = MeasureInput(task, task.candidate_from_json(self.config))
+        return self._input
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.input, self.result))
 
 
-def encode(inp: MeasureInput, result: MeasureResult) -> str:
-    cfg = inp.config.to_json()
-    line = {"v": FORMAT_VERSION, "target": _target.to_json(inp.task.target),
+def _line(inp: MeasureInput, result: MeasureResult) -> dict:
+    cand = inp.config
+    data = cand.to_json()
+    return {"v": FORMAT_VERSION, "target": _target.to_json(inp.task.target),
             "task": [inp.task.name, json.loads(inp.task.workload_key)[1]],
-            "config": {"index": cfg["index"], "entity": cfg["entity"]}, "result": result.to_json()}
-    return json.dumps(line, separators=(",", ":"))
+            "kind": data.get("kind", "knob"), "key": str(cand.key), "config": data, "result": result.to_json()}
 
 
-def decode(line: str) -> Record:
-    d = json.loads(line)
-    if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
-        raise ValueError(f"not an adatune v{FORMAT_VERSION} record")
+def encode(inp: MeasureInput, result: MeasureResult, protocol: str = "json") -> str:
+    """One record as a line: ``protocol="json"`` (the log format) or ``"pickle"`` (base64, AutoTVM's other)."""
+    line = _line(inp, result)
+    if protocol == "json":
+        return json.dumps(line, separators=(",", ":"))
+    if protocol == "pickle":
+        return base64.b64encode(pickle.dumps(line)).decode()
+    raise ValueError(f"unknown record protocol {protocol!r}: use 'json' or 'pickle'")
+
+
+def _from_dict(d: Any) -> Record:
+    if not isinstance(d, dict) or d.get("v") not in _READABLE:
+        raise ValueError(f"not an adatune record (format versions {_READABLE})")
     name, args = d["task"]
-    return Record(d["target"], name, list(args), int(d["config"]["index"]), d["config"].get("entity", {}),
-                  MeasureResult.from_json(d["result"]), int(d["v"]))
+    cfg = dict(d["config"])
+    if d["v"] == 1:  # knob configs only: {"index", "entity"}
+        cfg.setdefault("kind", "knob")
+        kind, key = "knob", str(int(cfg["index"]))
+    else:
+        kind, key = str(d["kind"]), str(d["key"])
+    return Record(d["target"], name, list(args), kind, key, cfg, MeasureResult.from_json(d["result"]), int(d["v"]))
 
 
-def load_from_file(path: str) -> Iterator[Record]:
+def decode(line: str, protocol: str = "json") -> Record:
+    """A line back into a ``Record`` (which unpacks as ``inp, res``)."""
+    if protocol == "json":
+        return _from_dict(json.loads(line))
+    if protocol == "pickle":
+        return _from_dict(pickle.loads(base64.b64decode(line.strip())))
+    raise ValueError(f"unknown record protocol {protocol!r}: use 'json' or 'pickle'")
+
+
+def measure_str_key(inp: MeasureInput, include_config: bool = True) -> str:
+    """A string naming the target, workload and (optionally) candidate of an input (AutoTVM's key)."""
+    tgt = json.dumps(_target.to_json(inp.task.target), sort_keys=True)
+    parts = [tgt, inp.task.workload_key]
+    if include_config:
+        parts.append(f"{inp.config.to_json().get('kind', 'knob')}:{inp.config.key}")
+    return " ".join(parts)
+
+
+def load_from_file(path: str | os.PathLike) -> Iterator[Record]:
     """Records of a log; corrupt or truncated lines (a run killed mid-write) are skipped with a warning."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -86,18 +150,36 @@ def load_from_file(path: str) -> Iterator[Record]:
                 warnings.warn(f"{path}:{lineno}: skipping a corrupt record ({err})", stacklevel=2)
 
 
-def save_to_file(path: str, pairs: Iterable[tuple[MeasureInput, MeasureResult]]) -> None:
-    """Append records and fsync, so a run killed right after loses nothing it measured."""
-    with open(path, "a", encoding="utf-8") as f:
-        for inp, res in pairs:
-            f.write(encode(inp, res) + "\n")
+def save_to_file(dest: str | os.PathLike | IO[str], pairs: Iterable[tuple[MeasureInput, MeasureResult]]) -> None:
+    """Append records to a path (then fsync, so a run killed right after loses nothing it measured) or write
+    them to an open text file (flushed)."""
+    lines = "".join(encode(inp, res) + "\n" for inp, res in pairs)
+    if hasattr(dest, "write"):
+        dest.write(lines)  # type: ignore[union-attr]
+        dest.flush()  # type: ignore[union-attr]
+        return
+    with open(dest, "a", encoding="utf-8") as f:  # type: ignore[arg-type]
+        f.write(lines)
         f.flush()
         os.fsync(f.fileno())
 
 
+def as_records(items: Iterable[Any]) -> Iterator[Record]:
+    """Records from records, ``(inp, res)`` pairs, log paths, or lists mixing them (AutoTVM's inputs)."""
+    for item in items:
+        if isinstance(item, Record):
+            yield item
+        elif isinstance(item, (str, os.PathLike)):
+            yield from load_from_file(item)
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], MeasureInput):
+            yield _from_dict(_line(item[0], item[1]))
+        else:
+            raise TypeError(f"expected records, (MeasureInput, MeasureResult) pairs or log paths, got {item!r}")
+
+
 def pick_best(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:
     """Fastest valid record per workload (optionally only those for ``target``)."""
-    tgt = _target.to_json(_target.create(target)) if target is not None else None
+    tgt = _target.to_json(_target.create(target)) if target is not None else None  # type: ignore[arg-type]
     best: dict[str, Record] = {}
     for r in records:
         if not r.result.ok or not math.isfinite(r.mean_cost):

@@ -7,13 +7,12 @@ cluster covers the same regions with far fewer measurements; the number of clust
 """
 from __future__ import annotations
 
-from collections import deque
-from typing import Collection, Sequence
+from typing import Any, Collection, Sequence
 
 import numpy as np
 from sklearn.cluster import KMeans
 
-from .space import ConfigSpace
+from .space._candidate import CandidateSpace, DiscreteSpace
 
 __all__ = ["AdaptiveSampler", "knee_kmeans"]
 
@@ -45,16 +44,16 @@ def knee_kmeans(points: np.ndarray, k_min: int = 8, k_max: int = 64, threshold: 
 
 
 class AdaptiveSampler:
-    """``select(candidates, num, visited)``: k-means centroids of the candidates, snapped to configs.
+    """``select(candidates, num, visited)``: for each k-means centroid, the scored candidate nearest to it.
 
-    Clustering runs on knob indices scaled to [0, 1] per knob, so a knob with two values weighs as much as
-    one with thirty. A centroid is snapped to a config by rounding each knob index. When that config was
-    measured already (or picked for this batch), it is replaced by the config of each knob's most common
-    index over the candidates, and when that one is taken too, by the nearest unmeasured neighbour; so
-    a batch never measures a config twice.
+    Clustering runs on a discrete space's digits scaled to [0, 1] per dimension (so a knob with two values
+    weighs as much as one with thirty), or on standardised features for other spaces. Each centroid is
+    represented by the nearest candidate the optimizer proposed (so every measured config is one the model
+    scored, as in the paper) that is neither measured already nor picked for this batch; a centroid whose
+    whole neighbourhood is taken contributes nothing, so a batch never measures a config twice.
     """
 
-    def __init__(self, space: ConfigSpace, k_min: int = 8, k_max: int = 64, threshold: float = 1.05,
+    def __init__(self, space: CandidateSpace, k_min: int = 8, k_max: int = 64, threshold: float = 1.05,
                  n_init: int = 3, rng: np.random.Generator | None = None):
         if not 1 <= k_min <= k_max:
             raise ValueError(f"need 1 <= k_min <= k_max, got k_min={k_min}, k_max={k_max}")
@@ -63,73 +62,35 @@ class AdaptiveSampler:
         self.space = space
         self.k_min, self.k_max, self.threshold, self.n_init = k_min, k_max, threshold, n_init
         self.rng = rng if rng is not None else np.random.default_rng()
-        self.dims = np.asarray(space.dims, dtype=np.int64)
-        self._scale = np.concatenate([[1], np.cumprod(self.dims)[:-1]]).astype(np.int64)
-        self.history: list[int] = []  # how many configs each call chose (the adaptive batch size)
+        self.history: list[int] = []  # how many candidates each call chose (the adaptive batch size)
 
-    def digits(self, indices: Sequence[int]) -> np.ndarray:
-        idx = np.asarray(indices, dtype=np.int64)
-        return (idx[:, None] // self._scale[None, :]) % self.dims[None, :]
+    def embed(self, candidates: Sequence[Any]) -> np.ndarray:
+        """Points to cluster: scaled digits of a discrete space, else standardised features."""
+        if isinstance(self.space, DiscreteSpace):
+            span = np.maximum(np.asarray(self.space.dims, dtype=np.float64) - 1, 1)
+            return np.asarray(self.space.encode(candidates), dtype=np.float64) / span
+        x = np.nan_to_num(np.asarray(self.space.featurize(candidates), dtype=np.float64))
+        std = x.std(axis=0)
+        return (x - x.mean(axis=0)) / np.where(std > 0, std, 1.0)
 
-    def index(self, digits: np.ndarray) -> int:
-        return int((np.asarray(digits, dtype=np.int64) * self._scale).sum())
-
-    def select(self, candidates: Sequence[int], num: int, visited: Collection[int]) -> list[int]:
-        cands = [int(c) for c in candidates]  # repeats kept: where the trajectory dwelt weighs more
+    def select(self, candidates: Sequence[Any], num: int, visited: Collection[str]) -> list[Any]:
+        # repeats kept: where the trajectory dwelt weighs more in the clustering
+        cands = [c for c in candidates if str(c.key) not in visited]
         if not cands or num < 1:
             self.history.append(0)
             return []
-        digits = self.digits(cands)
-        span = np.maximum(self.dims - 1, 1).astype(np.float64)
-        centers, _ = knee_kmeans(digits / span, min(self.k_min, num), min(self.k_max, num), self.threshold,
+        points = self.embed(cands)
+        centers, _ = knee_kmeans(points, min(self.k_min, num), min(self.k_max, num), self.threshold,
                                  seed=int(self.rng.integers(2**31 - 1)), n_init=self.n_init)
-        snapped = np.clip(np.rint(centers * span), 0, self.dims - 1).astype(np.int64)
-        mode = np.asarray([np.bincount(digits[:, k], minlength=int(self.dims[k])).argmax()
-                           for k in range(len(self.dims))], dtype=np.int64)
-        taken: set[int] = set()
-        out: list[int] = []
-        for c in snapped:
-            pick = self._resolve(c, mode, visited, taken)
-            if pick is not None:
-                out.append(pick)
-                taken.add(pick)
+        dist = ((points[None, :, :] - centers[:, None, :]) ** 2).sum(axis=2)  # (centroids, candidates)
+        taken: set[str] = set()
+        out: list[Any] = []
+        for row in dist:
+            for j in np.argsort(row, kind="stable"):
+                key = str(cands[j].key)
+                if key not in taken:
+                    out.append(cands[j])
+                    taken.add(key)
+                    break
         self.history.append(len(out))
         return out
-
-    def _free(self, idx: int, visited: Collection[int], taken: set[int]) -> bool:
-        return idx not in visited and idx not in taken and self.space.is_index_valid(idx)
-
-    def _resolve(self, centroid: np.ndarray, mode: np.ndarray, visited: Collection[int],
-                 taken: set[int]) -> int | None:
-        """The centroid's config, else the knob-mode config, else the nearest free neighbour of the centroid."""
-        for digits in (centroid, mode):
-            idx = self.index(digits)
-            if self._free(idx, visited, taken):
-                return idx
-        return self._nearest_free(centroid, visited, taken)
-
-    def _nearest_free(self, start: np.ndarray, visited: Collection[int], taken: set[int],
-                      max_expand: int = 20000) -> int | None:
-        """Breadth-first search over +-1 knob moves: the closest free config in knob-index steps."""
-        first = self.index(start)
-        seen = {first}
-        queue: deque[tuple[int, np.ndarray]] = deque([(first, np.asarray(start, dtype=np.int64))])
-        while queue and len(seen) < max_expand:
-            _, d = queue.popleft()
-            for k in range(len(self.dims)):
-                for step in (-1, 1):
-                    v = int(d[k]) + step
-                    if not 0 <= v < self.dims[k]:
-                        continue
-                    nd = d.copy()
-                    nd[k] = v
-                    idx = self.index(nd)
-                    if idx in seen:
-                        continue
-                    seen.add(idx)
-                    if self._free(idx, visited, taken):
-                        return idx
-                    queue.append((idx, nd))
-        # a nearly exhausted neighbourhood: any free config will do
-        got = self.space.sample(self.rng, 1, exclude=set(visited) | taken)
-        return got[0] if got else None

@@ -6,6 +6,7 @@ arguments and a target; creating it runs the template once to collect the config
 """
 from __future__ import annotations
 
+import abc
 import functools
 import inspect
 import json
@@ -19,9 +20,10 @@ from tvm import te
 
 from . import target as _target
 from .space import ConfigEntity, ConfigSpace, FallbackConfig
+from .space._candidate import CandidateSpace
 
-__all__ = ["template", "get_config", "create", "Task", "TemplateInfo", "ArgSpec", "registered_templates",
-           "workload_key"]
+__all__ = ["template", "get_config", "create", "TuningTask", "Task", "TemplateInfo", "ArgSpec",
+           "registered_templates", "workload_key", "register_task_kind", "set_config_resolver"]
 
 _local = threading.local()
 
@@ -91,6 +93,22 @@ class _ConfigScope:
         _local.config = self.prev
 
 
+ConfigResolver = Callable[[str, Sequence[Any]], Any]
+_RESOLVER: list[ConfigResolver] = []
+
+
+def set_config_resolver(resolver: ConfigResolver) -> None:
+    """Install what a direct template call asks for its config (``adatune.dispatch`` installs the dispatch
+    context stack on import). Tasks sit below dispatch, so dispatch hands itself down instead of being imported."""
+    _RESOLVER[:] = [resolver]
+
+
+def _resolve_config(name: str, args: Sequence[Any]) -> Any:
+    if _RESOLVER:
+        return _RESOLVER[0](name, args)
+    return FallbackConfig()
+
+
 def template(name: str, reference: Callable[..., Any] | None = None) -> Callable:
     """Register a schedule template under ``name``.
 
@@ -108,9 +126,7 @@ def template(name: str, reference: Callable[..., Any] | None = None) -> Callable
         def dispatching(*args: Any) -> Any:
             if getattr(_local, "config", None) is not None:
                 return func(*args)
-            from .dispatch import query_config  # dispatch depends on tasks, not the other way round
-
-            cfg = query_config(name, args)
+            cfg = _resolve_config(name, args)
             with _ConfigScope(cfg):
                 return func(*args)
 
@@ -121,8 +137,69 @@ def template(name: str, reference: Callable[..., Any] | None = None) -> Callable
     return decorate
 
 
-class Task:
-    """A template bound to arguments and a target, with its config space and FLOP count."""
+class TuningTask(abc.ABC):
+    """What tuners, builders, runners and records need of a task, whatever its kind of candidate.
+
+    A task is a computation bound to arguments and a target with a search space (``space``) of candidates.
+    ``scheduled_module(candidate)`` applies a candidate to the task's program; that is all the builder needs.
+    Knob templates (``Task``), trace spaces and DietCode micro-kernel spaces are kinds of task.
+    """
+
+    name: str
+    args: tuple
+    target: tvm.target.Target
+    workload_key: str
+    flop: float
+    arg_specs: list[ArgSpec]
+
+    @property
+    @abc.abstractmethod
+    def space(self) -> CandidateSpace:
+        """The candidates tuners choose from."""
+
+    @abc.abstractmethod
+    def scheduled_module(self, candidate: Any) -> tvm.IRModule:
+        """The task's program with ``candidate`` applied, ready to build."""
+
+    @abc.abstractmethod
+    def unscheduled_module(self) -> tvm.IRModule:
+        """The computation with no schedule (the correctness reference when there is no numpy one)."""
+
+    def reference_outputs(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """Expected outputs for ``inputs`` from a numpy reference, or None to use the unscheduled program."""
+        return None
+
+    def candidate_from_json(self, data: dict) -> Any:
+        """A record's candidate (``ValueError`` when it does not fit this task's space)."""
+        return self.space.decode(data)
+
+    @property
+    def target_kind(self) -> str:
+        return str(self.target.kind.name)
+
+    @property
+    def workload(self) -> tuple:
+        """AutoTVM's ``task.workload``: the template name followed by its arguments."""
+        return (self.name, *self.args)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.name}, args={self.args}, target={self.target_kind}, "
+                f"space={self.space.size}, flop={self.flop:.3g})")
+
+
+TaskFactory = Callable[[str, Sequence[Any], tvm.target.Target], TuningTask]
+_TASK_KINDS: dict[str, TaskFactory] = {}
+
+
+def register_task_kind(prefix: str, factory: TaskFactory) -> None:
+    """Let ``create`` (and so records) make tasks whose name starts with ``prefix`` (e.g. ``"trace/"``)."""
+    if not prefix:
+        raise ValueError("a task kind needs a non-empty name prefix")
+    _TASK_KINDS[prefix] = factory
+
+
+class Task(TuningTask):
+    """A knob template bound to arguments and a target, with its config space and FLOP count."""
 
     def __init__(self, name: str, args: Sequence[Any], target: _target.TargetLike):
         if name not in _TEMPLATES:
@@ -139,6 +216,7 @@ class Task:
         with self.target, _ConfigScope(space):
             sch, tensors = self.template.func(*self.args)
         self.config_space = space
+        self.template_space = space
         self.arg_specs = [ArgSpec(tuple(int(s) for s in t.shape), str(t.dtype),
                                   not isinstance(t.op, te.PlaceholderOp)) for t in tensors]
         self._tensors = tensors
@@ -152,8 +230,8 @@ class Task:
         return float(estimate_tir_flops(tvm.IRModule({"main": func})))
 
     @property
-    def target_kind(self) -> str:
-        return self.target.kind.name
+    def space(self) -> ConfigSpace:
+        return self.config_space
 
     def unscheduled_module(self) -> tvm.IRModule:
         """The task's computation with no schedule (a reference when the template has none)."""
@@ -165,6 +243,10 @@ class Task:
             config = self.config_space.get(int(config))
         with self.target, _ConfigScope(config):
             return self.template.func(*self.args)
+
+    def scheduled_module(self, candidate: Any) -> tvm.IRModule:
+        sch, _ = self.instantiate(candidate)
+        return sch.mod
 
     def reference_outputs(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
         """Outputs of the template's numpy reference on ``inputs``, or None when it has none."""
@@ -180,6 +262,11 @@ class Task:
                 f"space={len(self.config_space)}, flop={self.flop:.3g})")
 
 
-def create(name: str, args: Sequence[Any], target: _target.TargetLike | None = None) -> Task:
-    """Create a task from a registered template (AutoTVM's ``autotvm.task.create``)."""
-    return Task(name, args, target if target is not None else _target.host())
+def create(name: str, args: Sequence[Any], target: _target.TargetLike | None = None) -> TuningTask:
+    """Create a task from a registered template (AutoTVM's ``autotvm.task.create``) or a registered task kind."""
+    tgt = _target.create(target) if target is not None else _target.host()
+    if name not in _TEMPLATES:
+        for prefix, factory in _TASK_KINDS.items():
+            if name.startswith(prefix):
+                return factory(name, tuple(args), tgt)
+    return Task(name, args, tgt)

@@ -15,14 +15,16 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Collection, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..optimizers import ModelOptimizer, ScoreFn
-from ..space import ConfigSpace
+from ..space._candidate import DiscreteSpace
+
+DigitScoreFn = Callable[[np.ndarray], np.ndarray]
 
 __all__ = ["PPOAgent", "PolicyValueNet", "Episode", "RunningScale"]
 
@@ -83,7 +85,7 @@ class Episode:
     rewards: torch.Tensor
     last_value: torch.Tensor
     raw_rewards: np.ndarray
-    visited: np.ndarray  # config index of each walker after each step
+    visited: np.ndarray  # digits of each walker after each step: (steps, walkers, knobs)
     final_points: np.ndarray
 
     @property
@@ -125,7 +127,7 @@ class PPOAgent(ModelOptimizer):
     standardised per episode; gradients are clipped to ``max_grad_norm`` (None: off).
     """
 
-    def __init__(self, space: ConfigSpace, rng: np.random.Generator | None = None, seed: int | None = None,
+    def __init__(self, space: DiscreteSpace, rng: np.random.Generator | None = None, seed: int | None = None,
                  parallel_size: int = 64, step_cap: int = 32, max_episodes: int = 4, stop_ratio: float = 0.9,
                  restart_ratio: float = 1.0, hidden: int = 64, lr: float = 1e-3, gamma: float = 0.9,
                  gae_lambda: float = 0.99, epochs: int = 3, clip: float = 0.3, value_coef: float = 1.0,
@@ -137,9 +139,11 @@ class PPOAgent(ModelOptimizer):
             raise ValueError(f"restart_ratio must be in [0, 1], got {restart_ratio}")
         if min(parallel_size, step_cap, max_episodes, epochs, minibatch_size) < 1:
             raise ValueError("parallel_size, step_cap, max_episodes, epochs and minibatch_size must be positive")
+        if not isinstance(space, DiscreteSpace):
+            raise TypeError(f"the PPO agent moves digit vectors: it needs a DiscreteSpace, got {type(space).__name__}")
         self.space = space
         self.rng = rng if rng is not None else np.random.default_rng(seed)
-        self.parallel_size = int(min(parallel_size, len(space)))
+        self.parallel_size = int(max(1, min(parallel_size, space.size)))
         self.step_cap, self.max_episodes = step_cap, max_episodes
         self.stop_ratio, self.restart_ratio = stop_ratio, restart_ratio
         self.gamma, self.gae_lambda, self.epochs, self.clip = gamma, gae_lambda, epochs, clip
@@ -147,7 +151,6 @@ class PPOAgent(ModelOptimizer):
         self.minibatch_size, self.max_grad_norm, self.num_threads = minibatch_size, max_grad_norm, num_threads
 
         self.dims = np.asarray(space.dims, dtype=np.int64)
-        self._scale = np.concatenate([[1], np.cumprod(self.dims)[:-1]]).astype(np.int64)
         self.movable = torch.as_tensor(self.dims > 1)
         torch_seed = int(self.rng.integers(2**63 - 1))
         self.generator = torch.Generator().manual_seed(torch_seed)
@@ -161,31 +164,25 @@ class PPOAgent(ModelOptimizer):
         self.steps_history: list[int] = []
         self.reward_history: list[float] = []  # mean raw reward of every episode
 
-    # -- encoding ---------------------------------------------------------------------------------
-    def digits(self, points: np.ndarray) -> np.ndarray:
-        return (np.asarray(points, dtype=np.int64)[:, None] // self._scale[None, :]) % self.dims[None, :]
-
-    def to_index(self, digits: np.ndarray) -> np.ndarray:
-        return (digits * self._scale[None, :]).sum(axis=1)
-
+    # -- encoding: walkers are digit vectors (n, knobs) of the space ------------------------------
     def state(self, digits: np.ndarray) -> torch.Tensor:
         span = np.maximum(self.dims - 1, 1)
         return torch.as_tensor(2.0 * digits / span - 1.0, dtype=torch.float32)
 
     def step_points(self, points: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """Apply per-knob moves (action - 1) clamped to each knob's range; a move into a filtered-out
-        config leaves that walker where it was."""
-        digits = self.digits(points)
-        new = np.clip(digits + (np.asarray(actions, dtype=np.int64) - 1), 0, self.dims - 1)
-        out = self.to_index(new)
-        if self.space.has_filters:
-            out = np.where(self.space.are_valid(out), out, points)
-        return out
+        """Apply per-knob moves (action - 1) clamped to each knob's range; a move into an invalid
+        (filtered-out) candidate leaves that walker where it was."""
+        points = np.asarray(points, dtype=np.int64)
+        new = np.clip(points + (np.asarray(actions, dtype=np.int64) - 1), 0, self.dims - 1)
+        ok = np.asarray(self.space.valid_digits(new), dtype=bool)
+        return np.where(ok[:, None], new, points)
 
     def random_points(self, n: int) -> np.ndarray:
-        got = self.space.sample(self.rng, n)
-        while len(got) < n:  # tiny spaces: repeat configs so every walker has a start
-            got += got[: n - len(got)]
+        got = self.space.encode(self.space.random_candidates(self.rng, n))
+        if len(got) == 0:
+            raise ValueError("the space has no valid candidate to start a walker from")
+        while len(got) < n:  # tiny spaces: repeat candidates so every walker has a start
+            got = np.concatenate([got, got[: n - len(got)]])
         return np.asarray(got, dtype=np.int64)
 
     # -- acting -----------------------------------------------------------------------------------
@@ -206,25 +203,26 @@ class PPOAgent(ModelOptimizer):
         return (-(logp.exp() * logp).sum(-1) * self.movable).sum(-1) / max(int(self.movable.sum()), 1)
 
     @torch.no_grad()
-    def run_episode(self, score: ScoreFn, start: np.ndarray) -> Episode:
-        """Roll all walkers from ``start`` until most knobs stop moving or ``step_cap`` steps."""
+    def run_episode(self, score: DigitScoreFn, start: np.ndarray) -> Episode:
+        """Roll all walkers from ``start`` (digits) until most knobs stop moving or ``step_cap`` steps;
+        ``score`` maps digit rows to rewards."""
         points = np.asarray(start, dtype=np.int64)
         states, actions, log_probs, values, raws, visited = [], [], [], [], [], []
-        digits = self.digits(points)
+        digits = points
         movable = self.movable.numpy()
         for _ in range(self.step_cap):
             s = self.state(digits)
             a, lp, v = self._act(s)
             new_points = self.step_points(points, a.numpy())
             raw = np.asarray(score(new_points), dtype=np.float64)
-            new_digits = self.digits(new_points)
+            new_digits = new_points
             states.append(s), actions.append(a), log_probs.append(lp), values.append(v)
             raws.append(raw), visited.append(new_points)
             moving = (new_digits != digits)[:, movable].mean() if movable.any() else 0.0
             digits, points = new_digits, new_points
             if moving <= 1.0 - self.stop_ratio:  # most knobs stopped moving
                 break
-        _, last_value = self.net(self.state(self.digits(points)))
+        _, last_value = self.net(self.state(points))
         raw_rewards = np.stack(raws)
         self.reward_scale.update(raw_rewards)
         rewards = torch.as_tensor(raw_rewards / (self.reward_scale.std + 1e-8), dtype=torch.float32)
@@ -275,7 +273,7 @@ class PPOAgent(ModelOptimizer):
                          "entropy": entropy.item()}
         return stats
 
-    def train_episode(self, score: ScoreFn, start: np.ndarray) -> Episode:
+    def train_episode(self, score: DigitScoreFn, start: np.ndarray) -> Episode:
         with _torch_threads(self.num_threads):
             ep = self.run_episode(score, start)
             self.learn(ep)
@@ -293,35 +291,51 @@ class PPOAgent(ModelOptimizer):
         points[who] = self.random_points(n_new)
         return points
 
-    def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[int]) -> list[int]:
+    def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[str]) -> list[Any]:
+        def score_digits(d: np.ndarray) -> np.ndarray:
+            return np.asarray(score(self.space.from_digits(d)), dtype=np.float64)
+
         if not self.movable.any():  # a single config: nothing to search
             self.last_steps = 0
             self.steps_history.append(0)
-            return [p for p in self.space.sample(self.rng, num) if p not in exclusive]
+            return [c for c in self.space.random_candidates(self.rng, num, exclude=exclusive)]
         if self.points is None or len(self.points) != self.parallel_size:
             points = self.random_points(self.parallel_size)
         else:
             points = self._restart(self.points)
-        pool: dict[int, float] = {int(p): float(s) for p, s in zip(points, np.asarray(score(points)))}
+        pool: dict[bytes, tuple[float, np.ndarray]] = {}
+        self._offer(pool, points, score_digits(points))
         top = self._top(pool, num, exclusive)
         steps = 0
         for _ in range(self.max_episodes):
-            ep = self.train_episode(score, points)
+            ep = self.train_episode(score_digits, points)
             steps += ep.length
-            for p, s in zip(ep.visited.ravel(), ep.raw_rewards.ravel()):
-                pool[int(p)] = float(s)
+            self._offer(pool, ep.visited.reshape(-1, len(self.dims)), ep.raw_rewards.ravel())
             new_top = self._top(pool, num, exclusive)
             points = self._restart(ep.final_points)
-            if new_top == top and len(new_top) >= num:
+            if [c.key for c in new_top] == [c.key for c in top] and len(new_top) >= num:
                 break
             top = new_top
         self.points = points
         self.last_steps = steps
         self.steps_history.append(steps)
-        logger.debug("PPO: %d steps, %d configs seen, mean reward %.4g", steps, len(pool), self.reward_history[-1])
+        logger.debug("PPO: %d steps, %d candidates seen, mean reward %.4g", steps, len(pool),
+                     self.reward_history[-1])
         return top
 
     @staticmethod
-    def _top(pool: dict[int, float], num: int, exclusive: Collection[int]) -> list[int]:
-        ranked = sorted(((s, p) for p, s in pool.items() if p not in exclusive), key=lambda t: (-t[0], t[1]))
-        return [p for _, p in ranked[:num]]
+    def _offer(pool: dict[bytes, tuple[float, np.ndarray]], digits: np.ndarray, scores: np.ndarray) -> None:
+        for row, s in zip(np.asarray(digits, dtype=np.int64), scores):
+            pool[row.tobytes()] = (float(s), row)
+
+    def _top(self, pool: dict[bytes, tuple[float, np.ndarray]], num: int, exclusive: Collection[str]) -> list[Any]:
+        ranked = sorted(pool.values(), key=lambda t: (-t[0], t[1].tolist()))
+        out: list[Any] = []
+        for start in range(0, len(ranked), max(num, 16)):
+            chunk = ranked[start:start + max(num, 16)]
+            for cand in self.space.from_digits(np.stack([r for _, r in chunk])):
+                if str(cand.key) not in exclusive:
+                    out.append(cand)
+                    if len(out) >= num:
+                        return out
+        return out

@@ -1,24 +1,53 @@
-"""The cost-model interface (AutoTVM's ``CostModel``): learn from measured configs, score unmeasured ones."""
+"""The cost-model interface (AutoTVM's ``CostModel``): learn from measured candidates, score unmeasured ones.
+
+Cost models see feature matrices only, so one model serves knob configs, traces and micro-kernels alike.
+Models made with a task (AutoTVM's ``XGBoostCostModel(task, feature_type)``) also accept candidates or knob
+config indices and featurize them with that task.
+"""
 from __future__ import annotations
 
 import abc
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from ..features import FeatureExtractor
+from ..task import TuningTask
 
 __all__ = ["CostModel"]
 
 
 class CostModel(abc.ABC):
-    """Scores config indices of one task; higher scores mean faster configs."""
+    """Scores candidates from their features; higher scores mean faster candidates."""
+
+    features: FeatureExtractor | None = None
 
     @abc.abstractmethod
-    def fit(self, xs: Sequence[int], ys: Sequence[float], plan_size: int) -> None:
-        """Train on measured config indices ``xs`` and their throughputs ``ys`` (0 for failures)."""
+    def fit(self, xs: Any, ys: Sequence[float], plan_size: int) -> None:
+        """Train on measured candidates' features ``xs`` (n, d) and their throughputs ``ys`` (0 for failures)."""
 
     @abc.abstractmethod
-    def predict(self, xs: Sequence[int]) -> np.ndarray:
-        """Scores for config indices (the quantity the optimizer maximises)."""
+    def predict(self, xs: Any) -> np.ndarray:
+        """Scores for feature rows (the quantity the optimizer maximises)."""
 
     def fit_log(self, records: Iterable, plan_size: int) -> None:
         """Warm start from earlier records of the same task (default: ignore them)."""
+
+    # -- features ---------------------------------------------------------------------------------
+    def _bind(self, task: TuningTask | None, feature_type: str) -> None:
+        self.task = task
+        self.features = FeatureExtractor(task, feature_type) if task is not None else None
+
+    def as_features(self, xs: Any) -> np.ndarray:
+        """A float feature matrix from a matrix, or from candidates / knob indices when bound to a task."""
+        if isinstance(xs, np.ndarray) and xs.ndim == 2 and xs.dtype.kind == "f":
+            return xs
+        items = list(xs)
+        if not items:
+            return np.zeros((0, 1), dtype=np.float32)
+        if self.features is None:
+            arr = np.asarray(items, dtype=np.float32)
+            if arr.ndim != 2:
+                raise ValueError("this cost model has no task: give it a 2-D feature matrix")
+            return arr
+        return self.features(items)

@@ -3,12 +3,12 @@ pairwise-rank loss, early-stopped on the average recall of the true top configs.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..features import FeatureExtractor
-from ..task import Task
+from ..records import as_records
+from ..task import TuningTask
 from ._base import CostModel
 
 __all__ = ["XGBoostCostModel", "average_recall_score"]
@@ -29,14 +29,19 @@ def average_recall_score(y_true: np.ndarray, y_pred: np.ndarray, n: int) -> floa
 
 
 class XGBoostCostModel(CostModel):
-    """XGBoost model with AutoTVM's hyperparameters (depth 3, eta 0.3, up to 8000 rounds, early stop 50)."""
+    """XGBoost model with AutoTVM's hyperparameters (depth 3, eta 0.3, up to 8000 rounds, early stop 50).
 
-    def __init__(self, task: Task, feature_type: str = "knob", loss_type: str = "reg", num_threads: int | None = None,
-                 seed: int | None = None):
+    Fits and predicts on feature matrices; made with a task (AutoTVM's way) it also takes candidates or
+    knob config indices. ``load_basemodel`` stacks on a model fitted on earlier records (transfer learning):
+    its predictions become this model's base margin.
+    """
+
+    def __init__(self, task: TuningTask | None = None, feature_type: str = "knob", loss_type: str = "reg",
+                 num_threads: int | None = None, seed: int | None = None):
         if loss_type not in ("reg", "rank"):
             raise ValueError(f"loss_type must be 'reg' or 'rank', got {loss_type!r}")
-        self.task = task
-        self.features = FeatureExtractor(task, feature_type)
+        self._bind(task, feature_type)
+        self.feature_type = feature_type
         self.loss_type = loss_type
         self.params = {"max_depth": 3, "gamma": 0.0001, "min_child_weight": 1, "subsample": 1.0, "eta": 0.3,
                        "lambda": 1.0, "alpha": 0.0, "tree_method": "hist", "verbosity": 0,
@@ -46,18 +51,30 @@ class XGBoostCostModel(CostModel):
         # one thread by default: on small training sets threads only add overhead (3x slower measured on
         # this 2-core machine under load) and the trees stay identical run to run
         self.params["nthread"] = int(num_threads) if num_threads else 1
-        self.booster = None
-        self._base: tuple[list[int], list[float]] = ([], [])
+        self.booster: Any = None
+        self.base_model: XGBoostCostModel | None = None
 
-    def fit(self, xs: Sequence[int], ys: Sequence[float], plan_size: int) -> None:
+    def load_basemodel(self, base_model: "XGBoostCostModel") -> None:
+        """Use a model fitted on earlier records as the base of this one (AutoTVM's transfer learning)."""
+        self.base_model = base_model
+
+    def _margin(self, x: np.ndarray) -> np.ndarray | None:
+        if self.base_model is None or self.base_model.booster is None:
+            return None
+        return self.base_model.predict(x)
+
+    def fit(self, xs: Any, ys: Sequence[float], plan_size: int) -> None:
         import xgboost as xgb
 
-        xs = list(self._base[0]) + list(xs)
-        ys = np.asarray(list(self._base[1]) + list(ys), dtype=np.float64)
-        if len(xs) == 0 or ys.max() <= 0:
+        x = self.as_features(xs)
+        ys = np.asarray(list(ys), dtype=np.float64)
+        if len(ys) == 0 or ys.max() <= 0:
             return
         y = ys / ys.max()
-        dtrain = xgb.DMatrix(self.features(xs), label=y)
+        dtrain = xgb.DMatrix(x, label=y, missing=np.nan)
+        margin = self._margin(x)
+        if margin is not None:
+            dtrain.set_base_margin(margin)
         if self.loss_type == "rank":
             dtrain.set_group([len(xs)])
 
@@ -67,22 +84,32 @@ class XGBoostCostModel(CostModel):
         self.booster = xgb.train(self.params, dtrain, num_boost_round=8000, evals=[(dtrain, "tr")],
                                  custom_metric=recall, maximize=True, early_stopping_rounds=50,
                                  verbose_eval=False)
-        logger.debug("XGB fit on %d configs: %d rounds", len(xs), self.booster.num_boosted_rounds())
+        logger.debug("XGB fit on %d candidates: %d rounds", len(y), self.booster.num_boosted_rounds())
 
-    def predict(self, xs: Sequence[int]) -> np.ndarray:
+    def predict(self, xs: Any) -> np.ndarray:
         import xgboost as xgb
 
+        x = self.as_features(xs)
         if self.booster is None:
-            return np.zeros(len(xs))
-        return self.booster.predict(xgb.DMatrix(self.features(xs)),
-                                    iteration_range=(0, self.booster.best_iteration + 1))
+            base = self._margin(x)
+            return base if base is not None else np.zeros(len(x))
+        dm = xgb.DMatrix(x, missing=np.nan)
+        margin = self._margin(x)
+        if margin is not None:
+            dm.set_base_margin(margin)
+        return self.booster.predict(dm, iteration_range=(0, self.booster.best_iteration + 1))
 
     def fit_log(self, records: Iterable, plan_size: int) -> None:
-        xs, ys = [], []
-        for r in records:
+        """Fit on earlier records of this model's task (records or ``(inp, res)`` pairs)."""
+        if self.task is None:
+            raise ValueError("fit_log needs a model made with its task: XGBoostCostModel(task, ...)")
+        cands, ys = [], []
+        for r in as_records(records):
             if r.workload_key == self.task.workload_key:
-                xs.append(r.config_index)
+                try:
+                    cands.append(self.task.candidate_from_json(r.config))
+                except ValueError:
+                    continue
                 ys.append(r.result.flops(self.task.flop))
-        self._base = (xs, ys)
-        if xs:
-            self.fit([], [], plan_size)
+        if cands:
+            self.fit(cands, ys, plan_size)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from scipy.stats import norm
 
-from ..features import FeatureExtractor
-from ..task import Task
+from ..records import as_records
+from ..task import TuningTask
 from ._base import CostModel
 
 __all__ = ["RFEICostModel", "expected_improvement", "UNCERTAINTY_SOURCES"]
@@ -83,15 +83,21 @@ class RFEICostModel(CostModel):
     ``predict_mean_std`` returns mean and standard deviation in FLOP/s.
     """
 
-    def __init__(self, task: Task, n_trees: int = 100, uncertainty: str = "forestci", feature_type: str = "knob",
-                 calibrate: bool = True, max_features: float | str | None = 1.0, min_samples_leaf: int = 1,
-                 num_threads: int | None = None, seed: int | None = None):
+    def __init__(self, task: TuningTask | None = None, n_trees: int = 100, uncertainty: str = "forestci",
+                 feature_type: str = "knob", calibrate: bool = True, max_features: float | str | None = 1.0,
+                 min_samples_leaf: int = 1, num_threads: int | None = None, seed: int | None = None,
+                 reference: Callable[[np.random.Generator, int], np.ndarray] | None = None):
         if uncertainty not in UNCERTAINTY_SOURCES:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_SOURCES}, got {uncertainty!r}")
         if n_trees < 2:
             raise ValueError(f"n_trees must be at least 2 (a spread needs two trees), got {n_trees}")
-        self.task = task
-        self.features = FeatureExtractor(task, feature_type)
+        self._bind(task, feature_type)
+        if reference is None and task is not None:
+            features = self.features
+
+            def reference(rng: np.random.Generator, n: int) -> np.ndarray:
+                return features(task.space.random_candidates(rng, n))  # type: ignore[misc]
+        self.reference = reference  # random unmeasured candidates' features, for the calibration
         self.n_trees = int(n_trees)
         self.uncertainty = uncertainty
         self.calibrate = calibrate
@@ -106,21 +112,23 @@ class RFEICostModel(CostModel):
         self.uncertainty_used: str | None = None  # what the last fit actually uses ("forestci" or "trees")
         self._inbag: np.ndarray | None = None
         self._calib: tuple[np.ndarray, np.ndarray] | None = None
-        self._cache: dict[int, tuple[float, float]] = {}
-        self._base: tuple[list[int], list[float]] = ([], [])
+        self._cache: dict[bytes, tuple[float, float]] = {}
+        self._base: tuple[np.ndarray | None, list[float]] = (None, [])
         self._n_fits = 0
 
     # -- fitting ----------------------------------------------------------------------------------
-    def fit(self, xs: Sequence[int], ys: Sequence[float], plan_size: int) -> None:
+    def fit(self, xs: Any, ys: Any, plan_size: int) -> None:
         from sklearn.ensemble import RandomForestRegressor
 
-        xs = list(self._base[0]) + [int(x) for x in xs]
-        ys = np.asarray(list(self._base[1]) + list(ys), dtype=np.float64)
-        if len(xs) == 0 or not np.isfinite(ys).all() or ys.max() <= 0:
+        x_new = self.as_features(xs)
+        base_x, base_y = self._base
+        x_train = np.concatenate([base_x, x_new]) if base_x is not None and len(x_new) else (
+            base_x if base_x is not None else x_new)
+        ys = np.asarray(list(base_y) + list(ys), dtype=np.float64)
+        if len(ys) == 0 or not np.isfinite(ys).all() or ys.max() <= 0:
             return
         self.best_flops = float(ys.max())
         self.scale = self.best_flops
-        x_train = self.features(xs)
         self.forest = RandomForestRegressor(n_estimators=self.n_trees, max_features=self.max_features,
                                             min_samples_leaf=self.min_samples_leaf, bootstrap=True,
                                             n_jobs=self.num_threads, random_state=self.seed + self._n_fits)
@@ -132,7 +140,7 @@ class RFEICostModel(CostModel):
         self.uncertainty_used = self.uncertainty
         if self.uncertainty == "forestci":
             self._prepare_jackknife()
-        logger.debug("RFEI fit on %d configs (best %.4g FLOP/s, uncertainty %s)", len(xs), self.best_flops,
+        logger.debug("RFEI fit on %d candidates (best %.4g FLOP/s, uncertainty %s)", len(ys), self.best_flops,
                      self.uncertainty_used)
 
     def _prepare_jackknife(self) -> None:
@@ -159,9 +167,10 @@ class RFEICostModel(CostModel):
         from forestci.calibration import gbayes, gfit
 
         rng = np.random.default_rng(self.seed + 7919 * self._n_fits)
-        space = self.task.config_space
-        ref = space.sample(rng, min(_N_REFERENCE, len(space)))
-        preds = self._tree_predictions(self.features(ref))
+        if self.reference is None:
+            return None  # no way to draw unmeasured candidates: uncalibrated jackknife
+        ref = self.reference(rng, _N_REFERENCE)
+        preds = self._tree_predictions(ref)
         v_full = self._ij_variance(preds, self._inbag)
         # Monte Carlo noise of the estimate, from a half-size forest (forestci's calibration_ratio = 2)
         half = rng.permutation(self.n_trees)[: int(np.ceil(self.n_trees / 2))]
@@ -180,14 +189,19 @@ class RFEICostModel(CostModel):
 
     def fit_log(self, records: Iterable, plan_size: int) -> None:
         """Warm start: earlier records of this task become part of every later fit's training set."""
-        xs, ys = [], []
-        for r in records:
-            if r.workload_key == self.task.workload_key and 0 <= r.config_index < len(self.task.config_space):
-                xs.append(int(r.config_index))
+        if self.task is None:
+            raise ValueError("fit_log needs a model made with its task: RFEICostModel(task, ...)")
+        cands, ys = [], []
+        for r in as_records(records):
+            if r.workload_key == self.task.workload_key:
+                try:
+                    cands.append(self.task.candidate_from_json(r.config))
+                except ValueError:
+                    continue
                 ys.append(r.result.flops(self.task.flop))
-        self._base = (xs, ys)
-        if xs:
-            self.fit([], [], plan_size)
+        self._base = (self.as_features(cands), ys) if cands else (None, [])
+        if cands:
+            self.fit(np.zeros((0, self._base[0].shape[1]), np.float32), [], plan_size)  # type: ignore[union-attr]
 
     # -- predicting -------------------------------------------------------------------------------
     def _tree_predictions(self, x: np.ndarray) -> np.ndarray:
@@ -236,31 +250,32 @@ class RFEICostModel(CostModel):
             std = preds.std(axis=0)
         return mean, std
 
-    def predict_mean_std(self, xs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Predicted throughput and its standard deviation (FLOP/s) for config indices.
+    def predict_mean_std(self, xs: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted throughput and its standard deviation (FLOP/s) for feature rows (or candidates).
 
-        Cached per index until the next fit: simulated annealing revisits many configs."""
-        idx = np.asarray(xs, dtype=np.int64).reshape(-1)
+        Cached per feature row until the next fit: simulated annealing revisits many candidates."""
+        x = np.ascontiguousarray(self.as_features(xs), dtype=np.float32)
         if self.forest is None:
-            return np.zeros(len(idx)), np.zeros(len(idx))
-        mean = np.empty(len(idx))
-        std = np.empty(len(idx))
-        todo = [k for k, i in enumerate(idx) if int(i) not in self._cache]
-        if todo:
-            new_idx = idx[todo]
-            uniq = np.unique(new_idx)
-            m, s = self._mean_std_scaled(self.features(uniq))
-            for i, mi, si in zip(uniq, m, s):
-                self._cache[int(i)] = (float(mi), float(si))
-        for k, i in enumerate(idx):
-            mean[k], std[k] = self._cache[int(i)]
+            return np.zeros(len(x)), np.zeros(len(x))
+        rows = [r.tobytes() for r in x]
+        todo = sorted({k for k, r in enumerate(rows) if r not in self._cache}, key=lambda k: rows[k])
+        fresh: dict[bytes, int] = {}
+        for k in todo:
+            fresh.setdefault(rows[k], k)
+        if fresh:
+            pick = list(fresh.values())
+            m, s = self._mean_std_scaled(x[pick])
+            for k, mi, si in zip(pick, m, s):
+                self._cache[rows[k]] = (float(mi), float(si))
+        mean = np.fromiter((self._cache[r][0] for r in rows), np.float64, len(rows))
+        std = np.fromiter((self._cache[r][1] for r in rows), np.float64, len(rows))
         if len(self._cache) > 500_000:
             self._cache.clear()
         return mean * self.scale, std * self.scale
 
-    def predict(self, xs: Sequence[int]) -> np.ndarray:
+    def predict(self, xs: Any) -> np.ndarray:
         """Expected improvement over the best measured throughput, divided by that throughput."""
         if self.forest is None:
-            return np.zeros(len(xs))
+            return np.zeros(len(self.as_features(xs)))
         mean, std = self.predict_mean_std(xs)
         return expected_improvement(mean / self.scale, std / self.scale, self.best_flops / self.scale)

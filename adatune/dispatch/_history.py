@@ -1,18 +1,20 @@
-"""Dispatch: which config a template gets when it is called directly.
+"""Apply-history-best: which candidate a template call gets, from the best records of a log.
 
 ``with apply_history_best(log):`` makes every template call inside the block use the best record for its
 workload and the current target (``with target:`` or the host CPU). Records for another target never apply;
-an untuned workload gets a fallback config (each knob's first entity) and a one-time warning.
+a workload with no record gets a fallback config (each knob's first entity) and one warning per workload.
+Records of any candidate kind are applied through their task's ``candidate_from_json``.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Iterable, Sequence
 
 from .. import target as _target
-from ..records import Record, load_from_file
-from ..space import ConfigEntity, FallbackConfig
-from ..task import Task, workload_key
+from ..records import Record, as_records
+from ..space import FallbackConfig
+from ..task import TuningTask, set_config_resolver, workload_key
 
 __all__ = ["DispatchContext", "ApplyHistoryBest", "apply_history_best", "query_config"]
 
@@ -21,9 +23,12 @@ _WARNED: set[str] = set()
 
 
 class DispatchContext:
-    """Base class: ``query(name, args, target)`` returns a config or None; usable as a context manager."""
+    """Base class: ``query(target, workload)`` returns a candidate or None; usable as a context manager.
 
-    def query(self, name: str, args: Sequence[Any], target: Any) -> ConfigEntity | None:
+    ``workload`` is AutoTVM's ``task.workload``: the template name followed by its arguments.
+    """
+
+    def query(self, target: Any, workload: Sequence[Any]) -> Any:
         raise NotImplementedError
 
     def __enter__(self) -> "DispatchContext":
@@ -35,51 +40,55 @@ class DispatchContext:
 
 
 class ApplyHistoryBest(DispatchContext):
-    """Best valid record per (workload, target) from a log path or an iterable of records."""
+    """Best valid record per (workload, target) from a log path, records, ``(inp, res)`` pairs, or a list of
+    any of these."""
 
-    def __init__(self, records: str | Iterable[Record]):
-        recs = list(load_from_file(records)) if isinstance(records, str) else list(records)
+    def __init__(self, records: str | os.PathLike | Iterable[Any]):
+        items = [records] if isinstance(records, (str, os.PathLike)) else records
         self._best: dict[str, list[Record]] = {}
-        for r in recs:
+        for r in as_records(items):
             if r.result.ok:
                 self._best.setdefault(r.workload_key, []).append(r)
-        self._tasks: dict[tuple[str, str], Task] = {}
+        self._tasks: dict[tuple[str, str], TuningTask] = {}
 
-    def best_record(self, name: str, args: Sequence[Any], target: Any) -> Record | None:
+    def best_record(self, target: Any, workload: Sequence[Any]) -> Record | None:
         tgt = _target.to_json(_target.create(target))
+        name, args = workload[0], list(workload[1:])
         cands = [r for r in self._best.get(workload_key(name, args), []) if _target.same_target(r.target, tgt)]
         return min(cands, key=lambda r: r.mean_cost) if cands else None
 
-    def query(self, name: str, args: Sequence[Any], target: Any) -> ConfigEntity | None:
-        rec = self.best_record(name, args, target)
+    def query(self, target: Any, workload: Sequence[Any]) -> Any:
+        rec = self.best_record(target, workload)
         if rec is None:
             return None
-        key = (workload_key(name, args), str(target))
-        if key not in self._tasks:
-            self._tasks[key] = Task(name, args, target)
-        space = self._tasks[key].config_space
-        if rec.config_index >= len(space):
-            warnings.warn(f"record for {name}{tuple(args)} does not fit the template's current config space",
-                          stacklevel=3)
+        try:
+            return rec.create_task().candidate_from_json(rec.config)
+        except ValueError as err:
+            warnings.warn(f"the best record for {workload[0]}{tuple(workload[1:])} does not fit its task's "
+                          f"current space ({err}); it is ignored", stacklevel=3)
             return None
-        return space.get(rec.config_index)
 
 
-def apply_history_best(records: str | Iterable[Record]) -> ApplyHistoryBest:
-    """Context manager applying the best records of a log (a path) or of loaded records."""
+def apply_history_best(records: str | os.PathLike | Iterable[Any]) -> ApplyHistoryBest:
+    """Context manager applying the best records of a log (a path), of several, or of loaded records."""
     return ApplyHistoryBest(records)
 
 
-def query_config(name: str, args: Sequence[Any]) -> ConfigEntity | FallbackConfig:
-    """Config for a direct template call: innermost context first, else the fallback."""
+def query_config(name: str, args: Sequence[Any]) -> Any:
+    """Config for a direct template call: innermost context first, else the fallback (one warning per
+    workload and target kind)."""
     tgt = _target.current()
+    workload = (name, *args)
     for ctx in reversed(_STACK):
-        cfg = ctx.query(name, args, tgt)
+        cfg = ctx.query(tgt, workload)
         if cfg is not None:
             return cfg
-    key = workload_key(name, args) + "@" + tgt.kind.name
+    key = workload_key(name, args) + "@" + str(tgt.kind.name)
     if key not in _WARNED:
         _WARNED.add(key)
         warnings.warn(f"no tuned record for {name}{tuple(args)} on {tgt.kind.name}: using a fallback config, "
                       "which may be slow", stacklevel=3)
     return FallbackConfig()
+
+
+set_config_resolver(query_config)

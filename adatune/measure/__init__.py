@@ -3,7 +3,7 @@ from ._builder import Builder, LocalBuilder, NoBuilder
 from ._option import MeasureOption, measure_option
 from ._replay import ReplayRunner
 from ._runner import LocalRunner, Runner
-from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from ._types import BuildResult, MeasureBatch, MeasureErrorNo, MeasureInput, MeasureResult
 
 __all__ = ["Builder", "LocalBuilder", "NoBuilder", "Runner", "LocalRunner", "ReplayRunner", "MeasureOption",
-           "measure_option", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult"]
+           "measure_option", "MeasureBatch", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult"]

@@ -1,8 +1,9 @@
-"""Builders: turn measure inputs into shared libraries.
+"""Builders: turn measure inputs into shared libraries, returned as bytes so they can travel to another machine.
 
 ``LocalBuilder`` keeps a warm, persistent pool of worker processes: TVM 0.27's own LocalBuilder starts
-fresh processes on every call and pays 20-40 s of imports each time. Templates are instantiated in the
-parent (a few ms), only the scheduled IRModule travels to the worker.
+fresh processes on every call and pays 20-40 s of imports each time. Candidates are applied to their task's
+program in the parent (a few ms), only the scheduled IRModule travels to the worker. Given the runner's
+device limits, a CUDA candidate that breaks them is rejected before it is compiled.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import tempfile
 import time
 from typing import Sequence
 
+from ..devices import DeviceLimits
 from tvm.support.popen_pool import PopenPoolExecutor
 
 from . import _worker
@@ -24,8 +26,8 @@ class Builder(abc.ABC):
     """Builds a batch of candidates; failures come back as ``BuildResult`` errors, never as exceptions."""
 
     @abc.abstractmethod
-    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
-        ...
+    def build(self, inputs: Sequence[MeasureInput], device_limits: DeviceLimits | None = None) -> list[BuildResult]:
+        """One result per input, in order; ``device_limits`` come from the runner (None: no device checks)."""
 
     def close(self) -> None:
         """Release worker processes and temporary files."""
@@ -34,14 +36,13 @@ class Builder(abc.ABC):
 class NoBuilder(Builder):
     """For runners that need no artifact (the replay runner)."""
 
-    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+    def build(self, inputs: Sequence[MeasureInput], device_limits: DeviceLimits | None = None) -> list[BuildResult]:
         return [BuildResult(None) for _ in inputs]
 
 
 def _instantiate(inp: MeasureInput) -> tuple[object | None, str]:
     try:
-        sch, _ = inp.task.instantiate(inp.config)
-        return sch.mod, ""
+        return inp.task.scheduled_module(inp.config), ""
     except Exception as err:  # noqa: BLE001 - a bad config is a result
         return None, f"{type(err).__name__}: {err}"
 
@@ -66,7 +67,7 @@ class LocalBuilder(Builder):
                                            maximum_process_uses=self._maximum_process_uses)
         return self._pool
 
-    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+    def build(self, inputs: Sequence[MeasureInput], device_limits: DeviceLimits | None = None) -> list[BuildResult]:
         results: list[BuildResult | None] = [None] * len(inputs)
         jobs = []
         for i, inp in enumerate(inputs):
@@ -77,6 +78,13 @@ class LocalBuilder(Builder):
                 results[i] = BuildResult(None, MeasureErrorNo.INSTANTIATION_ERROR, err, inst_time)
                 continue
             target = inp.task.target
+            if device_limits is not None and target.kind.name == "cuda":
+                broken = _worker.gpu_limit_violation(mod, device_limits.verify_gpu_code_kwargs())
+                if broken:
+                    results[i] = BuildResult(None, MeasureErrorNo.INSTANTIATION_ERROR,
+                                             f"breaks the limits of {device_limits.name}: {broken}",
+                                             time.perf_counter() - t0)
+                    continue
             host = target.host.export() if target.host is not None else None
             tjson = dict(target.export())
             tjson.pop("host", None)
@@ -100,7 +108,7 @@ class LocalBuilder(Builder):
         if "error" in out:
             kind = MeasureErrorNo.COMPILE_DEVICE if out["error"] == "compile_device" else MeasureErrorNo.COMPILE_HOST
             return BuildResult(None, kind, out["msg"], spent)
-        return BuildResult(out["path"], MeasureErrorNo.NO_ERROR, "", spent)
+        return BuildResult(out["artifact"], MeasureErrorNo.NO_ERROR, "", spent)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -6,6 +6,7 @@ compete with each other and a kernel that crashes or hangs only costs that worke
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -16,8 +17,9 @@ import numpy as np
 import tvm
 from tvm.support.popen_pool import PopenPoolExecutor
 
+from ..devices import DeviceLimits, limits_of_tvm_device
 from ..evaluator import EvaluatorConfig
-from ..task import Task
+from ..task import TuningTask
 from . import _worker
 from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 
@@ -30,24 +32,37 @@ _KIND = {"runtime_device": MeasureErrorNo.RUNTIME_DEVICE, "wrong_answer": Measur
 class Runner(abc.ABC):
     """Times built candidates; failures come back as ``MeasureResult`` errors, never as exceptions."""
 
-    #: True when results carry recorded rather than real measurement time (the replay runner)
-    simulated = False
-    #: False when the runner needs no compiled artifact
+    #: False when the runner needs no compiled artifact (the replay runner)
     needs_build = True
 
     @abc.abstractmethod
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
         ...
 
-    def set_min_converge_coef(self, coef: float | None) -> None:
-        """Switch to the adaptive evaluator (None: fixed number of runs)."""
+    def with_min_converge_coef(self, coef: float | None) -> "Runner":
+        """A copy of this runner that uses the adaptive evaluator (None: fixed number of runs)."""
         raise ValueError(f"{type(self).__name__} does not support the adaptive evaluator")
+
+    def device_limits(self, target: object) -> DeviceLimits | None:
+        """Limits of the device candidates for ``target`` run on, for builders to check (None: none to check)."""
+        return None
+
+    def done_at(self, results: Sequence[MeasureResult], run_seconds: float) -> list[float]:
+        """Seconds after the run phase began at which each result was known: the phase's wall time, shared
+        out in proportion to each candidate's own run time."""
+        own = [max(r.run_time, 0.0) for r in results]
+        total = sum(own)
+        out, acc = [], 0.0
+        for t in own:
+            acc += t / total * run_seconds if total > 0 else run_seconds / max(len(own), 1)
+            out.append(acc)
+        return out
 
     def close(self) -> None:
         """Release worker processes and temporary files."""
 
 
-def _device_type(task: Task) -> str:
+def _device_type(task: TuningTask) -> str:
     return "cuda" if task.target_kind == "cuda" else "cpu"
 
 
@@ -77,10 +92,20 @@ class LocalRunner(Runner):
         self._dir = tempfile.mkdtemp(prefix="adatune-ref-")
         self._refs: dict[str, str] = {}
 
-    def set_min_converge_coef(self, coef: float | None) -> None:
-        c = self.eval_config
-        self.eval_config = EvaluatorConfig(c.number, c.repeat, c.min_repeat_ms, c.enable_cpu_cache_flush,
-                                           coef, c.micro_batch, c.min_micro_batches)
+    def with_min_converge_coef(self, coef: float | None) -> "LocalRunner":
+        other = LocalRunner.__new__(LocalRunner)
+        other.__dict__.update(self.__dict__)
+        other.eval_config = dataclasses.replace(self.eval_config, min_converge_coef=coef)
+        other._pool, other._dir, other._refs = None, tempfile.mkdtemp(prefix="adatune-ref-"), {}
+        return other
+
+    def device_limits(self, target: object) -> DeviceLimits | None:
+        """The real device's limits for CUDA targets, when this machine has one (else None: no device)."""
+        kind = getattr(getattr(target, "kind", None), "name", None)
+        if kind != "cuda" or not tvm.runtime.enabled("cuda"):
+            return None
+        dev = tvm.cuda(0)
+        return limits_of_tvm_device(dev) if dev.exist else None
 
     @property
     def pool(self) -> PopenPoolExecutor:
@@ -90,7 +115,7 @@ class LocalRunner(Runner):
         return self._pool
 
     # -- reference data ---------------------------------------------------------------------------
-    def reference_path(self, task: Task) -> str:
+    def reference_path(self, task: TuningTask) -> str:
         """Seeded inputs and expected outputs for ``task``, computed once and shared with the worker."""
         key = task.workload_key
         if key not in self._refs:
@@ -120,10 +145,6 @@ class LocalRunner(Runner):
             if k and self.cooldown_interval > 0:
                 time.sleep(self.cooldown_interval)
             results.append(self._run_one(inp, build))
-            try:
-                os.remove(build.filename)  # type: ignore[arg-type]
-            except OSError:
-                pass
         return results
 
     def _run_one(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
@@ -131,7 +152,7 @@ class LocalRunner(Runner):
         ref = self.reference_path(task) if self.check_correctness else None
         specs = [s.to_json() for s in task.arg_specs]
         t0 = time.perf_counter()
-        fut = self.pool.submit(_worker.run_candidate, build.filename, _device_type(task), specs, ref,
+        fut = self.pool.submit(_worker.run_candidate, build.artifact, build.suffix, _device_type(task), specs, ref,
                                self.check_correctness, self.eval_config, self.rtol, self.atol)
         err_no, msg, out = MeasureErrorNo.NO_ERROR, "", None
         try:
@@ -166,7 +187,7 @@ class LocalRunner(Runner):
             pass
 
 
-def _run_unscheduled(task: Task, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def _run_unscheduled(task: TuningTask, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Reference outputs from the unscheduled TIR function, compiled for the host CPU."""
     from .. import target as _target
 

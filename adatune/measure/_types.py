@@ -4,13 +4,12 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
-    from ..space import ConfigEntity
-    from ..task import Task
+    from ..task import TuningTask
 
-__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult"]
+__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "MeasureBatch"]
 
 
 class MeasureErrorNo(enum.IntEnum):
@@ -27,26 +26,58 @@ class MeasureErrorNo(enum.IntEnum):
     UNKNOWN_ERROR = 8
 
 
-@dataclass
 class MeasureInput:
-    """One candidate: a task and one of its configs."""
+    """One candidate of a task: ``MeasureInput(task, config)``, or AutoTVM's ``MeasureInput(target, task, config)``.
 
-    task: "Task"
-    config: "ConfigEntity"
+    ``config`` is any candidate of the task's space (a knob config, a trace, a micro-kernel).
+    """
+
+    __slots__ = ("task", "config")
+
+    def __init__(self, *args: Any, task: Any = None, config: Any = None):
+        if len(args) == 3:  # AutoTVM order; the task carries the target
+            _, task, config = args
+        elif len(args) == 2:
+            task, config = args
+        elif len(args) == 1:
+            task, config = args[0], config
+        elif args:
+            raise TypeError(f"MeasureInput takes (task, config) or (target, task, config), got {len(args)} arguments")
+        if task is None or config is None:
+            raise TypeError("MeasureInput needs a task and a config")
+        self.task: TuningTask = task
+        self.config: Any = config
 
     @property
     def target(self) -> Any:
         return self.task.target
 
+    def __iter__(self) -> Iterator[Any]:  # AutoTVM's namedtuple unpacking: target, task, config
+        return iter((self.target, self.task, self.config))
+
+    def __getitem__(self, k: int) -> Any:
+        return (self.target, self.task, self.config)[k]
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, MeasureInput) and other.task.workload_key == self.task.workload_key
+                and other.config.key == self.config.key)
+
+    def __hash__(self) -> int:
+        return hash((self.task.workload_key, self.config.key))
+
+    def __repr__(self) -> str:
+        return f"MeasureInput({self.task.name}, {self.config!r})"
+
 
 @dataclass
 class BuildResult:
-    """A built artifact (a shared library path) or the reason there is none."""
+    """A built artifact (the shared library's bytes, so it can travel to another machine) or why there is none."""
 
-    filename: str | None
+    artifact: bytes | None
     error_no: MeasureErrorNo = MeasureErrorNo.NO_ERROR
     error_msg: str = ""
     time_cost: float = 0.0
+    suffix: str = ".so"
 
 
 @dataclass
@@ -100,3 +131,30 @@ class MeasureResult:
                    error_msg=d.get("error_msg", ""), build_time=float(d.get("build_time", 0.0)),
                    run_time=float(d.get("run_time", 0.0)), runs=int(d.get("runs", 0)), cv=d.get("cv"),
                    extra=d.get("extra", {}))
+
+
+@dataclass
+class MeasureBatch:
+    """What one ``measure`` call returns: per candidate a result (or its error kind), and the batch's seconds.
+
+    ``done_at[k]`` is when candidate ``k``'s result was known, in seconds after the batch began, so a tuner's
+    clock can be stamped per candidate (recorded seconds when the runner replays a recorded table).
+    """
+
+    results: list[MeasureResult]
+    build_seconds: float
+    run_seconds: float
+    done_at: list[float]
+
+    @property
+    def seconds(self) -> float:
+        return self.build_seconds + self.run_seconds
+
+    def __iter__(self) -> Iterator[MeasureResult]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, k: int) -> MeasureResult:
+        return self.results[k]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["warm_up", "build_candidate", "run_candidate"]
+__all__ = ["warm_up", "build_candidate", "run_candidate", "gpu_limit_violation"]
 
 _REF_CACHE: dict[str, dict[str, np.ndarray]] = {}
 
@@ -41,10 +41,37 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
         fd, path = tempfile.mkstemp(suffix=".so", dir=out_dir)
         os.close(fd)
         lib.export_library(path)
+        with open(path, "rb") as f:
+            artifact = f.read()
+        os.remove(path)
     except Exception as err:  # noqa: BLE001
         return {"error": "compile_host", "msg": f"export/link failed: {type(err).__name__}: {err}"[-4000:],
                 "time": time.perf_counter() - t0}
-    return {"path": path, "time": time.perf_counter() - t0}
+    return {"artifact": artifact, "time": time.perf_counter() - t0}
+
+
+def gpu_limit_violation(mod: Any, limits: dict) -> str:
+    """Empty when every GPU function of ``mod`` respects ``limits`` (TVM's ``verify_gpu_code``), else why not.
+
+    Launch limits are checked on the scheduled TIR, before lowering or nvcc, so a config that could never
+    launch costs nothing to reject."""
+    import tvm
+    from tvm.s_tir.analysis import verify_gpu_code
+
+    for gv, func in mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        try:
+            lowered = tvm.transform.Sequential([
+                tvm.s_tir.transform.LowerInitBlock(), tvm.s_tir.transform.ConvertBlocksToOpaque(),
+                tvm.s_tir.transform.CompactBufferAllocation(), tvm.s_tir.transform.LowerOpaqueBlock(),
+                tvm.tirx.transform.FlattenBuffer()])(tvm.IRModule({"main": func}))
+            ok = verify_gpu_code(lowered["main"], limits)
+        except Exception as err:  # noqa: BLE001 - a function the analysis cannot read is judged at build time
+            return "" if "verify" not in str(err).lower() else f"{gv.name_hint}: {err}"
+        if not ok:
+            return f"{gv.name_hint} needs more threads or shared memory per block than {limits}"
+    return ""
 
 
 def _enable_nvcc() -> None:
@@ -71,7 +98,7 @@ def _load_reference(ref_path: str) -> dict[str, np.ndarray]:
     return _REF_CACHE[ref_path]
 
 
-def run_candidate(lib_path: str, device_type: str, arg_specs: list, ref_path: str | None,
+def run_candidate(artifact: bytes, suffix: str, device_type: str, arg_specs: list, ref_path: str | None,
                   check_correctness: bool, eval_cfg: Any, rtol: float, atol: float) -> dict:
     """Load, optionally check against the reference, and time one candidate."""
     import tvm
@@ -87,10 +114,15 @@ def run_candidate(lib_path: str, device_type: str, arg_specs: list, ref_path: st
     if not dev.exist:
         return {"error": "runtime_device",
                 "msg": f"no {device_type.upper()} device on this machine: the kernel was built but cannot run here"}
+    fd, lib_path = tempfile.mkstemp(suffix=suffix)
     try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(artifact)
         module = tvm.runtime.load_module(lib_path)
     except Exception as err:  # noqa: BLE001
         return {"error": "compile_host", "msg": f"loading the library failed: {err}"[-4000:]}
+    finally:
+        os.remove(lib_path)
     ref = _load_reference(ref_path) if ref_path else {}
     args, outputs = [], []
     rng = np.random.default_rng(0)

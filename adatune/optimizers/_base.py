@@ -1,17 +1,17 @@
-"""The model-optimizer interface (AutoTVM's ``ModelOptimizer``): find configs the cost model scores best."""
+"""The model-optimizer interface (AutoTVM's ``ModelOptimizer``): find candidates the cost model scores best."""
 from __future__ import annotations
 
 import abc
-from typing import Callable, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
 __all__ = ["ModelOptimizer", "ScoreFn"]
 
-ScoreFn = Callable[[Sequence[int]], np.ndarray]
+ScoreFn = Callable[[Sequence[Any]], np.ndarray]
 
 
 class ModelOptimizer(abc.ABC):
     @abc.abstractmethod
-    def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[int]) -> list[int]:
-        """Up to ``num`` distinct config indices not in ``exclusive`` with the highest ``score``, best first."""
+    def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[str]) -> list[Any]:
+        """Up to ``num`` distinct candidates whose keys are not in ``exclusive``, highest ``score`` first."""

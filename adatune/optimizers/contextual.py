@@ -12,11 +12,11 @@ random; as it learns, they become mostly exploitation.
 from __future__ import annotations
 
 import logging
-from typing import Collection, Protocol, Sequence
+from typing import Any, Callable, Collection, Protocol, Sequence
 
 import numpy as np
 
-from ..space import ConfigSpace
+from ..space._candidate import CandidateSpace
 from ._base import ModelOptimizer, ScoreFn
 from ._sa import SimulatedAnnealingOptimizer
 
@@ -30,7 +30,7 @@ class UncertaintyModel(Protocol):
 
     best_flops: float
 
-    def predict_mean_std(self, xs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def predict_mean_std(self, xs: Any) -> tuple[np.ndarray, np.ndarray]:
         ...
 
 
@@ -50,11 +50,13 @@ class ContextualSimulatedAnnealing(ModelOptimizer):
     Extra keyword arguments go to the underlying ``SimulatedAnnealingOptimizer``.
     """
 
-    def __init__(self, space: ConfigSpace, rng: np.random.Generator, model: UncertaintyModel, n_context: int = 64,
-                 **sa_kwargs: object):
+    def __init__(self, space: CandidateSpace, rng: np.random.Generator, model: UncertaintyModel,
+                 featurize: Callable[[Sequence[Any]], np.ndarray], n_context: int = 64,
+                 explore_rng: np.random.Generator | None = None, **sa_kwargs: object):
         if n_context < 1:
             raise ValueError(f"n_context must be at least 1, got {n_context}")
-        self.space, self.rng, self.model = space, rng, model
+        self.space, self.rng, self.model, self.featurize = space, rng, model, featurize
+        self.explore_rng = explore_rng if explore_rng is not None else rng
         self.n_context = int(n_context)
         self.sa = SimulatedAnnealingOptimizer(space, rng, **sa_kwargs)  # type: ignore[arg-type]
         self.eps_history: list[float] = []
@@ -64,23 +66,23 @@ class ContextualSimulatedAnnealing(ModelOptimizer):
         """The latest exploration rate."""
         return self.eps_history[-1] if self.eps_history else None
 
-    def exploration_rate(self, exclusive: Collection[int]) -> float:
-        """eps_t from K random configs not in ``exclusive`` (the measured ones)."""
-        context = self.space.sample(self.rng, self.n_context, exclude=exclusive)
+    def exploration_rate(self, exclusive: Collection[str]) -> float:
+        """eps_t from K random candidates whose keys are not in ``exclusive`` (the measured ones)."""
+        context = self.space.random_candidates(self.explore_rng, self.n_context, exclude=exclusive)
         if not context:
             return 0.0
-        _, sigma = self.model.predict_mean_std(context)
+        _, sigma = self.model.predict_mean_std(self.featurize(context))
         return exploration_rate(sigma, self.model.best_flops)
 
-    def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[int]) -> list[int]:
+    def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[str]) -> list[Any]:
         eps = self.exploration_rate(exclusive)
         self.eps_history.append(eps)
         n_random = int(round(eps * num))
         picked = self.sa.find_maximums(score, num - n_random, exclusive) if num - n_random > 0 else []
         # random share, topped up if annealing found fewer distinct candidates than asked
         taken = set(exclusive)
-        taken.update(picked)
-        randoms = self.space.sample(self.rng, num - len(picked), exclude=taken)
+        taken.update(str(p.key) for p in picked)
+        randoms = self.space.random_candidates(self.explore_rng, num - len(picked), exclude=taken)
         logger.info("contextual SA round %d: eps_t=%.3f -> %d annealing + %d random of %d", len(self.eps_history),
                     eps, len(picked), len(randoms), num)
         return picked + randoms

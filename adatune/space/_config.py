@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from ._candidate import DiscreteSpace
 from ._knobs import (AnnotateSpace, KnobSpace, OtherOptionSpace, ReorderSpace, SplitSpace,
                      extent_of)
 
@@ -59,7 +60,7 @@ class _ConfigBase:
         raise NotImplementedError
 
 
-class ConfigSpace(_ConfigBase):
+class ConfigSpace(_ConfigBase, DiscreteSpace):
     """All knobs of a task. Built by running the template once; then indexable like a sequence."""
 
     def __init__(self) -> None:
@@ -211,6 +212,93 @@ class ConfigSpace(_ConfigBase):
                 return cand
         return index
 
+    # -- the candidate protocol (knob configs are candidates of kind "knob") ----------------------
+    kind = "knob"
+
+    @property
+    def size(self) -> int:
+        """Number of configs that pass every filter."""
+        return len(self.valid_indices()) if self._filters and len(self) <= 200_000 else len(self)
+
+    @staticmethod
+    def _indices(cands: Sequence[Any]) -> np.ndarray:
+        return np.fromiter((c.index for c in cands), dtype=np.int64, count=len(cands))
+
+    def random_candidates(self, rng: np.random.Generator, n: int, exclude: Any = ()) -> list["ConfigEntity"]:
+        excluded = {int(k) for k in exclude}
+        return [ConfigEntity(self, i) for i in self.sample(rng, n, exclude=excluded)]
+
+    def mutate(self, candidates: Sequence[Any], rng: np.random.Generator) -> list["ConfigEntity"]:
+        return [ConfigEntity(self, int(i)) for i in self.random_walk_batch(self._indices(candidates), rng)]
+
+    def random_walk_batch(self, points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One random-walk step for every index: one random knob moves to another value (filters respected)."""
+        dims = np.asarray(self.dims, dtype=np.int64)
+        movable = np.flatnonzero(dims > 1)
+        if len(movable) == 0:
+            return points.copy()
+        scale = np.concatenate([[1], np.cumprod(dims)[:-1]]).astype(np.int64)
+        out = points.copy()
+        pending = np.arange(len(points))
+        for _ in range(20 if self.has_filters else 1):  # re-draw the steps that leave the filtered space
+            knob = movable[rng.integers(len(movable), size=len(pending))]
+            r = dims[knob]
+            digit = (points[pending] // scale[knob]) % r
+            step = rng.integers(1, np.iinfo(np.int64).max, size=len(pending)) % (r - 1) + 1
+            cand = points[pending] + ((digit + step) % r - digit) * scale[knob]
+            ok = self.are_valid(cand)
+            out[pending[ok]] = cand[ok]
+            pending = pending[~ok]
+            if len(pending) == 0:
+                break
+        return out
+
+    def _feature_tables(self) -> list[np.ndarray]:
+        if getattr(self, "_tables", None) is None or len(self._tables) != len(self.space_map):
+            self._tables = [np.asarray([knob.numeric(i) for i in range(len(knob))], dtype=np.float32)
+                            for knob in self.space_map.values()]
+        return self._tables
+
+    def featurize(self, candidates: Sequence[Any]) -> np.ndarray:
+        """AutoTVM's knob features: each knob's entity as numbers, by table lookup."""
+        tables = self._feature_tables()
+        if not tables:
+            return np.zeros((len(candidates), 1), dtype=np.float32)
+        d = self.encode(candidates)
+        return np.concatenate([t[d[:, k]] for k, t in enumerate(tables)], axis=1)
+
+    def decode(self, data: dict) -> "ConfigEntity":
+        """The config a record describes (v1 ``{"index", "entity"}`` or v2 with ``"kind": "knob"``)."""
+        if data.get("kind", "knob") != "knob":
+            raise ValueError(f"a knob config space cannot decode a {data.get('kind')!r} candidate")
+        index = int(data["index"])
+        if not 0 <= index < len(self):
+            raise ValueError(f"config index {index} is outside this space of {len(self)} configs")
+        cfg = ConfigEntity(self, index)
+        entity = data.get("entity")
+        if entity and cfg.to_json()["entity"] != entity:
+            raise ValueError(f"config {index}'s knob values differ from the template's (the template changed)")
+        return cfg
+
+    def encode(self, candidates: Sequence[Any]) -> np.ndarray:
+        idx = self._indices(candidates)
+        out = np.empty((len(idx), len(self._radix)), dtype=np.int64)
+        for k, r in enumerate(self._radix):
+            out[:, k] = idx % r
+            idx = idx // r
+        return out
+
+    def _to_indices(self, digits: np.ndarray) -> np.ndarray:
+        dims = np.asarray(self._radix, dtype=np.int64)
+        scale = np.concatenate([[1], np.cumprod(dims)[:-1]]).astype(np.int64)
+        return (np.asarray(digits, dtype=np.int64) * scale[None, :]).sum(axis=1)
+
+    def from_digits(self, digits: np.ndarray) -> list["ConfigEntity"]:
+        return [ConfigEntity(self, int(i)) for i in self._to_indices(digits)]
+
+    def valid_digits(self, digits: np.ndarray) -> np.ndarray:
+        return self.are_valid(self._to_indices(digits))
+
     # -- features ---------------------------------------------------------------------------------
     def knob_features(self, index: int) -> np.ndarray:
         """Flattened numeric values of each knob's entity (AutoTVM's "knob" features)."""
@@ -245,8 +333,13 @@ class ConfigEntity(_ConfigBase):
         except KeyError:
             raise KeyError(f"knob {name!r} is not in this config") from None
 
+    @property
+    def key(self) -> str:
+        return str(self.index)
+
     def to_json(self) -> dict:
-        return {"index": self.index, "entity": {n: e.to_json() for n, e in self._entity_map.items()}}
+        return {"kind": "knob", "index": self.index,
+                "entity": {n: e.to_json() for n, e in self._entity_map.items()}}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ConfigEntity) and other.index == self.index

@@ -1,5 +1,6 @@
 """Tuners: the shared tuning loop and the strategies that choose what to measure."""
-from ._base import RoundLog, Tuner, TrialLog
+from . import callback
+from ._base import RandomStreams, RoundLog, Tuner, TrialLog, VisitedKeys
 from ._registry import TUNER_NAMES, create_tuner
 from ._model_based import ModelBasedTuner, Sampler, submodular_pick
 from ._release import ReleaseTuner
@@ -7,6 +8,6 @@ from ._simple import GridSearchTuner, RandomTuner
 from ._rfei import RFEITuner
 from ._xgb import XGBTuner
 
-__all__ = ["Tuner", "TrialLog", "RoundLog", "ModelBasedTuner", "Sampler", "submodular_pick", "RandomTuner",
+__all__ = ["Tuner", "TrialLog", "RoundLog", "RandomStreams", "VisitedKeys", "callback", "ModelBasedTuner", "Sampler", "submodular_pick", "RandomTuner",
            "GridSearchTuner", "XGBTuner", "ReleaseTuner", "RFEITuner", "TUNER_NAMES",
            "create_tuner"]

@@ -1,41 +1,74 @@
-"""The one tuning loop every tuner shares (AutoTVM's ``Tuner.tune``)."""
+"""The one tuning loop every tuner shares (AutoTVM's ``Tuner.tune``), over candidates of any kind."""
 from __future__ import annotations
 
 import abc
 import logging
 import time
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .. import target as _target
-from ..callback import Callback
-from ..measure import MeasureInput, MeasureOption, MeasureResult
-from ..records import Record
-from ..space import ConfigEntity
-from ..task import Task
+from ..measure import MeasureBatch, MeasureInput, MeasureOption, MeasureResult
+from ..records import as_records
+from ..task import TuningTask
+from .callback import Callback
 
-__all__ = ["Tuner", "TrialLog", "RoundLog"]
+__all__ = ["Tuner", "TrialLog", "RoundLog", "RandomStreams", "VisitedKeys"]
 
 logger = logging.getLogger("adatune.tuner")
+
+STREAMS = ("plan", "explore", "model", "search", "agent", "sampler")
+
+
+class RandomStreams:
+    """Independent random generators per component, spawned from one seed.
+
+    ``plan`` draws the initial random plan, ``explore`` later random picks, ``model`` seeds the cost model,
+    ``search`` the model optimizer, ``agent`` and ``sampler`` ReLeASE's parts. Every scheme of one seed
+    therefore measures the same initial plan, whatever its model or search consumes.
+    """
+
+    def __init__(self, seed: int | None):
+        children = np.random.SeedSequence(seed).spawn(len(STREAMS))
+        self._gens = {name: np.random.default_rng(child) for name, child in zip(STREAMS, children)}
+        self.seeds = {name: int(child.generate_state(1)[0]) for name, child in zip(STREAMS, children)}
+
+    def __getattr__(self, name: str) -> np.random.Generator:
+        try:
+            return self.__dict__["_gens"][name]
+        except KeyError:
+            raise AttributeError(f"no random stream {name!r}: streams are {', '.join(STREAMS)}") from None
+
+
+class VisitedKeys(set):
+    """Keys of measured candidates; ``x in visited`` also takes a candidate or a knob config index."""
+
+    def __contains__(self, item: object) -> bool:
+        return super().__contains__(str(getattr(item, "key", item)))
 
 
 @dataclass
 class TrialLog:
-    """One measured trial: what was measured, how fast, and the tuner's clock when it was known."""
+    """One measured trial: what was measured, how fast, and the tuner's clock when its result was known."""
 
     trial: int
-    index: int
+    key: str
     flops: float
     best_flops: float
     clock: float
     error_no: int
 
+    @property
+    def index(self) -> int:
+        """The knob config index (knob candidates' keys are their indices)."""
+        return int(self.key) if self.key.lstrip("-").isdigit() else -1
+
 
 @dataclass
 class RoundLog:
-    """One batch: time spent choosing it (search) and measuring it."""
+    """One batch: time spent choosing it (search) and measuring it (build + run)."""
 
     n: int
     search_time: float
@@ -43,106 +76,122 @@ class RoundLog:
 
 
 class Tuner(abc.ABC):
-    """Chooses configs to measure. Subclasses implement ``next_batch`` and ``update``."""
+    """Chooses candidates to measure. Subclasses implement ``next_batch`` and ``learn``.
 
-    def __init__(self, task: Task, seed: int | None = None):
+    ``update(inputs, results)`` records what was measured (visited keys, best, trial log) and then calls
+    ``learn``; the tuning loop calls it for every batch, and custom loops may call it directly.
+    """
+
+    def __init__(self, task: TuningTask, seed: int | None = None):
         self.task = task
-        self.space = task.config_space
+        self.space = task.space
         self.seed = seed
-        self.rng = np.random.default_rng(seed)
-        self.visited: set[int] = set()
-        self.best_config: ConfigEntity | None = None
+        self.streams = RandomStreams(seed)
+        self.rng = self.streams.plan
+        self.visited: VisitedKeys = VisitedKeys()
+        self.best_config: Any = None
         self.best_flops = 0.0
         self.best_result: MeasureResult | None = None
         self.best_iter = 0
         self.trials: list[TrialLog] = []
         self.rounds: list[RoundLog] = []
         self.clock = 0.0  # search + measurement seconds (recorded seconds when replaying)
+        self._stamps: list[float] | None = None
 
-    # -- the two methods a strategy provides ------------------------------------------------------
+    # -- what a strategy provides -----------------------------------------------------------------
     @abc.abstractmethod
-    def next_batch(self, batch_size: int) -> list[ConfigEntity]:
-        """Up to ``batch_size`` configs never measured before."""
+    def next_batch(self, batch_size: int) -> list[Any]:
+        """Up to ``batch_size`` candidates never measured before."""
 
-    @abc.abstractmethod
-    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
-        """Learn from measured candidates (called for tuning results and loaded history alike)."""
+    def learn(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        """Learn from measured candidates (tuning results and loaded history alike). Default: nothing."""
 
     def has_next(self) -> bool:
-        return len(self.visited) < len(self.space)
+        return len(self.visited) < self.space.size
 
     # -- shared machinery -------------------------------------------------------------------------
-    def _record(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
-        for inp, res in zip(inputs, results):
-            self.visited.add(inp.config.index)
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        """Record measured candidates as visited (and the best so far), then ``learn`` from them."""
+        stamps = self._stamps or [self.clock] * len(inputs)
+        for inp, res, stamp in zip(inputs, results, stamps):
+            self.visited.add(str(inp.config.key))
             flops = res.flops(self.task.flop)
             if flops > self.best_flops:
                 self.best_flops, self.best_config, self.best_result = flops, inp.config, res
                 self.best_iter = len(self.trials)
-            self.trials.append(TrialLog(len(self.trials), inp.config.index, flops, self.best_flops, self.clock,
+            self.trials.append(TrialLog(len(self.trials), str(inp.config.key), flops, self.best_flops, stamp,
                                         int(res.error_no)))
+        self.learn(inputs, results)
 
-    def load_history(self, records: Iterable[Record]) -> int:
-        """Feed earlier records of this task and target (a killed run's log) so nothing is measured again.
+    def load_history(self, records: Iterable[Any], min_seed_records: int = 1) -> int:
+        """Feed earlier records of this task and target (a killed run's log, records, ``(inp, res)`` pairs)
+        so nothing is measured again. Fewer than ``min_seed_records`` matching records are ignored.
         Returns how many records were taken."""
         inputs, results = [], []
         tgt = _target.to_json(self.task.target)
-        for r in records:
+        for r in as_records(records):
             if r.workload_key != self.task.workload_key or not _target.same_target(r.target, tgt):
                 continue
-            if not 0 <= r.config_index < len(self.space) or r.config_index in self.visited:
+            if r.key in self.visited:
                 continue
-            cfg = self.space.get(r.config_index)
-            if r.config_entity and cfg.to_json()["entity"] != r.config_entity:
-                logger.warning("record %d does not match the current template's knobs; skipped", r.config_index)
+            try:
+                cand = self.task.candidate_from_json(r.config)
+            except (ValueError, KeyError, IndexError) as err:
+                logger.warning("record %s does not fit the task's current space (%s); skipped", r.key, err)
                 continue
-            inputs.append(MeasureInput(self.task, cfg))
+            inputs.append(MeasureInput(self.task, cand))
             results.append(r.result)
+        if len(inputs) < min_seed_records:
+            return 0
         if inputs:
-            self._record(inputs, results)
             self.update(inputs, results)
         return len(inputs)
 
     def tune(self, n_trial: int, measure_option: MeasureOption, early_stopping: int | None = None,
-             callbacks: Sequence[Callback] = (), batch_size: int = 8, time_budget: float | None = None) -> None:
-        """Measure up to ``n_trial`` new configs, in batches, calling ``callbacks`` after each batch.
+             callbacks: Sequence[Callback] = (), batch_size: int = 8, time_budget: float | None = None,
+             target_flops: float | None = None) -> None:
+        """Measure up to ``n_trial`` new candidates, in batches, calling ``callbacks`` after each batch.
 
-        Stops early when the space is exhausted, with ``early_stopping`` when that many trials have
-        passed without a better config, or with ``time_budget`` once this call has spent that many
-        seconds of the tuner's clock (search plus measurement).
+        The budget: stops when the space is exhausted, after ``n_trial`` trials, with ``early_stopping``
+        when that many trials have passed without a better candidate, once this call has spent
+        ``time_budget`` seconds of the tuner's clock (search plus measurement), or once a candidate reaches
+        ``target_flops``.
         """
         if n_trial < 0:
             raise ValueError(f"n_trial must be non-negative, got {n_trial}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        done = 0
-        start_trials = len(self.trials)
-        start_clock = self.clock
+        if time_budget is not None and time_budget <= 0:
+            raise ValueError(f"time_budget must be positive, got {time_budget}")
+        done, start_trials, start_clock = 0, len(self.trials), self.clock
         while done < n_trial and self.has_next():
             if time_budget is not None and self.clock - start_clock >= time_budget:
                 break
+            if target_flops is not None and self.best_flops >= target_flops:
+                break
             t0 = time.perf_counter()
-            configs = self.next_batch(min(batch_size, n_trial - done))
+            configs = [c for c in self.next_batch(min(batch_size, n_trial - done)) if c.key not in self.visited]
             search = time.perf_counter() - t0
-            configs = [c for c in configs if c.index not in self.visited]
             if not configs:
                 break
             inputs = [MeasureInput(self.task, c) for c in configs]
-            results = measure_option.measure(inputs)
-            measured = measure_option.last_batch_seconds
+            batch: MeasureBatch = measure_option.measure(inputs)
+            self._stamps = [self.clock + search + d for d in batch.done_at]
+            self.clock += search + batch.seconds
             t1 = time.perf_counter()
-            self.clock += search + measured
-            self._record(inputs, results)
-            self.update(inputs, results)
-            search += time.perf_counter() - t1
-            self.clock += time.perf_counter() - t1
-            self.rounds.append(RoundLog(len(inputs), search, measured))
+            try:
+                self.update(inputs, batch.results)
+            finally:
+                self._stamps = None
+            learn = time.perf_counter() - t1
+            self.clock += learn
+            self.rounds.append(RoundLog(len(inputs), search + learn, batch.seconds))
             done += len(inputs)
             for cb in callbacks:
-                cb(self, inputs, results)
-            for inp, res in zip(inputs, results):
+                cb(self, inputs, batch.results)
+            for inp, res in zip(inputs, batch.results):
                 if not res.ok:
-                    logger.debug("config %d failed: %s %s", inp.config.index, res.error_no.name,
+                    logger.debug("candidate %s failed: %s %s", inp.config.key, res.error_no.name,
                                  res.error_msg.splitlines()[0] if res.error_msg else "")
             if early_stopping is not None and len(self.trials) - max(self.best_iter, start_trials) >= early_stopping:
                 logger.info("early stopping: no improvement in %d trials", early_stopping)

@@ -1,17 +1,17 @@
 """AutoTVM's model-based tuning loop: fit a cost model every ``plan_size`` trials, let a model optimizer
-propose the next plan, measure it with epsilon-greedy random exploration."""
+propose the next plan, measure it with epsilon-greedy random exploration. Works on any candidate kind."""
 from __future__ import annotations
 
 import logging
-from typing import Callable, Collection, Protocol, Sequence
+from typing import Any, Callable, Collection, Protocol, Sequence
 
 import numpy as np
 
 from ..cost_models import CostModel
+from ..features import FeatureExtractor
 from ..measure import MeasureInput, MeasureResult
 from ..optimizers import ModelOptimizer
-from ..space import ConfigEntity
-from ..task import Task
+from ..task import TuningTask
 from ._base import Tuner
 
 __all__ = ["ModelBasedTuner", "Sampler", "submodular_pick"]
@@ -22,12 +22,12 @@ logger = logging.getLogger("adatune.tuner")
 class Sampler(Protocol):
     """Chooses which of the optimizer's candidates to measure (e.g. ReLeASE's adaptive sampling)."""
 
-    def select(self, candidates: Sequence[int], num: int, visited: Collection[int]) -> list[int]:
+    def select(self, candidates: Sequence[Any], num: int, visited: Collection[str]) -> list[Any]:
         ...
 
 
 def submodular_pick(scores: np.ndarray, knobs: np.ndarray, n_pick: int, knob_weight: float = 1.0) -> list[int]:
-    """Greedy pick maximising score plus a bonus for every knob value not yet picked (diversity)."""
+    """Greedy pick maximising score plus a bonus for every feature value not yet picked (diversity)."""
     n, m = knobs.shape
     remain = list(range(n))
     selected: list[set] = [set() for _ in range(m)]
@@ -45,15 +45,17 @@ def submodular_pick(scores: np.ndarray, knobs: np.ndarray, n_pick: int, knob_wei
 class ModelBasedTuner(Tuner):
     """A tuner that alternates measuring a plan and refitting a cost model.
 
-    The first ``plan_size`` trials are random; after each ``plan_size`` measurements the model is refit
-    and the optimizer proposes the next plan. A share ``eps_greedy`` of each plan is random configs.
+    The first ``plan_size`` trials are random (drawn from the ``plan`` stream, so every scheme of one seed
+    measures the same first plan); after each ``plan_size`` measurements the model is refit and the optimizer
+    proposes the next plan. A share ``eps_greedy`` of each plan is random candidates (``explore`` stream).
     ``diversity_filter_ratio`` asks the optimizer for that many times ``plan_size`` candidates and keeps a
     diverse subset; ``sampler`` replaces that choice with its own (ReLeASE's adaptive sampling).
+    ``feature_type``: "knob" (the space's own features) or "itervar" (loop structure of the applied program).
     """
 
-    def __init__(self, task: Task, cost_model: CostModel, model_optimizer: ModelOptimizer, plan_size: int = 64,
-                 eps_greedy: float = 0.05, diversity_filter_ratio: float | None = None,
-                 sampler: Sampler | None = None, seed: int | None = None):
+    def __init__(self, task: TuningTask, cost_model: CostModel, model_optimizer: ModelOptimizer | None,
+                 plan_size: int = 64, eps_greedy: float = 0.05, diversity_filter_ratio: float | None = None,
+                 sampler: Sampler | None = None, seed: int | None = None, feature_type: str = "knob"):
         super().__init__(task, seed)
         if plan_size < 1:
             raise ValueError(f"plan_size must be at least 1, got {plan_size}")
@@ -67,10 +69,12 @@ class ModelBasedTuner(Tuner):
         self.eps_greedy = eps_greedy
         self.diversity_filter_ratio = diversity_filter_ratio
         self.sampler = sampler
-        self.plan: list[int] = []
+        self.featurize: Callable[[Sequence[Any]], np.ndarray] = (
+            cost_model.features if cost_model.features is not None else FeatureExtractor(task, feature_type))
+        self.plan: list[Any] = self.space.random_candidates(self.streams.plan, plan_size)
         self.plan_pt = 0
         self.train_ct = 0
-        self.xs: list[int] = []
+        self.xs: list[Any] = []
         self.ys: list[float] = []
         self._fit_n = 0  # len(xs) at the last refit
 
@@ -82,35 +86,36 @@ class ModelBasedTuner(Tuner):
         return self.plan_size
 
     # -- choosing -------------------------------------------------------------------------------
-    def _random_unvisited(self, taken: set[int]) -> int | None:
-        got = self.space.sample(self.rng, 1, exclude=self.visited | taken)
+    def _random_unvisited(self, taken: set[str]) -> Any | None:
+        got = self.space.random_candidates(self.streams.explore, 1, exclude=self.visited | taken)
         return got[0] if got else None
 
-    def next_batch(self, batch_size: int) -> list[ConfigEntity]:
-        out: list[int] = []
-        taken: set[int] = set()
+    def next_batch(self, batch_size: int) -> list[Any]:
+        out: list[Any] = []
+        taken: set[str] = set()
         sampled = self.sampler is not None and self.train_ct > 0
-        while len(out) < batch_size and len(self.visited) + len(out) < len(self.space):
+        while len(out) < batch_size and len(self.visited) + len(out) < self.space.size:
             if sampled and out and len(self.xs) + len(out) >= self._fit_n + self._plan_len():
                 break  # the sampler's plan is measured: stop so update() refits before the next plan
-            while self.plan_pt < len(self.plan) and (self.plan[self.plan_pt] in self.visited
-                                                     or self.plan[self.plan_pt] in taken):
+            while self.plan_pt < len(self.plan) and (self.plan[self.plan_pt].key in self.visited
+                                                     or str(self.plan[self.plan_pt].key) in taken):
                 self.plan_pt += 1
-            if self.plan_pt >= len(self.plan) - int(self.eps_greedy * self._plan_len()):
-                idx = self._random_unvisited(taken)
+            n_explore = int(self.eps_greedy * self._plan_len()) if self.train_ct > 0 else 0
+            if self.plan_pt >= len(self.plan) - n_explore:
+                cand = self._random_unvisited(taken)
             else:
-                idx = self.plan[self.plan_pt]
+                cand = self.plan[self.plan_pt]
                 self.plan_pt += 1
-            if idx is None:
+            if cand is None:
                 break
-            out.append(idx)
-            taken.add(idx)
-        return [self.space.get(i) for i in out]
+            out.append(cand)
+            taken.add(str(cand.key))
+        return out
 
     # -- learning -------------------------------------------------------------------------------
-    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+    def learn(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         for inp, res in zip(inputs, results):
-            self.xs.append(inp.config.index)
+            self.xs.append(inp.config)
             self.ys.append(res.flops(self.task.flop))
         if self.sampler is not None and self.train_ct > 0:
             due = len(self.xs) >= self._fit_n + self._plan_len()
@@ -120,18 +125,20 @@ class ModelBasedTuner(Tuner):
             self.refit()
 
     def refit(self) -> None:
-        """Fit the model on everything measured and plan the next ``plan_size`` configs."""
+        """Fit the model on everything measured and plan the next ``plan_size`` candidates."""
         self._fit_n = len(self.xs)
-        self.cost_model.fit(self.xs, self.ys, self.plan_size)
+        self.cost_model.fit(self.featurize(self.xs), self.ys, self.plan_size)
         self.plan = self.propose(self.score, self.plan_size)
         self.plan_pt = 0
         self.train_ct += 1
 
-    def score(self, xs: Sequence[int]) -> np.ndarray:
-        """What the optimizer maximises (the cost model's prediction; AdaTune overrides with EI)."""
-        return self.cost_model.predict(xs)
+    def score(self, cands: Sequence[Any]) -> np.ndarray:
+        """What the optimizer maximises (the cost model's prediction; AdaTune's is expected improvement)."""
+        return self.cost_model.predict(self.featurize(cands))
 
-    def propose(self, score: Callable[[Sequence[int]], np.ndarray], num: int) -> list[int]:
+    def propose(self, score: Callable[[Sequence[Any]], np.ndarray], num: int) -> list[Any]:
+        if self.model_optimizer is None:
+            raise ValueError(f"{type(self).__name__} has no model optimizer")
         if self.sampler is not None:
             cands = self.model_optimizer.find_maximums(score, num * 4, self.visited)
             return self.sampler.select(cands, num, self.visited)
@@ -139,7 +146,7 @@ class ModelBasedTuner(Tuner):
             cands = self.model_optimizer.find_maximums(score, int(num * self.diversity_filter_ratio), self.visited)
             if not cands:
                 return []
-            knobs = np.asarray([self.space.point2knob(c) for c in cands])
-            pick = submodular_pick(np.zeros(len(cands)), knobs, num, knob_weight=1.0)
+            feats = np.nan_to_num(self.featurize(cands))
+            pick = submodular_pick(np.zeros(len(cands)), feats, num, knob_weight=1.0)
             return [cands[i] for i in pick]
         return self.model_optimizer.find_maximums(score, num, self.visited)

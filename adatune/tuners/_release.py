@@ -12,9 +12,10 @@ from typing import Any
 
 from ..agents import PPOAgent
 from ..cost_models import CostModel, XGBoostCostModel
-from ..task import Task
+from ..task import TuningTask
+from ._base import RandomStreams
 from ._model_based import ModelBasedTuner, Sampler
-from ._xgb import _make_sampler
+from ._xgb import make_sampler
 
 __all__ = ["ReleaseTuner"]
 
@@ -24,15 +25,17 @@ class ReleaseTuner(ModelBasedTuner):
     ``sampler="adaptive"`` (k-means on the agent's candidates) or ``None``. ``agent_options`` override the
     agent's settings (``PPOAgent``'s keyword arguments: paper hyperparameters, walkers, step cap)."""
 
-    def __init__(self, task: Task, plan_size: int = 64, cost_model: CostModel | None = None,
+    def __init__(self, task: TuningTask, plan_size: int = 64, cost_model: CostModel | None = None,
                  sampler: Sampler | str | None = "adaptive", eps_greedy: float = 0.05, feature_type: str = "knob",
                  loss_type: str = "reg", num_threads: int | None = None, agent_options: dict[str, Any] | None = None,
                  seed: int | None = None):
         if cost_model is None:
             cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
-                                          num_threads=num_threads, seed=seed)
-        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy,  # type: ignore[arg-type]
-                         sampler=None, seed=seed)
-        self.agent = PPOAgent(self.space, rng=self.rng, **(agent_options or {}))
+                                          num_threads=num_threads, seed=RandomStreams(seed).seeds["model"])
+        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy, sampler=None,
+                         seed=seed)
+        # the agent draws from its own stream, made after the first plan: every scheme of a seed measures
+        # the same first plan whatever the agent consumes
+        self.agent = PPOAgent(self.space, rng=self.streams.agent, **(agent_options or {}))  # type: ignore[arg-type]
         self.model_optimizer = self.agent
-        self.sampler = _make_sampler(sampler, task, self.rng)
+        self.sampler = make_sampler(sampler, task, self.streams.sampler)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ..cost_models import RFEICostModel
 from ..optimizers import ContextualSimulatedAnnealing, SimulatedAnnealingOptimizer
-from ..task import Task
+from ..task import TuningTask
+from ._base import RandomStreams
 from ._model_based import ModelBasedTuner
 
 __all__ = ["RFEITuner"]
@@ -26,20 +27,21 @@ class RFEITuner(ModelBasedTuner):
     "RFEI+SA" arm of the paper's ablation.
     """
 
-    def __init__(self, task: Task, plan_size: int = 64, n_trees: int = 100, uncertainty: str = "forestci",
+    def __init__(self, task: TuningTask, plan_size: int = 64, n_trees: int = 100, uncertainty: str = "forestci",
                  contextual: bool = True, n_context: int = 64, feature_type: str = "knob", calibrate: bool = True,
                  eps_greedy: float | None = None, num_threads: int | None = None, seed: int | None = None):
         cost_model = RFEICostModel(task, n_trees=n_trees, uncertainty=uncertainty, feature_type=feature_type,
-                                   calibrate=calibrate, num_threads=num_threads, seed=seed)
+                                   calibrate=calibrate, num_threads=num_threads, seed=RandomStreams(seed).seeds["model"])
         if eps_greedy is None:
             eps_greedy = 0.0 if contextual else 0.05
-        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy,  # type: ignore[arg-type]
-                         seed=seed)
+        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy, seed=seed)
         self.contextual = contextual
         if contextual:
-            self.model_optimizer = ContextualSimulatedAnnealing(self.space, self.rng, cost_model, n_context=n_context)
+            self.model_optimizer = ContextualSimulatedAnnealing(self.space, self.streams.search, cost_model,
+                                                                self.featurize, n_context=n_context,
+                                                                explore_rng=self.streams.explore)
         else:
-            self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.rng)
+            self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.streams.search)
 
     @property
     def eps_history(self) -> list[float]:

@@ -1,9 +1,14 @@
 """``XGBTuner``: AutoTVM's default model-based tuner, the baseline every new method is measured against."""
 from __future__ import annotations
 
+from typing import Any, Iterable
+
+import numpy as np
+
 from ..cost_models import XGBoostCostModel
 from ..optimizers import SimulatedAnnealingOptimizer
-from ..task import Task
+from ..task import TuningTask
+from ._base import RandomStreams
 from ._model_based import ModelBasedTuner, Sampler
 
 __all__ = ["XGBTuner"]
@@ -13,24 +18,40 @@ class XGBTuner(ModelBasedTuner):
     """XGBoost cost model + parallel simulated annealing (n_iter=500, parallel_size=128, early_stop=50,
     persistent), plan_size=64, epsilon-greedy 0.05. ``sampler="adaptive"`` uses ReLeASE's k-means sampling."""
 
-    def __init__(self, task: Task, plan_size: int = 64, feature_type: str = "knob", loss_type: str = "reg",
+    def __init__(self, task: TuningTask, plan_size: int = 64, feature_type: str = "knob", loss_type: str = "reg",
                  num_threads: int | None = None, optimizer: str = "sa", diversity_filter_ratio: float | None = None,
                  sampler: Sampler | str | None = None, eps_greedy: float = 0.05, seed: int | None = None):
-        cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
-                                      num_threads=num_threads, seed=seed)
-        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy,  # type: ignore[arg-type]
-                         diversity_filter_ratio=diversity_filter_ratio, sampler=None, seed=seed)
         if optimizer != "sa":
             raise ValueError(f"unknown optimizer {optimizer!r}: XGBTuner supports 'sa'")
-        self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.rng)
-        self.sampler = _make_sampler(sampler, task, self.rng)
+        cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
+                                      num_threads=num_threads, seed=RandomStreams(seed).seeds["model"])
+        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy,
+                         diversity_filter_ratio=diversity_filter_ratio, sampler=None, seed=seed)
+        self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.streams.search)
+        self.sampler = make_sampler(sampler, task, self.streams.sampler)
+
+    def load_history(self, records: Iterable[Any], min_seed_records: int = 500) -> int:
+        """Take earlier records of this task (AutoTVM: with at least ``min_seed_records`` of them, they also
+        train a base model whose predictions this tuner's model builds on). Returns how many were taken."""
+        from ..records import as_records
+
+        recs = list(as_records(records))
+        mine = [r for r in recs if r.workload_key == self.task.workload_key]
+        n = super().load_history(mine, min_seed_records=1)
+        if len(mine) >= min_seed_records:
+            base = XGBoostCostModel(self.task, feature_type=self.cost_model.feature_type,  # type: ignore[attr-defined]
+                                    loss_type=self.cost_model.loss_type)  # type: ignore[attr-defined]
+            base.fit_log(mine, self.plan_size)
+            self.cost_model.load_basemodel(base)  # type: ignore[attr-defined]
+        return n
 
 
-def _make_sampler(sampler: Sampler | str | None, task: Task, rng: object) -> Sampler | None:
+def make_sampler(sampler: Sampler | str | None, task: TuningTask, rng: np.random.Generator) -> Sampler | None:
+    """A sampler by name ("adaptive": ReLeASE's k-means sampling), or the given one, or None."""
     if sampler is None or not isinstance(sampler, str):
         return sampler
     if sampler == "adaptive":
-        from ..samplers import AdaptiveSampler  # ReLeASE's k-means adaptive sampling
+        from ..samplers import AdaptiveSampler
 
-        return AdaptiveSampler(task.config_space, rng=rng)
+        return AdaptiveSampler(task.space, rng=rng)
     raise ValueError(f"unknown sampler {sampler!r}: use None or 'adaptive'")
