@@ -1,20 +1,29 @@
-"""Targets as TVM 0.27 JSON dicts, with proper host-CPU detection.
+"""Targets as TVM 0.27 JSON dicts, with proper host-CPU detection and what a CPU target really offers.
 
 TVM's wheel reports a conda triple by default and ``"mcpu": "native"`` silently falls back to generic x86,
 which loses AVX-512 and 2-4x of speed; ``host()`` asks LLVM for the real CPU name and pins the triple.
+``cpu_info(target)`` reads the target's ISA from LLVM's feature set for its ``mcpu``/``mattr`` (TVM's
+``llvm_get_vector_width`` answers 512 bits for every x86 CPU, AVX2-only ones included, so it is not used),
+and the cache sizes from the operating system when the target is this machine.
 """
 from __future__ import annotations
 
+import functools
 import json
+import os
 import platform
-from typing import Any, Union
+import re
+import subprocess
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import psutil
 import tvm
 
-__all__ = ["host", "cuda", "create", "current", "vector_lanes", "same_target", "to_json", "TargetLike"]
+__all__ = ["CpuInfo", "TargetLike", "cpu_info", "create", "cuda", "current", "describe_host", "host", "same_target",
+           "to_json", "vector_lanes"]
 
-TargetLike = Union[tvm.target.Target, dict, str]
+TargetLike = tvm.target.Target | dict | str
 
 
 def _host_triple() -> str:
@@ -92,12 +101,153 @@ def same_target(a: Any, b: Any) -> bool:
 
 
 def vector_lanes(target: tvm.target.Target, dtype: str = "float32") -> int:
-    """SIMD lanes for ``dtype`` on an LLVM target (16 fp32 lanes with AVX-512)."""
+    """SIMD lanes for ``dtype`` on an LLVM target (16 fp32 lanes with AVX-512, 8 with AVX2)."""
     if target.kind.name != "llvm":
         return 1
-    bits = int(tvm.DataType(dtype).bits)
+    return cpu_info(target).lanes(dtype)
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    """What a CPU target offers a kernel: its ISA level, vector registers, caches and cores.
+
+    Cache sizes are per core for L1d and L2 and per package for L3, in bytes. They come from the
+    operating system when the target is this machine (``from_host``); for another CPU they are the
+    typical sizes of parts with that ISA (the tuning space only needs their order of magnitude).
+    """
+
+    model: str
+    mcpu: str
+    triple: str
+    isa: str
+    vector_bits: int
+    vector_registers: int
+    l1d_bytes: int
+    l2_bytes: int
+    l3_bytes: int
+    cores: int
+    from_host: bool
+
+    def lanes(self, dtype: str = "float32") -> int:
+        """Elements of ``dtype`` in one vector register."""
+        return max(1, self.vector_bits // int(tvm.DataType(dtype).bits))
+
+    @property
+    def fp32_lanes(self) -> int:
+        return self.lanes("float32")
+
+
+# ISA -> (vector bits, vector registers), most capable first; the first whose LLVM feature the CPU has wins
+_X86_ISAS = (("avx512", "avx512f", 512, 32), ("avx2", "avx2", 256, 16), ("avx", "avx", 256, 16),
+             ("sse4", "sse4.1", 128, 16), ("sse2", "sse2", 128, 16))
+_ARM_ISAS = (("sve", "sve", 128, 32), ("neon", "neon", 128, 32))  # SVE length is unknown at compile time: 128
+# typical per-core L1d, L2 and shared L3 of CPUs with each ISA, for targets that are not this machine
+_TYPICAL_CACHES = {"avx512": (32 << 10, 1 << 20, 32 << 20), "avx2": (32 << 10, 512 << 10, 16 << 20),
+                   "sve": (64 << 10, 1 << 20, 32 << 20), "neon": (64 << 10, 1 << 20, 32 << 20)}
+_SMALL_CACHES = (32 << 10, 256 << 10, 8 << 20)
+
+
+def _isa(target: tvm.target.Target, triple: str) -> tuple[str, int, int]:
+    features = set(tvm.target.codegen.llvm_get_cpu_features(target))
+    table = _ARM_ISAS if triple.startswith(("aarch64", "arm64")) else _X86_ISAS
+    for name, feature, bits, regs in table:
+        if feature in features:
+            return name, bits, regs
+    return "scalar", 128, 16
+
+
+def _is_host(triple: str, mcpu: str) -> bool:
+    arch = triple.split("-", 1)[0]
+    return (arch == _host_triple().split("-", 1)[0] and bool(mcpu)
+            and mcpu == tvm.target.codegen.llvm_get_system_cpu())
+
+
+def _size_bytes(text: str) -> int:
+    """``"32K"``, ``"512 KiB"``, ``"32 MiB"``, ``"1M"`` -> bytes."""
+    m = re.fullmatch(r"\s*([\d.]+)\s*([KMG]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise ValueError(f"cannot read a cache size from {text!r}")
+    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()])
+
+
+@functools.lru_cache(maxsize=1)
+def _host_caches() -> tuple[int, int, int] | None:
+    """Per-core L1d and L2 and the L3 of CPU 0 from sysfs, else from ``lscpu -C``; None when neither says."""
+    found: dict[int, int] = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
     try:
-        width = int(tvm.target.codegen.llvm_get_vector_width(target))
-    except Exception:
-        width = 128
-    return max(1, width // bits)
+        for entry in sorted(os.listdir(base)):
+            d = os.path.join(base, entry)
+            if not entry.startswith("index"):
+                continue
+            with open(os.path.join(d, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(d, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(d, "size")) as f:
+                size = _size_bytes(f.read())
+            if kind in ("Data", "Unified"):
+                found[level] = size
+    except (OSError, ValueError):
+        found = {}
+    if not {1, 2} <= set(found):
+        try:
+            out = subprocess.run(["lscpu", "--caches=NAME,ONE-SIZE", "--bytes"], capture_output=True, text=True,
+                                 timeout=10, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        names = {"L1d": 1, "L2": 2, "L3": 3}
+        found = {names[p[0]]: int(p[1]) for p in (line.split() for line in out.splitlines())
+                 if len(p) == 2 and p[0] in names and p[1].isdigit()}
+    if not {1, 2} <= set(found):
+        return None
+    return found[1], found[2], found.get(3, 0)
+
+
+@functools.lru_cache(maxsize=1)
+def _host_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("model name", "Model name")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_info(target: TargetLike | None = None) -> CpuInfo:
+    """The ISA, vector registers, caches and cores of an LLVM CPU target (the host when None).
+
+    The ISA comes from LLVM's features for the target's ``mcpu`` and ``mattr``, never from assumptions: a
+    target without ``mcpu`` compiles generic x86-64 (SSE2) code, and this says so.
+    """
+    tgt = host() if target is None else create(target)
+    if tgt.kind.name != "llvm":
+        raise ValueError(f"cpu_info needs an LLVM CPU target, got kind {tgt.kind.name!r}")
+    return _cpu_info(json.dumps(to_json(tgt), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _cpu_info(key: str) -> CpuInfo:
+    tgt = tvm.target.Target(json.loads(key))
+    triple = str(tgt.attrs.get("mtriple") or tvm.target.codegen.llvm_get_system_triple())
+    mcpu = str(tgt.attrs.get("mcpu") or "")
+    isa, bits, regs = _isa(tgt, triple)
+    on_host = _is_host(triple, mcpu)
+    caches = _host_caches() if on_host else None
+    l1, l2, l3 = caches or _TYPICAL_CACHES.get(isa, _SMALL_CACHES)
+    cores = tgt.attrs.get("num-cores")
+    n_cores = int(cores) if cores else (psutil.cpu_count(logical=False) or psutil.cpu_count() or 1)
+    model = _host_model() if on_host else (mcpu or "generic")
+    return CpuInfo(model, mcpu or "generic", triple, isa, bits, regs, l1, l2, l3, n_cores, on_host)
+
+
+def describe_host() -> dict[str, Any]:
+    """This machine's CPU as benchmarks record it next to their numbers: model, LLVM mcpu, ISA, vector
+    lanes and registers, caches, cores, LLVM version."""
+    info = asdict(cpu_info(host()))
+    info["fp32_lanes"] = cpu_info(host()).fp32_lanes
+    info["llvm_version"] = int(tvm.target.codegen.llvm_version_major())
+    info["tvm_version"] = str(tvm.__version__)
+    return info
