@@ -15,7 +15,7 @@ import platform
 import re
 import subprocess
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import psutil
 import tvm
@@ -23,7 +23,7 @@ import tvm
 __all__ = ["CpuInfo", "TargetLike", "cpu_info", "create", "cuda", "current", "describe_host", "host", "same_target",
            "to_json", "vector_lanes"]
 
-TargetLike = tvm.target.Target | dict | str
+TargetLike: TypeAlias = tvm.target.Target | dict | str
 
 
 def _host_triple() -> str:
