@@ -1,104 +1,240 @@
 """How a built kernel is timed: a fixed number of runs, or AdaTune's adaptive evaluator.
 
-The adaptive evaluator (AdaTune, NeurIPS 2020, section 4.3) times micro-batches of ``micro_batch`` runs.
-After micro-batch i the running throughput is ``Perf_i = i*B*FLOP / Time(i)`` with ``Time(i)`` the kernel
-time accumulated since this candidate's measurement began; once at least ``min_micro_batches`` are in and
-``CV = std(Perf_1..i) / mean(Perf_1..i)`` falls under ``min_converge_coef``, further runs would not change
-the estimate, so measurement stops. The cap is the deterministic evaluator's ``number * repeat`` runs.
+Deterministic evaluator: ``number * repeat`` runs, reported as ``repeat`` means of ``number`` runs.
 
-Both evaluators run inside the isolated runner worker.
+Adaptive evaluator (AdaTune, NeurIPS 2020, section 4.3), on when ``min_converge_coef`` is set. It spends at
+most the same ``number * repeat`` runs (the cap), in micro-batches of ``micro_batch`` runs, and stops as soon
+as more runs would not change the estimate:
+
+* each micro-batch i gives a throughput ``P_i = runs_i / seconds_i`` (FLOP cancels out of the ratio below);
+* once at least ``min_micro_batches`` batches are in, ``CV = std(P) / mean(P)`` (population std) is taken
+  over the per-batch throughputs; from ``TRIM_FROM_BATCHES`` (5) batches on, the slowest and the fastest
+  batch are dropped first (one preempted or lucky batch must not decide), as AdaTune's released code does;
+* measurement stops when ``CV < min_converge_coef``, else it goes on to the cap.
+
+The per-batch CV is used, not the CV of the cumulative running throughput: the running mean smooths itself
+so much that almost every candidate stopped at the minimum whatever its noise.
+
+The micro-batch must leave room to decide: when ``micro_batch * (min_micro_batches + EXTRA_BATCHES)`` runs do
+not fit under the cap, the micro-batch shrinks to ``max(1, cap // (min_micro_batches + EXTRA_BATCHES))``
+(the default runner's cap of 5 x 3 = 15 runs gives micro-batches of 2). A cap that cannot hold more than
+``min_micro_batches`` runs leaves nothing to decide and is rejected with ``ValueError``.
+
+There is no separate warm-up micro-batch: every ``time_fn`` call is one TVM ``time_evaluator`` call, which
+runs the kernel once untimed before timing (lazy initialisation, cold caches). The first
+``min_micro_batches`` batches are timed in one call (no decision is possible before them), later ones one per
+call. Both evaluators run inside the isolated runner worker.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+import builtins
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-__all__ = ["EvaluatorConfig", "EvalOutcome", "evaluate", "converge_cv", "adaptive_stop_index"]
+__all__ = [
+    "EVALUATOR_OPTIONS",
+    "EXTRA_BATCHES",
+    "TRIM_FROM_BATCHES",
+    "EvalOutcome",
+    "EvaluatorConfig",
+    "EvaluatorOption",
+    "adaptive_stop_index",
+    "converge_cv",
+    "evaluate",
+    "options_markdown",
+    "time_fn_for",
+    "trimmed",
+]
+
+#: from this many micro-batches on, the slowest and the fastest are dropped before the CV is taken
+TRIM_FROM_BATCHES = 5
+#: micro-batches the cap must hold beyond ``min_micro_batches`` before the micro-batch is shrunk to fit
+EXTRA_BATCHES = 3
+
+TimeFn = Callable[[int, int, float], list[float]]
+
+
+@dataclass(frozen=True)
+class EvaluatorOption:
+    """One timing option: what it is called, its type, its default and what it means (for generated docs)."""
+
+    name: str
+    type: builtins.type[Any]
+    default: Any
+    doc: str
+
+
+EVALUATOR_OPTIONS: tuple[EvaluatorOption, ...] = (
+    EvaluatorOption("number", int, 5, "runs averaged into one reported time by the deterministic evaluator"),
+    EvaluatorOption("repeat", int, 3, "times the deterministic evaluator reports; number * repeat is the cap on "
+                    "runs of both evaluators"),
+    EvaluatorOption("min_repeat_ms", float, 0.0, "deterministic evaluator only: raise number until one repeat "
+                    "lasts this long (must be 0 with the adaptive evaluator, which counts every run)"),
+    EvaluatorOption("enable_cpu_cache_flush", bool, False, "flush CPU caches before each run (cold-cache timing)"),
+    EvaluatorOption("min_converge_coef", float, None, "adaptive evaluator: stop once the CV of the per-micro-batch "
+                    "throughputs (extremes dropped from 5 batches on) falls under this; none: deterministic"),
+    EvaluatorOption("micro_batch", int, 50, "adaptive evaluator: runs per micro-batch, shrunk to "
+                    "cap // (min_micro_batches + 3) when that many batches do not fit under the cap"),
+    EvaluatorOption("min_micro_batches", int, 3, "adaptive evaluator: micro-batches timed before it may stop"),
+)
+
+_DEFAULTS: dict[str, Any] = {opt.name: opt.default for opt in EVALUATOR_OPTIONS}
 
 
 @dataclass(frozen=True)
 class EvaluatorConfig:
-    """Timing options; ``min_converge_coef=None`` selects the deterministic evaluator."""
+    """Timing options (declared in ``EVALUATOR_OPTIONS``); ``min_converge_coef=None`` selects the
+    deterministic evaluator. Checked on creation, so a runner that cannot work fails when it is made."""
 
-    number: int = 5
-    repeat: int = 3
-    min_repeat_ms: float = 0.0
-    enable_cpu_cache_flush: bool = False
-    min_converge_coef: float | None = None
-    micro_batch: int = 50
-    min_micro_batches: int = 3
+    number: int = _DEFAULTS["number"]
+    repeat: int = _DEFAULTS["repeat"]
+    min_repeat_ms: float = _DEFAULTS["min_repeat_ms"]
+    enable_cpu_cache_flush: bool = _DEFAULTS["enable_cpu_cache_flush"]
+    min_converge_coef: float | None = _DEFAULTS["min_converge_coef"]
+    micro_batch: int = _DEFAULTS["micro_batch"]
+    min_micro_batches: int = _DEFAULTS["min_micro_batches"]
 
     def __post_init__(self) -> None:
-        if self.number < 1 or self.repeat < 1:
-            raise ValueError(f"number and repeat must be >= 1, got number={self.number}, repeat={self.repeat}")
-        if self.min_converge_coef is not None and not self.min_converge_coef > 0:
-            raise ValueError(f"min_converge_coef must be positive, got {self.min_converge_coef}")
-        if self.micro_batch < 1 or self.min_micro_batches < 1:
-            raise ValueError("micro_batch and min_micro_batches must be >= 1")
+        for name in ("number", "repeat", "micro_batch", "min_micro_batches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"evaluator option {name} must be an integer >= 1, got {value!r}")
+        if not (isinstance(self.min_repeat_ms, (int, float)) and math.isfinite(self.min_repeat_ms)
+                and self.min_repeat_ms >= 0):
+            raise ValueError(f"evaluator option min_repeat_ms must be a finite number >= 0, got {self.min_repeat_ms!r}")
+        coef = self.min_converge_coef
+        if coef is None:
+            return
+        if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not (math.isfinite(coef) and coef > 0):
+            raise ValueError(f"min_converge_coef must be a positive finite number or None, got {coef!r}")
+        if self.min_repeat_ms > 0:
+            raise ValueError(f"min_repeat_ms={self.min_repeat_ms:g} cannot be used with the adaptive evaluator "
+                             "(min_converge_coef): it would add runs the cap does not count; set it to 0")
+        if self.cap_runs <= self.min_micro_batches:
+            raise ValueError(
+                f"adaptive evaluator: the cap number * repeat = {self.number} * {self.repeat} = {self.cap_runs} "
+                f"runs cannot hold more than min_micro_batches={self.min_micro_batches} micro-batches of one run, "
+                f"so min_converge_coef would decide nothing; raise number or repeat to at least "
+                f"{self.min_micro_batches + 1} runs in all, or lower min_micro_batches")
 
     @property
     def cap_runs(self) -> int:
+        """Most runs either evaluator spends on one candidate."""
         return self.number * self.repeat
+
+    @property
+    def adaptive_micro_batch(self) -> int:
+        """Runs per micro-batch actually used: ``micro_batch`` when ``min_micro_batches + EXTRA_BATCHES`` of
+        them fit under the cap, else the largest size for which they do (at least 1)."""
+        wanted = self.min_micro_batches + EXTRA_BATCHES
+        if self.micro_batch * wanted <= self.cap_runs:
+            return self.micro_batch
+        return max(1, self.cap_runs // wanted)
 
 
 @dataclass
 class EvalOutcome:
-    costs: list[float]  # seconds per run, one per repeat (deterministic) or micro-batch (adaptive)
+    """What timing one kernel gave: ``costs`` in seconds per run (one per repeat, deterministic; one per
+    micro-batch, adaptive), ``runs`` timed in all, ``cv`` the adaptive evaluator's last CV (None when it
+    was off or never had two batches), ``batch_runs`` the runs behind each cost."""
+
+    costs: list[float]
     runs: int
     cv: float | None
+    batch_runs: list[int] = field(default_factory=list)
+
+    @property
+    def throughputs(self) -> list[float]:
+        """Runs per second of each micro-batch (or repeat): what the adaptive CV is taken over."""
+        return [1.0 / c if c > 0 else math.inf for c in self.costs]
+
+
+def trimmed(throughputs: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The throughputs the CV is taken over: all of them, or without the min and the max from
+    ``TRIM_FROM_BATCHES`` batches on (so at least three remain)."""
+    values = np.asarray(throughputs, dtype=np.float64)
+    if len(values) >= TRIM_FROM_BATCHES:
+        values = np.sort(values)[1:-1]
+    return values
 
 
 def converge_cv(batch_seconds: Sequence[float], runs_per_batch: Sequence[int]) -> float:
-    """CV of the running throughput after each micro-batch (FLOP cancels out of the ratio)."""
-    secs = np.cumsum(np.asarray(batch_seconds, dtype=np.float64))
-    runs = np.cumsum(np.asarray(runs_per_batch, dtype=np.float64))
-    perf = runs / secs
-    if len(perf) < 2 or perf.mean() == 0:
-        return float("inf")
+    """CV of the per-micro-batch throughputs (extremes dropped, see ``trimmed``); ``inf`` while it cannot
+    be judged (fewer than two batches, or a batch timed at zero seconds)."""
+    secs = np.asarray(batch_seconds, dtype=np.float64)
+    runs = np.asarray(runs_per_batch, dtype=np.float64)
+    if len(secs) != len(runs):
+        raise ValueError(f"{len(secs)} batch times but {len(runs)} run counts")
+    if len(secs) < 2 or not np.all(secs > 0):
+        return math.inf
+    perf = trimmed(runs / secs)
     return float(perf.std() / perf.mean())
 
 
 def adaptive_stop_index(batch_seconds: Sequence[float], runs_per_batch: Sequence[int],
                         min_converge_coef: float, min_micro_batches: int) -> int | None:
-    """Number of micro-batches after which the adaptive evaluator stops, or None if it never does."""
-    for i in range(min_micro_batches, len(batch_seconds) + 1):
+    """Number of micro-batches after which the adaptive evaluator stops on these timings, or None if it
+    never does (replays the rule on recorded batches)."""
+    for i in range(max(min_micro_batches, 1), len(batch_seconds) + 1):
         if converge_cv(batch_seconds[:i], runs_per_batch[:i]) < min_converge_coef:
             return i
     return None
 
 
-def evaluate(time_fn: Callable[[int, int, float], list[float]], cfg: EvaluatorConfig) -> EvalOutcome:
+def evaluate(time_fn: TimeFn, cfg: EvaluatorConfig) -> EvalOutcome:
     """Time a kernel. ``time_fn(number, repeat, min_repeat_ms)`` returns ``repeat`` mean seconds per run
     (TVM's ``time_evaluator``); this function decides how many runs to spend."""
     if cfg.min_converge_coef is None:
-        costs = [float(c) for c in time_fn(cfg.number, cfg.repeat, cfg.min_repeat_ms)]
-        return EvalOutcome(costs, cfg.number * cfg.repeat, None)
-    batch = min(cfg.micro_batch, cfg.cap_runs)
-    secs: list[float] = []
+        costs = _call(time_fn, cfg.number, cfg.repeat, cfg.min_repeat_ms)
+        return EvalOutcome(costs, cfg.cap_runs, None, [cfg.number] * len(costs))
+    batch, cap = cfg.adaptive_micro_batch, cfg.cap_runs
+    costs = []
     runs: list[int] = []
-    cv = float("inf")
-    while sum(runs) < cfg.cap_runs:
-        n = min(batch, cfg.cap_runs - sum(runs))
-        per_run = float(time_fn(n, 1, 0.0)[0])
-        secs.append(per_run * n)
-        runs.append(n)
-        if len(secs) >= cfg.min_micro_batches:
-            cv = converge_cv(secs, runs)
+    cv = math.inf
+    while sum(runs) < cap:
+        remaining = cap - sum(runs)
+        n = min(batch, remaining)
+        k = 1
+        if len(runs) < cfg.min_micro_batches and n == batch:  # no decision before the minimum: one call
+            k = max(1, min(cfg.min_micro_batches - len(runs), remaining // batch))
+        costs += _call(time_fn, n, k, 0.0)
+        runs += [n] * k
+        if len(runs) >= cfg.min_micro_batches:
+            cv = converge_cv([c * r for c, r in zip(costs, runs)], runs)
             if cv < cfg.min_converge_coef:
                 break
-    costs = [s / r for s, r in zip(secs, runs)]
-    return EvalOutcome(costs, int(sum(runs)), cv if np.isfinite(cv) else None)
+    return EvalOutcome(costs, int(sum(runs)), cv if math.isfinite(cv) else None, runs)
 
 
-def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool) -> Callable[[int, int, float], list[float]]:
+def _call(time_fn: TimeFn, number: int, repeat: int, min_repeat_ms: float) -> list[float]:
+    costs = [float(c) for c in time_fn(number, repeat, min_repeat_ms)]
+    if len(costs) != repeat:
+        raise RuntimeError(f"time_fn returned {len(costs)} times for repeat={repeat}")
+    return costs
+
+
+def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool) -> TimeFn:
     """Adapter from a TVM runtime module to ``time_fn``."""
 
     def run(number: int, repeat: int, min_repeat_ms: float) -> list[float]:
         ev = module.time_evaluator(module.entry_name, device, number=number, repeat=repeat,
-                                   min_repeat_ms=int(min_repeat_ms),
+                                   min_repeat_ms=math.ceil(min_repeat_ms),
                                    f_preproc="cache_flush_cpu_non_first_arg" if cache_flush else "")
         return list(ev(*args).results)
 
     return run
+
+
+def options_markdown() -> str:
+    """The evaluator options as a Markdown table, generated from ``EVALUATOR_OPTIONS``."""
+    rows = ["| option | type | default | meaning |", "|---|---|---|---|"]
+    for opt in EVALUATOR_OPTIONS:
+        default = "none" if opt.default is None else str(opt.default).lower() if isinstance(opt.default, bool) \
+            else str(opt.default)
+        rows.append(f"| `{opt.name}` | `{opt.type.__name__}` | `{default}` | {opt.doc} |")
+    return "\n".join(rows) + "\n"
+
