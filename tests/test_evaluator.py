@@ -12,8 +12,18 @@ import numpy as np
 import pytest
 
 import adatune
-from adatune.evaluator import (EVALUATOR_OPTIONS, EXTRA_BATCHES, TRIM_FROM_BATCHES, EvalOutcome, EvaluatorConfig,
-                               adaptive_stop_index, converge_cv, evaluate, options_markdown, trimmed)
+from adatune.evaluator import (
+    EVALUATOR_OPTIONS,
+    EXTRA_BATCHES,
+    TRIM_FROM_BATCHES,
+    EvalOutcome,
+    EvaluatorConfig,
+    adaptive_stop_index,
+    converge_cv,
+    evaluate,
+    options_markdown,
+    trimmed,
+)
 
 
 class FakeKernel:
