@@ -1,55 +1,180 @@
-"""Command line: ``adatune tune``, ``adatune best``, ``adatune workloads``."""
+"""Command line: ``adatune tune``, ``adatune best``, ``adatune workloads``, ``adatune tuners``.
+
+Every mistake a user can make on the command line (an unknown workload, tuner, option or target, a bad
+trial count, a log that cannot be read or written) ends in one line on stderr and exit code 2, before
+anything is measured or written.
+"""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from typing import Sequence
+import warnings
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
-__all__ = ["main"]
+__all__ = ["UsageError", "build_parser", "main"]
+
+USAGE_EXIT = 2
 
 
-def _target(name: str, arch: str):  # noqa: ANN202 - tvm Target
+class UsageError(Exception):
+    """A mistake in the command line or its inputs: reported as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse reports its errors as one line (no usage dump), through ``UsageError``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _target(name: str, arch: str) -> Any:  # a tvm.target.Target
     from . import target
 
     if name == "llvm":
         return target.host()
     if name == "cuda":
         return target.cuda(arch)
-    return target.create(json.loads(name))
+    if not name.lstrip().startswith("{"):
+        raise ValueError(f"unknown target {name!r}: use llvm (this CPU), cuda, or a JSON dict such as "
+                         '\'{"kind": "llvm", "mcpu": "znver3"}\'')
+    return target.create(name)
+
+
+def _read_log(path: str) -> list[Any]:
+    """The records of ``path``; UsageError when it is missing, unreadable or holds no adatune record at all.
+    Corrupt lines among good ones are skipped and counted in one line on stderr."""
+    from .records import load_from_file
+
+    if not os.path.isfile(path):
+        raise UsageError(f"log {path}: {'is a directory' if os.path.isdir(path) else 'no such file'}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            records = list(load_from_file(path))
+        except (OSError, UnicodeDecodeError) as err:
+            raise UsageError(f"log {path}: cannot read it ({err.__class__.__name__}: {err})") from None
+    skipped = [str(w.message) for w in caught if "corrupt record" in str(w.message)]
+    if skipped and not records:
+        raise UsageError(f"log {path}: not an adatune log ({skipped[0].split(': ', 1)[-1]})")
+    if skipped:
+        print(f"{path}: skipped {len(skipped)} corrupt line(s), first {skipped[0]}", file=sys.stderr)
+    return records
+
+
+def _check_log_writable(path: str) -> None:
+    """The log must be appendable or creatable; checked without creating it, so a failed run leaves nothing."""
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"log {path}: not writable")
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"log {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"log {path}: folder {folder} is not writable")
+
+
+def _describe(config: dict, key: str) -> str:
+    """A candidate as one line: a knob config's index and entity, else its kind and key."""
+    if config.get("kind", "knob") == "knob" and "entity" in config:
+        return f"config {config.get('index', key)}: {config['entity']}"
+    return f"{config.get('kind', 'candidate')} {key}"
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from .workloads import get, list_workloads
+    from .workloads import SPEC_FORMATS, get, list_workloads
 
     for name in list_workloads():
         print(f"{name:28s} {get(name).description}")
+    print("\nany other shape as a spec (dtype=float32 by default):")
+    for spec in SPEC_FORMATS.values():
+        print(f"  {spec}")
     return 0
 
 
-def cmd_tune(args: argparse.Namespace) -> int:
-    from . import callback, measure_option
+def cmd_tuners(args: argparse.Namespace) -> int:
+    from .tuners.docs import markdown_table, plain_text
+
+    print(markdown_table() if args.markdown else plain_text(), end="\n" if not args.markdown else "")
+    return 0
+
+
+def _prepare_tune(args: argparse.Namespace) -> tuple[Any, Any, Any, list, Any]:
+    """Everything ``tune`` needs, checked before anything runs: workload, target, task, tuner, history."""
+    from . import measure_option
     from .measure import LocalBuilder, LocalRunner
-    from .records import load_from_file
     from .tuners import create_tuner
+    from .tuners._registry import get_tuner_spec
     from .workloads import get as get_workload
 
-    wl = get_workload(args.workload)
-    task = wl.create_task(_target(args.target, args.arch))
+    options: dict[str, str] = {}
+    for key, value in args.option:
+        if key in options:
+            raise UsageError(f"option {key} is given twice")
+        options[key] = value
+    try:
+        get_tuner_spec(args.tuner).resolve(options)
+        wl = get_workload(args.workload)
+    except (KeyError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    try:
+        tgt = _target(args.target, args.arch)
+    except ValueError as err:
+        raise UsageError(str(err) if str(err).startswith("unknown target") else f"target: {err}") from None
+    history = _read_log(args.log) if args.log and os.path.exists(args.log) else []
+    if args.log:
+        _check_log_writable(args.log)
+    try:
+        task = wl.create_task(tgt)
+        tuner = create_tuner(args.tuner, task, seed=args.seed, **options)
+        option = measure_option(LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel),
+                                LocalRunner(number=args.number, repeat=args.repeat, timeout=args.run_timeout,
+                                            check_correctness=args.check_correctness),
+                                min_converge_coef=args.min_converge_coef)
+    except (ValueError, TypeError) as err:
+        raise UsageError(str(err).splitlines()[0] if str(err) else repr(err)) from None
+    return wl, task, tuner, history, option
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from . import callback
+
+    wl, task, tuner, history, option = _prepare_tune(args)
     print(f"{task}\ntarget: {task.target}")
-    tuner = create_tuner(args.tuner, task, seed=args.seed)
-    resumed = 0
-    if args.log and os.path.exists(args.log):
-        resumed = tuner.load_history(load_from_file(args.log))
-        if resumed:
-            print(f"resuming: {resumed} configs already measured in {args.log}; they will not be measured again")
+    resumed = tuner.load_history(history) if history else 0
+    if resumed:
+        print(f"resuming: {resumed} configs already measured in {args.log}; they will not be measured again")
     remaining = max(0, args.trials - resumed)
-    option = measure_option(LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel),
-                            LocalRunner(number=args.number, repeat=args.repeat, timeout=args.run_timeout,
-                                        check_correctness=args.check_correctness),
-                            min_converge_coef=args.min_converge_coef)
-    callbacks = [callback.progress_bar(remaining, prefix=args.workload)]
+    callbacks = [callback.progress_bar(remaining, prefix=wl.name)]
     if args.log:
         callbacks.append(callback.log_to_file(args.log))
     try:
@@ -59,8 +184,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if tuner.best_config is None:
         print("no valid config was found", file=sys.stderr)
         return 1
+    best = tuner.best_config
     print(f"best: {tuner.best_flops / 1e9:.1f} GFLOPS ({tuner.best_result.mean_cost * 1e3:.3f} ms), "
-          f"config {tuner.best_config.index}: {tuner.best_config.to_json()['entity']}")
+          f"{_describe(best.to_json(), str(best.key))}")
     print(f"trials: {len(tuner.trials)}, tuning clock: {tuner.clock:.1f} s")
     if args.reference:
         from .reference import measure_reference
@@ -71,40 +197,61 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from .records import load_from_file, pick_best
+    from .records import pick_best
 
-    recs = list(load_from_file(args.log))
+    recs = _read_log(args.log)
     best = pick_best(recs)
     if not best:
         print(f"{args.log}: no valid record", file=sys.stderr)
         return 1
     for key, r in best.items():
         n = sum(1 for x in recs if x.workload_key == key)
-        print(f"{r.task_name}{tuple(r.args)} on {r.target.get('kind')}/{r.target.get('mcpu', r.target.get('arch'))}: "
-              f"{r.mean_cost * 1e3:.4f} ms, config {r.config_index} {r.config_entity} ({n} records)")
+        device = r.target.get("mcpu", r.target.get("arch"))
+        print(f"{r.task_name}{tuple(r.args)} on {r.target.get('kind')}/{device}: {r.mean_cost * 1e3:.4f} ms, "
+              f"{_describe(r.config, r.key)} ({n} records)")
     return 0
 
 
+def _epilog() -> str:
+    from .tuners.docs import plain_text
+    from .workloads import SPEC_FORMATS
+
+    specs = "\n".join(f"  {s}" for s in SPEC_FORMATS.values())
+    return (f"workloads: a built-in name (adatune workloads) or a spec, dtype optional (default float32):\n{specs}\n\n"
+            f"{plain_text()}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="adatune", description="Auto-tune tensor programs on TVM 0.27.")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    from .tuners import TUNER_NAMES
+
+    epilog = _epilog()
+    raw = argparse.RawDescriptionHelpFormatter
+    p = _Parser(prog="adatune", description="Auto-tune tensor programs on TVM 0.27.", epilog=epilog,
+                formatter_class=raw)
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     sub.add_parser("workloads", help="list the built-in workloads").set_defaults(fn=cmd_workloads)
-    t = sub.add_parser("tune", help="tune a built-in workload")
-    t.add_argument("--workload", required=True)
-    t.add_argument("--tuner", default="xgb", help="xgb, xgb-rank, random, grid, rfei, release")
-    t.add_argument("--trials", type=int, default=200)
+    tn = sub.add_parser("tuners", help="list the tuners and their options")
+    tn.add_argument("--markdown", action="store_true", help="as the README's Markdown table")
+    tn.set_defaults(fn=cmd_tuners)
+    t = sub.add_parser("tune", help="tune a built-in workload or a workload spec", epilog=epilog, formatter_class=raw)
+    t.add_argument("--workload", required=True, help="built-in name or spec, e.g. dense:M=128,N=3072,K=768")
+    t.add_argument("--tuner", default="xgb", help=", ".join(TUNER_NAMES))
+    t.add_argument("-o", "--option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                   help="a tuner option (repeatable), e.g. -o plan_size=32; listed below")
+    t.add_argument("--trials", type=_positive_int, default=200)
     t.add_argument("--log", help="JSON-lines log; an existing log is resumed")
     t.add_argument("--target", default="llvm", help="llvm (this CPU), cuda, or a JSON target dict")
     t.add_argument("--arch", default="sm_80", help="CUDA arch for --target cuda")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--number", type=int, default=5)
-    t.add_argument("--repeat", type=int, default=3)
-    t.add_argument("--min-converge-coef", type=float, default=None, help="enable AdaTune's adaptive evaluator")
+    t.add_argument("--number", type=_positive_int, default=5)
+    t.add_argument("--repeat", type=_positive_int, default=3)
+    t.add_argument("--min-converge-coef", type=_positive_float, default=None,
+                   help="enable AdaTune's adaptive evaluator")
     t.add_argument("--check-correctness", action="store_true")
-    t.add_argument("--early-stopping", type=int, default=None)
-    t.add_argument("--n-parallel", type=int, default=2, help="build workers")
-    t.add_argument("--build-timeout", type=float, default=30.0)
-    t.add_argument("--run-timeout", type=float, default=10.0)
+    t.add_argument("--early-stopping", type=_positive_int, default=None)
+    t.add_argument("--n-parallel", type=_positive_int, default=2, help="build workers")
+    t.add_argument("--build-timeout", type=_positive_float, default=30.0)
+    t.add_argument("--run-timeout", type=_positive_float, default=10.0)
     t.add_argument("--reference", action="store_true", help="also time PyTorch/numpy on the same shape")
     t.set_defaults(fn=cmd_tune)
     b = sub.add_parser("best", help="show the best record of each workload in a log")
@@ -114,8 +261,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.fn(args))
+    command = "adatune"
+    try:
+        args = build_parser().parse_args(argv)
+        command = f"adatune {args.cmd}"
+        return int(args.fn(args))
+    except UsageError as err:
+        message = " ".join(str(err).split())  # one line, whatever the message held
+        print(message if message.startswith("adatune") else f"{command}: {message}", file=sys.stderr)
+        return USAGE_EXIT
+    except KeyboardInterrupt:
+        print("adatune: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -35,17 +35,29 @@ AdaTune paper calls L1-L12 (H=W input size, CI -> CO, kernel, stride, padding):
 These are all of torchvision ResNet-18's distinct conv shapes, plus L3, which the papers list but
 torchvision's ResNet-18 does not contain (its first stage has no 1x1 shortcut); it is kept so that
 "L6" means the same layer here as in the papers.
+
+Any other shape is a *spec*, ``op:key=value,...``, accepted wherever a workload name is
+(``get``, ``adatune tune --workload``)::
+
+    dense:M=128,N=3072,K=768                          # [M,K] @ [K,N]
+    batch_matmul:B=12,M=128,N=128,K=64,layout=NT      # [B,M,K] @ [B,K,N] (NN) or [B,N,K]^T (NT)
+    conv2d:N=1,CI=64,H=56,W=56,CO=64,KH=3,KW=3,stride=1,pad=1
+
+``dtype`` is optional everywhere (default float32), ``layout`` defaults to NN, and conv2d takes
+``space=small`` for the restricted x86 space.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import target as _target
 from . import templates as _templates  # noqa: F401 - registers the templates
-from .task import Task, create
+from .task import TuningTask, create
 
-__all__ = ["Workload", "WORKLOADS", "get", "list_workloads", "torch_reference"]
+__all__ = ["WORKLOADS", "SPEC_FORMATS", "UnknownWorkloadError", "Workload", "get", "list_workloads", "parse_spec",
+           "torch_reference"]
 
 _OPS = ("dense", "batch_matmul", "conv2d_nchw")
 
@@ -67,7 +79,7 @@ class Workload:
     def task_args(self, target: _target.TargetLike | None = None) -> tuple:
         return self.args if _is_cuda(target) else self.args + self.x86_args
 
-    def create_task(self, target: _target.TargetLike | None = None) -> Task:
+    def create_task(self, target: _target.TargetLike | None = None) -> TuningTask:
         """The tuning task for ``target`` (default: this CPU): ``.cuda`` template on CUDA, else ``.x86``."""
         tgt = _target.create(target) if target is not None else _target.host()
         if _is_cuda(tgt) and not self.cuda:
@@ -124,13 +136,114 @@ def _build() -> dict[str, Workload]:
 WORKLOADS: dict[str, Workload] = _build()
 
 
+class UnknownWorkloadError(KeyError):
+    """No built-in workload has this name (a KeyError whose message prints without quotes)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def get(name: str | Workload) -> Workload:
+    """A built-in workload by name, or the workload a spec such as ``dense:M=128,N=3072,K=768`` describes.
+    UnknownWorkloadError (a KeyError) for an unknown name, ValueError for a malformed spec."""
     if isinstance(name, Workload):
         return name
+    if ":" in name:
+        return parse_spec(name)
     try:
         return WORKLOADS[name]
     except KeyError:
-        raise KeyError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
+        raise UnknownWorkloadError(f"unknown workload {name!r}: use a built-in name ({', '.join(WORKLOADS)}) "
+                                   f"or a spec such as {SPEC_FORMATS['dense']}") from None
+
+
+# op -> (template op, required int parameters in the order the spec names them); the template's own argument
+# order is produced by _SPEC_ARGS below.
+_SPEC_PARAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dense": ("dense", ("M", "N", "K")),
+    "batch_matmul": ("batch_matmul", ("B", "M", "N", "K")),
+    "conv2d": ("conv2d_nchw", ("N", "CI", "H", "W", "CO", "KH", "KW", "stride", "pad")),
+}
+_SPEC_ALIASES = {"conv2d_nchw": "conv2d", "bmm": "batch_matmul"}
+_SPEC_TEXT = {"dtype": ("float32", ("float16", "float32", "float64")), "layout": ("NN", ("NN", "NT")),
+              "space": ("full", ("full", "small"))}
+_SPEC_OPTIONAL = {"dense": ("dtype",), "batch_matmul": ("layout", "dtype"), "conv2d": ("dtype", "space")}
+SPEC_FORMATS = {"dense": "dense:M=128,N=3072,K=768",
+                "batch_matmul": "batch_matmul:B=12,M=128,N=128,K=64,layout=NT",
+                "conv2d": "conv2d:N=1,CI=64,H=56,W=56,CO=64,KH=3,KW=3,stride=1,pad=1"}
+
+
+def parse_spec(spec: str) -> Workload:
+    """The workload an ``op:key=value,...`` spec describes; ValueError naming what is wrong (unknown op or
+    key, a missing or repeated key, a value that is not a positive integer, an output that would be empty)."""
+    head, _, body = spec.strip().partition(":")
+    op = _SPEC_ALIASES.get(head.strip(), head.strip())
+    if op not in _SPEC_PARAMS:
+        raise ValueError(f"workload spec {spec!r}: unknown operator {head.strip()!r}; "
+                         f"use {', '.join(_SPEC_PARAMS)} (e.g. {SPEC_FORMATS['dense']})")
+    template_op, required = _SPEC_PARAMS[op]
+    optional = _SPEC_OPTIONAL[op]
+    values: dict[str, str] = {}
+    for item in body.split(","):
+        key, eq, value = (part.strip() for part in item.partition("="))
+        if not eq or not key or not value:
+            raise ValueError(f"workload spec {spec!r}: {item.strip()!r} is not key=value "
+                             f"(format: {SPEC_FORMATS[op]})")
+        if key not in required and key not in optional:
+            raise ValueError(f"workload spec {spec!r}: unknown key {key!r} for {op}; "
+                             f"keys: {', '.join(required + optional)}")
+        if key in values:
+            raise ValueError(f"workload spec {spec!r}: {key} is given twice")
+        values[key] = value
+    missing = [k for k in required if k not in values]
+    if missing:
+        raise ValueError(f"workload spec {spec!r}: missing {', '.join(missing)} (format: {SPEC_FORMATS[op]})")
+    ints = {k: _spec_int(spec, k, values[k], 0 if k == "pad" else 1) for k in required}
+    text = {k: _spec_text(spec, k, values.get(k)) for k in optional}
+    if op == "dense":
+        args: tuple = (ints["M"], ints["K"], ints["N"], text["dtype"])
+        shape = f"[{ints['M']},{ints['K']}] @ [{ints['K']},{ints['N']}]"
+    elif op == "batch_matmul":
+        args = (ints["B"], ints["M"], ints["N"], ints["K"], text["layout"], text["dtype"])
+        b_shape = (ints["B"], ints["N"], ints["K"]) if text["layout"] == "NT" else (ints["B"], ints["K"], ints["N"])
+        shape = (f"[{ints['B']},{ints['M']},{ints['K']}] @ [{','.join(map(str, b_shape))}]"
+                 + ("^T" if text["layout"] == "NT" else ""))
+    else:
+        from .templates.conv2d import output_size
+
+        args = tuple(ints[k] for k in required) + (text["dtype"],)
+        oh = output_size(ints["H"], ints["KH"], ints["stride"], ints["pad"])
+        ow = output_size(ints["W"], ints["KW"], ints["stride"], ints["pad"])
+        if oh < 1 or ow < 1:
+            raise ValueError(f"workload spec {spec!r}: a {ints['KH']}x{ints['KW']} kernel does not fit the "
+                             f"{ints['H']}x{ints['W']} input padded by {ints['pad']}")
+        shape = (f"{ints['CI']}x{ints['H']}x{ints['W']} -> {ints['CO']}x{oh}x{ow}, {ints['KH']}x{ints['KW']} "
+                 f"stride {ints['stride']} pad {ints['pad']}")
+    canonical = f"{op}:" + ",".join(f"{k}={ints[k]}" for k in required)
+    canonical += "".join(f",{k}={text[k]}" for k in optional if text[k] != _SPEC_TEXT[k][0])
+    small = text.get("space") == "small"
+    return Workload(canonical, template_op, args, f"{op} {shape} ({text['dtype']})",
+                    x86_args=("small",) if small else (), cuda=not small)
+
+
+def _spec_int(spec: str, key: str, value: str, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        kind = "a non-negative" if minimum == 0 else "a positive"
+        raise ValueError(f"workload spec {spec!r}: {key}={value} must be {kind} integer")
+    return number
+
+
+def _spec_text(spec: str, key: str, value: str | None) -> str:
+    default, choices = _SPEC_TEXT[key]
+    if value is None:
+        return default
+    if value not in choices:
+        raise ValueError(f"workload spec {spec!r}: {key}={value} must be one of {', '.join(choices)}")
+    return value
 
 
 def list_workloads() -> list[str]:
