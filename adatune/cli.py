@@ -142,7 +142,7 @@ def _prepare_tune(args: argparse.Namespace) -> tuple[Any, Any, Any, list, Any]:
             raise UsageError(f"option {key} is given twice")
         options[key] = value
     try:
-        get_tuner_spec(args.tuner).resolve(options)
+        args.tuner_options = get_tuner_spec(args.tuner).resolve(options)
         wl = get_workload(args.workload)
     except (KeyError, ValueError) as err:
         raise UsageError(str(err)) from None
@@ -170,6 +170,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     wl, task, tuner, history, option = _prepare_tune(args)
     print(f"{task}\ntarget: {task.target}")
+    print(" ".join([f"tuner: {args.tuner}"] + [f"{k}={v}" for k, v in args.tuner_options.items()]))
     resumed = tuner.load_history(history) if history else 0
     if resumed:
         print(f"resuming: {resumed} configs already measured in {args.log}; they will not be measured again")
