@@ -89,8 +89,8 @@ class Workload:
     @property
     def flop(self) -> float:
         if self.op == "dense":
-            n, l, m = self.args[:3]
-            return 2.0 * n * l * m
+            rows, inner, cols = self.args[:3]
+            return 2.0 * rows * inner * cols
         if self.op == "batch_matmul":
             b, m, n, k = self.args[:4]
             return 2.0 * b * m * n * k
@@ -261,8 +261,8 @@ def torch_reference(workload: str | Workload, seed: int = 0) -> Callable[[], Any
     gen = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.rand(*shape, generator=gen) * 2 - 1  # noqa: E731
     if w.op == "dense":
-        n, l, m = w.args[:3]
-        a, b = rand(n, l), rand(l, m)
+        rows, inner, cols = w.args[:3]
+        a, b = rand(rows, inner), rand(inner, cols)
         return lambda: torch.matmul(a, b)
     if w.op == "batch_matmul":
         bsz, m, n, k, layout = w.args[:5]
