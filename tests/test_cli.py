@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adatune import workloads
-from adatune.cli import main
+from adatune.cli import _describe, main
 from adatune.tuners import TUNER_NAMES
 from adatune.tuners._registry import tuner_specs
 
@@ -197,3 +197,16 @@ def test_tune_a_spec_then_best_then_resume_with_options(tmp_path: Path, capsys: 
     assert "tuner: xgb plan_size=4 num_threads=1" in out and "resuming: 8 configs" in out
     keys = [json.loads(line)["key"] for line in log.read_text().splitlines()]
     assert len(keys) == 12 and len(set(keys)) == 12
+
+    with log.open("a") as f:  # a run killed mid-write leaves a truncated line: skipped, counted on one line
+        f.write('{"v": 2, "target"')
+    assert main(["best", str(log)]) == 0
+    captured = capsys.readouterr()
+    assert "(12 records)" in captured.out
+    assert "skipped 1 corrupt line(s), first" in captured.err and captured.err.count("\n") == 1
+
+
+def test_best_describes_other_candidate_kinds() -> None:
+    assert _describe({"kind": "knob", "index": 7, "entity": {"tile": [2, 8]}}, "7") == "config 7: {'tile': [2, 8]}"
+    assert _describe({"index": 7, "entity": {}}, "7") == "config 7: {}"  # version-1 records have no kind
+    assert _describe({"kind": "trace", "decisions": [1, 2]}, "a1b2") == "trace a1b2"
