@@ -338,7 +338,7 @@ register_tuner(TunerSpec("rfei", RFEITuner, "AdaTune: random-forest expected imp
     TunerOption("num_threads", int, None, "threads for the forest (none: all cores)", minimum=1))))
 register_tuner(TunerSpec("release", ReleaseTuner, "ReLeASE: PPO search agent + adaptive sampling", (
     _plan_size(),
-    TunerOption("cost_model", object, None, "a CostModel instance (Python only; none: AutoTVM's XGBoost model)"),
+    TunerOption("cost_model", object, None, "a CostModel instance (none: AutoTVM's XGBoost model)"),
     TunerOption("sampler", str, "adaptive", "k-means adaptive sampling, or none for the top plan_size",
                 choices=("adaptive", None), objects=True),
     _eps_greedy(0.05, "share of each plan measured at random"),
