@@ -1,0 +1,89 @@
+"""One point of a trace space: the decisions of a design space's sampling instructions, replayed.
+
+A trace candidate is what MetaSchedule's evolutionary search keeps in its population: a schedule whose trace
+came from one design space with every ``sample_*`` instruction decided, already post-processed. Its key is the
+structural hash of the scheduled module, so two decision vectors that give the same program (an unroll depth on
+a loop nest with nothing to unroll, a compute location that is equivalent) count as one candidate.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+
+__all__ = ["Decision", "TraceCandidate", "module_key", "plain_decision", "trace_to_json"]
+
+#: a JSON-able decision: an index (categorical, compute location) or a list of tile factors
+Decision = int | list[int]
+
+
+def plain_decision(value: Any) -> Decision:
+    """A trace decision (an FFI integer or array of integers) as a plain int or list of ints."""
+    if isinstance(value, (int, tvm.tirx.IntImm)):
+        return int(value)
+    try:
+        return [int(v) for v in value]
+    except TypeError:
+        return int(value)
+
+
+def trace_to_json(value: Any) -> Any:
+    """TVM's trace JSON (FFI arrays, IntImm/FloatImm) as plain Python lists, numbers and strings."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        return value.value
+    if hasattr(value, "items"):
+        return {str(k): trace_to_json(v) for k, v in value.items()}
+    try:
+        return [trace_to_json(v) for v in value]
+    except TypeError:
+        raise TypeError(f"cannot write {type(value).__name__} into a trace's JSON") from None
+
+
+def module_key(mod: tvm.IRModule) -> str:
+    """Structural hash of a scheduled module, as the hex key of its candidate."""
+    return f"{int(tvm_ffi.structural_hash(mod)) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+class TraceCandidate:
+    """A replayed, post-processed schedule of design space ``space`` with ``decisions`` for its samples."""
+
+    __slots__ = ("custom", "decisions", "key", "schedule", "space")
+
+    def __init__(self, space: int, decisions: list[Decision], schedule: tvm.s_tir.Schedule, custom: bool = False):
+        self.space = int(space)
+        self.decisions = decisions
+        self.schedule = schedule
+        #: its instructions differ from the design space's (a mutated parallel extent), so its JSON keeps the trace
+        self.custom = bool(custom)
+        self.key = module_key(schedule.mod)
+
+    @property
+    def trace(self) -> tvm.s_tir.Trace:
+        """The full trace, post-processing included (what TVM's mutators take)."""
+        return self.schedule.trace
+
+    @property
+    def mod(self) -> tvm.IRModule:
+        """The scheduled, post-processed module (what the builder compiles)."""
+        return self.schedule.mod
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": "trace", "space": self.space,
+                                "decisions": [list(d) if isinstance(d, list) else d for d in self.decisions]}
+        if self.custom:
+            data["trace"] = trace_to_json(self.trace.as_json(remove_postproc=True))
+        return data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TraceCandidate) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"TraceCandidate(space={self.space}, decisions={self.decisions}, key={self.key})"

@@ -1,0 +1,284 @@
+"""Trace tasks: tuning tasks whose candidates are schedule traces, with names records can recreate.
+
+Two ways to get a trace space:
+
+- a *probabilistic template* (``@probabilistic_template("name")``): a function of the task's arguments that
+  builds TE tensors, schedules ``te.create_prim_func(...)`` with ``tvm.s_tir.Schedule`` and calls
+  ``sch.sample_perfect_tile`` / ``sample_categorical`` / ``sample_compute_location`` where a knob template
+  would read a knob. It runs once; its trace is the design space (Python branches on sampled values are frozen
+  into that trace, as in MetaSchedule's ``ScheduleFn``). Task name: ``"trace/name"``.
+- *design spaces from TVM's rules* for any PrimFunc with no template: post-order-apply of the target's default
+  schedule rules. Task names: ``"trace/rules/name"`` for a function registered with ``@workload("name")`` or
+  for a knob template's computation (``"trace/rules/dense.x86"``), and ``"trace/rules/ir-<hash>"`` for a module
+  given to ``TraceTask.from_module`` (recreated from records only within the process that registered it).
+
+``adatune.task.create`` makes all of them once this package is imported.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import te
+from tvm.s_tir import meta_schedule as ms
+
+from .. import target as _target
+from ..task import ArgSpec, Task, TuningTask, register_task_kind, registered_templates, workload_key
+from ._candidate import TraceCandidate, module_key
+from ._space import TraceSpace
+
+__all__ = ["PREFIX", "RULES_PREFIX", "TraceTask", "probabilistic_template", "workload"]
+
+PREFIX = "trace/"
+RULES_PREFIX = "trace/rules/"
+
+ModuleLike = tvm.IRModule | tvm.tirx.PrimFunc
+
+
+@dataclass(frozen=True)
+class _Registered:
+    name: str
+    func: Callable[..., Any]
+    reference: Callable[..., Any] | None
+
+
+_TEMPLATES: dict[str, _Registered] = {}
+_WORKLOADS: dict[str, _Registered] = {}
+_MODULES: dict[str, tvm.IRModule] = {}
+_TASKS: dict[tuple[str, str, str], TraceTask] = {}
+
+
+def _short_name(name: str, prefix: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a trace task needs a non-empty name, got {name!r}")
+    return name.removeprefix(prefix)
+
+
+def probabilistic_template(name: str, reference: Callable[..., Any] | None = None) -> Callable:
+    """Register ``func(*args) -> (schedule, tensors)`` that samples its decisions, as task ``"trace/name"``.
+
+    ``reference(*inputs)`` (optionally with keyword ``args``) is a numpy implementation used to check
+    candidates; without it the unscheduled program is the reference.
+    """
+    short = _short_name(name, PREFIX)
+    if short.startswith("rules/"):
+        raise ValueError(f"{name!r}: names under 'trace/rules/' are design spaces from TVM's rules, not templates")
+    if short in _TEMPLATES:
+        raise ValueError(f"a probabilistic template named {short!r} is already registered")
+
+    def decorate(func: Callable) -> Callable:
+        _TEMPLATES[short] = _Registered(short, func, reference)
+        func.task_name = PREFIX + short  # type: ignore[attr-defined]
+        return func
+
+    return decorate
+
+
+def workload(name: str, reference: Callable[..., Any] | None = None) -> Callable:
+    """Register ``func(*args)`` returning a PrimFunc, a one-function IRModule or TE tensors (inputs first,
+    outputs last) as task ``"trace/rules/name"``, tuned in the design spaces of TVM's schedule rules."""
+    short = _short_name(name, RULES_PREFIX)
+    if short.startswith("ir-"):
+        raise ValueError(f"{name!r}: 'ir-' names are reserved for modules given to TraceTask.from_module")
+    if short in _WORKLOADS:
+        raise ValueError(f"a trace workload named {short!r} is already registered")
+
+    def decorate(func: Callable) -> Callable:
+        _WORKLOADS[short] = _Registered(short, func, reference)
+        func.task_name = RULES_PREFIX + short  # type: ignore[attr-defined]
+        return func
+
+    return decorate
+
+
+def _as_module(value: Any) -> tvm.IRModule:
+    """One PrimFunc named ``main`` from a PrimFunc, an IRModule holding exactly one, or TE tensors."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(t, te.Tensor) for t in value):
+        value = te.create_prim_func(list(value))
+    if isinstance(value, tvm.IRModule):
+        funcs = [f for _, f in value.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+        if len(funcs) != 1 or len(value.functions_items()) != 1:
+            raise ValueError(f"a trace task tunes one PrimFunc; this module holds {len(value.functions_items())} "
+                             f"functions ({len(funcs)} PrimFuncs)")
+        value = funcs[0]
+    if not isinstance(value, tvm.tirx.PrimFunc):
+        raise TypeError(f"expected a PrimFunc, an IRModule or TE tensors, got {type(value).__name__}")
+    if value.attrs is not None and "global_symbol" in value.attrs and str(value.attrs["global_symbol"]) != "main":
+        value = value.with_attr("global_symbol", "main")
+    return tvm.IRModule({"main": value})
+
+
+def _written_vars(func: tvm.tirx.PrimFunc) -> list:
+    """The tensors some block of ``func`` writes (its outputs among the parameters)."""
+    written: list = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tvm.s_tir.SBlock):
+            written.extend(region.source for region in node.writes)
+        for attr in ("block", "body", "init", "then_case", "else_case"):
+            child = getattr(node, attr, None)
+            if isinstance(child, tvm.tirx.Stmt):
+                visit(child)
+        if isinstance(node, tvm.tirx.SeqStmt):
+            for stmt in node.seq:
+                visit(stmt)
+
+    visit(func.body)
+    return written
+
+
+def _arg_specs(func: tvm.tirx.PrimFunc) -> list[ArgSpec]:
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    written = _written_vars(func)
+    infos = list(ArgInfo.from_prim_func(func))
+    if len(infos) != len(func.params):
+        raise ValueError("every parameter of a trace task's function must be a tensor")
+    specs = []
+    for param, info in zip(func.params, infos):
+        shape = list(info.shape)
+        if not all(isinstance(s, (int, tvm.tirx.IntImm)) for s in shape):
+            raise ValueError(f"parameter {param} has a dynamic shape {shape}: trace tasks need static shapes")
+        specs.append(ArgSpec(tuple(int(s) for s in shape), str(info.dtype), any(param.same_as(w) for w in written)))
+    if not any(s.is_output for s in specs):
+        raise ValueError("the function writes none of its parameters: it has no output to tune")
+    return specs
+
+
+def _template_space(trace: tvm.s_tir.Trace) -> ms.SpaceGenerator:
+    def replay(sch: tvm.s_tir.Schedule) -> None:
+        trace.apply_to_schedule(sch, remove_postproc=True)
+
+    return ms.space_generator.ScheduleFn(replay, sch_rules=[], postprocs="from-target", mutator_probs="from-target")
+
+
+class TraceTask(TuningTask):
+    """A PrimFunc bound to a target with a trace space (see the module docstring for the kinds).
+
+    ``space_generator`` is any ``tvm.s_tir.meta_schedule`` space generator; its postprocessors and mutators
+    ("from-target" by default) become the space's.
+    """
+
+    def __init__(self, name: str, args: Sequence[Any], target: _target.TargetLike, mod: ModuleLike,
+                 space_generator: ms.SpaceGenerator | None = None, reference: Callable[..., Any] | None = None,
+                 flop: float | None = None):
+        if not name.startswith(PREFIX):
+            raise ValueError(f"trace task names start with {PREFIX!r}, got {name!r}")
+        self.name = name
+        self.args = tuple(args)
+        self.target = _target.create(target)
+        self.workload_key = workload_key(name, self.args)
+        self._mod = _as_module(mod)
+        self.arg_specs = _arg_specs(self._mod["main"])
+        self._reference = reference
+        generator = space_generator if space_generator is not None else ms.space_generator.PostOrderApply()
+        self._space = TraceSpace(self._mod, self.target, generator)
+        if flop is None:
+            from tvm.s_tir.analysis import estimate_tir_flops
+
+            flop = float(estimate_tir_flops(self._mod))
+        self.flop = float(flop) if flop and flop > 0 else 1.0
+
+    # -- constructors -----------------------------------------------------------------------------
+    @classmethod
+    def from_template(cls, name: str, args: Sequence[Any], target: _target.TargetLike) -> TraceTask:
+        """The task of a registered probabilistic template."""
+        short = _short_name(name, PREFIX)
+        if short not in _TEMPLATES:
+            raise KeyError(f"no probabilistic template named {short!r} (registered: "
+                           f"{', '.join(sorted(_TEMPLATES)) or 'none'})")
+        info = _TEMPLATES[short]
+        tgt = _target.create(target)
+        with tgt:
+            out = info.func(*args)
+        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], tvm.s_tir.Schedule)):
+            raise TypeError(f"probabilistic template {short!r} must return (schedule, tensors)")
+        sch, tensors = out
+        return cls(PREFIX + short, args, tgt, list(tensors), _template_space(sch.trace), info.reference)
+
+    @classmethod
+    def from_module(cls, mod: ModuleLike, target: _target.TargetLike, name: str | None = None,
+                    reference: Callable[..., Any] | None = None) -> TraceTask:
+        """Any PrimFunc or one-function IRModule, in the design spaces of TVM's schedule rules. Its name
+        (``"trace/rules/ir-<hash>"`` unless given) is registered in this process so records can recreate it."""
+        module = _as_module(mod)
+        short = _short_name(name, RULES_PREFIX) if name else f"ir-{module_key(module)}"
+        _MODULES[short] = module
+        task = cls(RULES_PREFIX + short, (), target, module, reference=reference)
+        _TASKS[_cache_key(task.name, (), task.target)] = task
+        return task
+
+    @classmethod
+    def from_rules(cls, name: str, args: Sequence[Any], target: _target.TargetLike) -> TraceTask:
+        """TVM's rule-made design spaces for a registered workload, a knob template's computation, or a module
+        registered by ``from_module``."""
+        short = _short_name(name, RULES_PREFIX)
+        tgt = _target.create(target)
+        if short in _WORKLOADS:
+            info = _WORKLOADS[short]
+            with tgt:
+                mod = info.func(*args)
+            return cls(RULES_PREFIX + short, args, tgt, mod, reference=info.reference)
+        if short in _MODULES:
+            if tuple(args):
+                raise ValueError(f"module {short!r} takes no arguments, got {tuple(args)}")
+            return cls(RULES_PREFIX + short, (), tgt, _MODULES[short])
+        if short in registered_templates() or "." in short:
+            knob = Task(short, args, tgt)
+            return cls(RULES_PREFIX + short, args, tgt, knob.unscheduled_module(),
+                       reference=_knob_reference(knob), flop=knob.flop)
+        raise KeyError(f"no trace workload, registered module or knob template named {short!r} "
+                       f"(workloads: {', '.join(sorted(_WORKLOADS)) or 'none'})")
+
+    # -- TuningTask -------------------------------------------------------------------------------
+    @property
+    def space(self) -> TraceSpace:
+        return self._space
+
+    def scheduled_module(self, candidate: Any) -> tvm.IRModule:
+        """The replayed, post-processed module of a trace candidate (or of its JSON)."""
+        if isinstance(candidate, dict):
+            candidate = self._space.decode(candidate)
+        if not isinstance(candidate, TraceCandidate):
+            raise TypeError(f"a trace task applies trace candidates, got {type(candidate).__name__}")
+        return candidate.mod
+
+    def unscheduled_module(self) -> tvm.IRModule:
+        return self._mod
+
+    def reference_outputs(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        if self._reference is None:
+            return None
+        takes_args = "args" in inspect.signature(self._reference).parameters
+        out = self._reference(*inputs, args=self.args) if takes_args else self._reference(*inputs)
+        return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def _knob_reference(knob: Task) -> Callable[..., Any] | None:
+    if knob.template.reference is None:
+        return None
+    return lambda *inputs: knob.reference_outputs(list(inputs))
+
+
+def _cache_key(name: str, args: Sequence[Any], target: tvm.target.Target) -> tuple[str, str, str]:
+    return name, json.dumps(list(args), default=str), str(target)
+
+
+def create_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target) -> TraceTask:
+    """The task factory ``adatune.task.create`` consults for names starting with ``"trace/"`` (cached: the
+    same name, arguments and target give the same task object)."""
+    key = _cache_key(name, args, target)
+    if key not in _TASKS:
+        if name.startswith(RULES_PREFIX):
+            _TASKS[key] = TraceTask.from_rules(name, args, target)
+        else:
+            _TASKS[key] = TraceTask.from_template(name, args, target)
+    return _TASKS[key]
+
+
+register_task_kind(PREFIX, create_trace_task)
