@@ -80,7 +80,7 @@ def test_cuda_without_device_reports_clearly(matmul_task):
 def test_bad_options_are_rejected():
     with pytest.raises(ValueError, match="timeout"):
         adatune.LocalRunner(timeout=0)
-    with pytest.raises(ValueError, match="number and repeat"):
+    with pytest.raises(ValueError, match="number must be an integer"):
         adatune.LocalRunner(number=0)
     with pytest.raises(ValueError, match="min_converge_coef"):
         adatune.LocalRunner(min_converge_coef=-1)

@@ -63,7 +63,7 @@ def test_encode_contains_everything_needed(matmul_task, replay_option):
     cfg = matmul_task.config_space.get(3)
     res = replay_option.measure([MeasureInput(matmul_task, cfg)])[0]
     line = encode(MeasureInput(matmul_task, cfg), res)
-    for key in ('"v":1', '"target"', '"mcpu"', '"task"', '"entity"', '"error_no"', '"all_cost"', '"build_time"'):
+    for key in ('"v":2', '"kind":"knob"', '"key":"3"', '"target"', '"mcpu"', '"task"', '"entity"', '"error_no"', '"all_cost"', '"build_time"'):
         assert key in line
 
 

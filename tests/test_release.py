@@ -26,15 +26,23 @@ def grid_space(n_knobs: int = 6, size: int = 16, with_filter: bool = False) -> C
     return space
 
 
-def smooth_score(space: ConfigSpace, target: float = 0.7):
-    """A smooth bump over the normalised knob indices, highest at ``target`` on every knob."""
+def digit_score(space: ConfigSpace, target: float = 0.7):
+    """A smooth bump over the normalised knob digits, highest at ``target`` on every knob."""
     dims = np.asarray(space.dims)
-    scale = np.concatenate([[1], np.cumprod(dims)[:-1]])
 
-    def score(points: Sequence[int]) -> np.ndarray:
-        d = (np.asarray(points, dtype=np.int64)[:, None] // scale) % dims
-        x = d / np.maximum(dims - 1, 1)
+    def score(digits: np.ndarray) -> np.ndarray:
+        x = np.asarray(digits) / np.maximum(dims - 1, 1)
         return np.exp(-4.0 * ((x - target) ** 2).sum(axis=1))
+
+    return score
+
+
+def smooth_score(space: ConfigSpace, target: float = 0.7):
+    """The same bump, scoring candidates (what an optimizer's score function receives)."""
+    on_digits = digit_score(space, target)
+
+    def score(cands: Sequence) -> np.ndarray:
+        return on_digits(space.encode(cands))
 
     return score
 
@@ -59,45 +67,46 @@ def test_knee_stops_at_k_min_on_structureless_data():
     assert len(found) == 8 and len(losses) == 2
 
 
-def test_sampler_snaps_centroids_to_configs_in_the_space():
+def test_sampler_picks_are_candidates_nearest_their_centroids():
     space = grid_space(4, 10)
     sampler = AdaptiveSampler(space, rng=np.random.default_rng(0))
     rng = np.random.default_rng(1)
     centers = rng.integers(0, 10, size=(9, 4))
-    cands = [space.knob2point(np.clip(c + rng.integers(-1, 2, size=4), 0, 9)) for c in centers for _ in range(20)]
+    cands = space.from_digits(np.asarray([np.clip(c + rng.integers(-1, 2, size=4), 0, 9)
+                                          for c in centers for _ in range(20)]))
     picks = sampler.select(cands, 64, visited=set())
-    assert 8 <= len(picks) <= 64 and len(set(picks)) == len(picks)
-    assert all(0 <= p < len(space) for p in picks)
+    keys = [p.key for p in picks]
+    assert 8 <= len(picks) <= 64 and len(set(keys)) == len(keys)
+    assert set(keys) <= {c.key for c in cands}  # every pick is a candidate the model scored
     assert sampler.history == [len(picks)]
 
 
 def test_sampler_never_picks_a_measured_config_twice():
     space = grid_space(3, 8)
     sampler = AdaptiveSampler(space, k_min=8, k_max=16, rng=np.random.default_rng(0))
-    # a trajectory stuck on a few configs, all of them (and the knob-mode config) measured already
-    stuck = [space.knob2point([1, 2, 3]), space.knob2point([6, 5, 4]), space.knob2point([1, 5, 3])]
-    cands = stuck * 30 + [space.knob2point([d, d, d]) for d in range(8)]
-    visited = set(cands)
-    visited.add(space.knob2point([1, 2, 3]))
-    measured = set(visited)
-    for _ in range(5):  # successive batches: nothing measured before, nothing twice within a batch
-        picks = sampler.select(cands, 16, visited)
-        assert picks and len(set(picks)) == len(picks)
-        assert not set(picks) & measured
-        measured |= set(picks)
-        visited |= set(picks)
+    rows = [[1, 2, 3], [6, 5, 4], [1, 5, 3]] * 30 + [[d, d, (d + 3) % 8] for d in range(8)] + \
+        [[d, 7 - d, d] for d in range(8)]
+    cands = space.from_digits(np.asarray(rows))
+    measured = {space.from_digits(np.asarray([[1, 2, 3]]))[0].key}
+    for _ in range(4):  # successive batches: nothing measured before, nothing twice within a batch
+        picks = sampler.select(cands, 16, measured)
+        keys = [p.key for p in picks]
+        assert len(set(keys)) == len(keys)
+        assert not set(keys) & measured
+        measured |= set(keys)
 
 
-def test_sampler_replaces_a_measured_centroid_with_the_knob_mode():
+def test_sampler_represents_a_cluster_by_its_candidate_nearest_the_centroid():
     space = grid_space(2, 50)
     sampler = AdaptiveSampler(space, k_min=1, k_max=1, rng=np.random.default_rng(0))
-    # one cluster whose centroid (24.5 -> 24, 24) is measured; the per-knob mode is (30, 30)
-    cands = [space.knob2point([30, 30])] * 5 + [space.knob2point([10, 10])] * 2 + [space.knob2point([40, 40])] * 3
-    centroid = space.knob2point([29, 29])  # (5*30 + 2*10 + 3*40) / 10 = 29
-    assert sampler.select(cands, 4, visited={centroid}) == [space.knob2point([30, 30])]
-    # the mode measured too: the nearest unmeasured neighbour of the centroid
-    got = sampler.select(cands, 4, visited={centroid, space.knob2point([30, 30])})
-    assert len(got) == 1 and sum(abs(a - b) for a, b in zip(space.point2knob(got[0]), [29, 29])) == 1
+    # one cluster, centroid (29, 29): the nearest candidate is (30, 30), then (40, 40) is farther than it
+    rows = [[30, 30]] * 5 + [[10, 10]] * 2 + [[40, 40]] * 3
+    cands = space.from_digits(np.asarray(rows))
+    assert [p.key for p in sampler.select(cands, 4, visited=set())] == [cands[0].key]
+    # (30, 30) measured: it leaves the clustering, the centroid moves to (28, 28) and its nearest
+    # candidate is (40, 40), a config the model scored, not one off the trajectory
+    got = sampler.select(cands, 4, visited={cands[0].key})
+    assert [p.key for p in got] == [cands[7].key]
 
 
 # -- the PPO agent -------------------------------------------------------------------------------------
@@ -105,16 +114,17 @@ def test_sampler_replaces_a_measured_centroid_with_the_knob_mode():
 def test_agent_actions_stay_inside_the_space(with_filter):
     space = grid_space(5, 6, with_filter=with_filter)
     agent = PPOAgent(space, seed=0, parallel_size=32, step_cap=12)
-    score = smooth_score(space, target=0.95)  # pulls walkers against the upper bounds
+    score = digit_score(space, target=0.95)  # pulls walkers against the upper bounds
+    dims = np.asarray(space.dims)
     for _ in range(3):
         start = agent.random_points(32)
         ep = agent.train_episode(score, start)
         prev = start
         for step in ep.visited:
-            assert ((step >= 0) & (step < len(space))).all()
+            assert ((step >= 0) & (step < dims)).all()
             if with_filter:
-                assert all(space.is_index_valid(int(p)) for p in step)
-            assert np.abs(agent.digits(step) - agent.digits(prev)).max() <= 1  # one step per knob at most
+                assert space.valid_digits(step).all()
+            assert np.abs(step - prev).max() <= 1  # one step per knob at most
             prev = step
         assert ep.actions.min() >= 0 and ep.actions.max() <= 2
 
@@ -122,7 +132,7 @@ def test_agent_actions_stay_inside_the_space(with_filter):
 def test_agent_learns_to_raise_its_reward():
     """A real learning check: the same fixed starts, scored before and after training on other starts."""
     space = grid_space(6, 16)
-    score = smooth_score(space)
+    score = digit_score(space)
     agent = PPOAgent(space, seed=0, step_cap=24, stop_ratio=1.0)
     probe = agent.random_points(64)
     before = agent.run_episode(score, probe).mean_reward
@@ -138,7 +148,7 @@ def test_agent_is_deterministic_and_records_its_steps():
     runs = []
     for _ in range(2):
         agent = PPOAgent(space, seed=3, parallel_size=16, step_cap=8, max_episodes=2)
-        got = [agent.find_maximums(score, 10, exclusive=set()) for _ in range(2)]
+        got = [[c.key for c in agent.find_maximums(score, 10, exclusive=set())] for _ in range(2)]
         runs.append(got)
         assert len(agent.steps_history) == 2 and 1 <= agent.last_steps <= 16
         assert all(len(g) == 10 and len(set(g)) == 10 for g in got)
@@ -149,29 +159,32 @@ def test_find_maximums_skips_excluded_and_ranks_by_score():
     space = grid_space(3, 10)
     score = smooth_score(space)
     agent = PPOAgent(space, seed=1, parallel_size=16, step_cap=8, max_episodes=2)
-    excluded = set(range(0, len(space), 2))
+    excluded = {str(i) for i in range(0, len(space), 2)}
     top = agent.find_maximums(score, 20, excluded)
-    assert len(top) == 20 and not set(top) & excluded
+    assert len(top) == 20 and not {c.key for c in top} & excluded
     s = score(top)
     assert (np.diff(s) <= 1e-12).all()
 
 
 # -- the tuners ----------------------------------------------------------------------------------------
 class _BumpModel(CostModel):
-    """A non-XGBoost cost model (any ``CostModel`` rewards the agent): a fixed smooth bump."""
+    """A non-XGBoost cost model (any ``CostModel`` rewards the agent): a fixed smooth bump over features."""
 
-    def __init__(self, space: ConfigSpace):
-        self.score, self.fits = smooth_score(space, target=0.6), 0
+    def __init__(self):
+        self.fits = 0
 
     def fit(self, xs, ys, plan_size):
+        assert xs.ndim == 2  # cost models see feature matrices
         self.fits += 1
 
     def predict(self, xs):
-        return self.score(xs)
+        x = np.asarray(xs, dtype=np.float64)
+        x = x / np.maximum(np.abs(x).max(axis=0), 1e-9)
+        return np.exp(-4.0 * ((x - 0.6) ** 2).sum(axis=1))
 
 
 def test_release_tuner_with_any_cost_model(matmul_task, replay_option):
-    model = _BumpModel(matmul_task.config_space)
+    model = _BumpModel()
     tuner = ReleaseTuner(matmul_task, plan_size=16, cost_model=model, seed=0,
                          agent_options={"parallel_size": 16, "step_cap": 8})
     tuner.tune(n_trial=64, measure_option=replay_option, batch_size=16)

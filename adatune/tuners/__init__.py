@@ -1,7 +1,7 @@
 """Tuners: the shared tuning loop and the strategies that choose what to measure."""
 from . import callback
 from ._base import RandomStreams, RoundLog, Tuner, TrialLog, VisitedKeys
-from ._registry import TUNER_NAMES, create_tuner
+from ._registry import TUNER_NAMES, TunerOption, TunerSpec, create_tuner, get_tuner_spec, register_tuner, tuner_specs
 from ._model_based import ModelBasedTuner, Sampler, submodular_pick
 from ._release import ReleaseTuner
 from ._simple import GridSearchTuner, RandomTuner
@@ -10,4 +10,4 @@ from ._xgb import XGBTuner
 
 __all__ = ["Tuner", "TrialLog", "RoundLog", "RandomStreams", "VisitedKeys", "callback", "ModelBasedTuner", "Sampler", "submodular_pick", "RandomTuner",
            "GridSearchTuner", "XGBTuner", "ReleaseTuner", "RFEITuner", "TUNER_NAMES",
-           "create_tuner"]
+           "create_tuner", "TunerOption", "TunerSpec", "get_tuner_spec", "register_tuner", "tuner_specs"]

@@ -1,9 +1,10 @@
 """Tuners without a model: uniform random sampling and grid search."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
-
+from ..space import ConfigSpace
 from ..task import TuningTask
 from ._base import Tuner
 
@@ -14,13 +15,17 @@ def _index_range(task: TuningTask, range_idx: tuple[int, int] | None) -> tuple[i
     """AutoTVM's ``range_idx``: an inclusive range of knob config indices (knob spaces only)."""
     if range_idx is None:
         return None
-    space: Any = task.space
-    if not hasattr(space, "range_length"):
-        raise ValueError("range_idx needs a knob config space (indices); this task's candidates have none")
     lo, hi = int(range_idx[0]), int(range_idx[1])
-    if not 0 <= lo <= hi < space.range_length:
-        raise ValueError(f"range_idx {range_idx} is outside [0, {space.range_length - 1}]")
+    if not 0 <= lo <= hi < _range_length(task):
+        raise ValueError(f"range_idx {range_idx} is outside [0, {_range_length(task) - 1}]")
     return lo, hi
+
+
+def _range_length(task: TuningTask) -> int:
+    """Number of knob config indices, filtered or not (AutoTVM's ``range_length``)."""
+    if not isinstance(task.space, ConfigSpace):
+        raise ValueError("index ranges need a knob config space; this task's candidates have no indices")
+    return math.prod(task.space.dims)
 
 
 class RandomTuner(Tuner):
@@ -37,16 +42,15 @@ class RandomTuner(Tuner):
         space: Any = self.space
         lo, hi = self.range
         out: list[Any] = []
-        while len(out) < batch_size and self.has_next():
-            idx = space.get_rand_index(lo, hi + 1, to_exclude={int(k) for k in self.visited} | {c.index for c in out})
-            out.append(space.get(idx))
+        taken = {int(k) for k in self.visited}
+        tries = 0
+        while len(out) < batch_size and tries < 100 * batch_size + 1000:
+            tries += 1
+            idx = int(self.rng.integers(lo, hi + 1))
+            if idx not in taken and space.is_index_valid(idx):
+                taken.add(idx)
+                out.append(space.get(idx))
         return out
-
-    def has_next(self) -> bool:
-        if self.range is None:
-            return super().has_next()
-        lo, hi = self.range
-        return len(self.visited) < self.space.subrange_length(lo, hi + 1)  # type: ignore[attr-defined]
 
 
 class GridSearchTuner(Tuner):
@@ -54,10 +58,7 @@ class GridSearchTuner(Tuner):
 
     def __init__(self, task: TuningTask, range_idx: tuple[int, int] | None = None, seed: int | None = None):
         super().__init__(task, seed)
-        space: Any = self.space
-        if not hasattr(space, "range_length"):
-            raise ValueError("grid search walks knob config indices; this task's candidates have none")
-        self.range = _index_range(task, range_idx) or (0, space.range_length - 1)
+        self.range = _index_range(task, range_idx) or (0, _range_length(task) - 1)
         self._next = self.range[0]
 
     def next_batch(self, batch_size: int) -> list[Any]:
