@@ -57,12 +57,11 @@ def batch_matmul_x86(B: int, M: int, N: int, K: int, transpose_b: str = "NN", dt
     cfg.add_flop(_flop(B, M, N, K))
     block = sch.get_sblock("C")
     z, i, j, k = sch.get_loops(block)
-    lanes = _target.vector_lanes(_target.current(), dtype)
     if transpose_b == "NN":
         pack = lambda nr: (lambda zz, kk, jj: (zz, jj // nr, kk, jj % nr))
     else:
         pack = lambda nr: (lambda zz, jj, kk: (zz, jj // nr, kk, jj % nr))
-    _x86.schedule_gemm(sch, cfg, block, [z], i, j, k, pack, lanes, _x86.core_count(_target.current()))
+    _x86.schedule_gemm(sch, cfg, block, [z], i, j, k, pack, _target.cpu_info(_target.current()), dtype)
     return sch, tensors
 
 

@@ -31,7 +31,7 @@ from .. import target as _target
 from ..task import get_config, template
 from . import _x86
 
-__all__ = ["conv2d_compute", "conv2d_reference", "conv2d_x86", "output_size", "conv2d_flop"]
+__all__ = ["conv2d_compute", "conv2d_flop", "conv2d_reference", "conv2d_x86", "output_size"]
 
 _SPACES = ("full", "small")
 
@@ -80,7 +80,7 @@ def conv2d_reference(data: np.ndarray, kernel: np.ndarray, args: tuple) -> np.nd
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2)).astype(data.dtype)
 
 
-def _define_knobs(cfg, N: int, CO: int, OH: int, OW: int, CI: int, lanes: int, cores: int,  # noqa: ANN001
+def _define_knobs(cfg, N: int, CO: int, OH: int, OW: int, CI: int, info, lanes: int, cores: int,
                   small: bool) -> None:
     if small:  # no middle tiles, few candidates: an exhaustively measurable space
         f2s = {lanes * m for m in (1, 2, 4)} if CO % lanes == 0 else {d for d in range(1, 4 * lanes + 1)}
@@ -106,24 +106,24 @@ def _define_knobs(cfg, N: int, CO: int, OH: int, OW: int, CI: int, lanes: int, c
         _x86.define_unroll(cfg)
     f0_max = CO // (lanes if CO % lanes == 0 else 1)
 
-    def keep(c) -> bool:  # noqa: ANN001
+    def keep(c) -> bool:
         f, y, x = c["tile_f"].size, c["tile_y"].size, c["tile_x"].size
         if c["pack_kernel"].val == "outer":  # parallel over channel blocks only
             par, limit = N * f[0], N * f0_max
         else:
             par, limit = N * f[0] * y[0] * x[0], N * f0_max * OH * OW
-        return _x86.fits_registers(y[-1] * x[-1], f[-1], lanes) and _x86.parallel_ok(par, cores, limit)
+        return _x86.fits_registers(y[-1] * x[-1], -(-f[-1] // lanes), info) and _x86.parallel_ok(par, cores, limit)
 
     cfg.multi_filter(keep)
 
 
-def _loops_under(sch, block, loop) -> list:  # noqa: ANN001
+def _loops_under(sch, block, loop) -> list:
     loops = list(sch.get_loops(block))
     at = sch.get_sref(loop)
     return loops[next(i for i, lp in enumerate(loops) if sch.get_sref(lp).same_as(at)) + 1:]
 
 
-def _pack_in_write_order(sch, loops: list, f_extent: int, nr: int):  # noqa: ANN001, ANN202
+def _pack_in_write_order(sch, loops: list, f_extent: int, nr: int):
     """Make the packing copy walk its destination ``[f // nr, c, h, w, f % nr]`` contiguously: it reads
     ``nr`` kernel rows at once instead of scattering every element to another cache line (halves the
     cost of L12's 9 MB kernel). ``loops`` are the copy's loops, channel loop first (unit loops are
@@ -148,8 +148,9 @@ def conv2d_x86(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, strid
     sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
     cfg = get_config()
     cfg.add_flop(conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad))
-    lanes = _target.vector_lanes(_target.current(), dtype)
-    _define_knobs(cfg, N, CO, OH, OW, CI, lanes, _x86.core_count(_target.current()), space == "small")
+    info = _target.cpu_info(_target.current())
+    lanes = info.lanes(dtype)
+    _define_knobs(cfg, N, CO, OH, OW, CI, info, lanes, info.cores, space == "small")
 
     conv = sch.get_sblock("conv2d_nchw")
     n, f, y, x, rc, ry, rx = sch.get_loops(conv)

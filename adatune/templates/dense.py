@@ -49,10 +49,8 @@ def dense_x86(N: int, L: int, M: int, dtype: str = "float32"):
     cfg.add_flop(2.0 * N * L * M)
     block = sch.get_sblock("C")
     i, j, k = sch.get_loops(block)
-    lanes = _target.vector_lanes(_target.current(), dtype)
-    tgt = _target.current()
     _x86.schedule_gemm(sch, cfg, block, [], i, j, k, lambda nr: (lambda kk, jj: (jj // nr, kk, jj % nr)),
-                       lanes, _x86.core_count(tgt))
+                       _target.cpu_info(_target.current()), dtype)
     return sch, tensors
 
 
