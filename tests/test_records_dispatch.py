@@ -100,3 +100,24 @@ def test_resume_after_sigkill_loses_and_remeasures_nothing(matmul_task, tmp_path
     after = [r.config_index for r in load_from_file(str(log))]
     assert after[: len(before)] == [r.config_index for r in before]  # nothing lost
     assert len(after) == len(before) + 8 and len(set(after)) == len(after)  # nothing measured twice
+
+
+V1_LOG = os.path.join(os.path.dirname(__file__), "data", "records_v1.jsonl")
+
+
+def test_logs_of_format_v1_still_load_resume_and_apply(replay_table):
+    """A committed log written by the previous format (v1, knob configs only)."""
+    recs = list(adatune.load_from_file(V1_LOG))
+    assert len(recs) == 12 and all(r.version == 1 and r.kind == "knob" for r in recs)
+    assert [r.key for r in recs] == [str(i) for i in range(12)]
+    inp, res = recs[3]  # AutoTVM's unpacking
+    assert inp.config.index == 3 and res.costs == (4e-4, 4e-4)
+    task = recs[0].create_task()  # on the recorded target, whatever this machine is
+    tuner = adatune.tuners.RandomTuner(task, seed=0)
+    assert tuner.load_history(adatune.load_from_file(V1_LOG)) == 12
+    assert tuner.best_config.index == 0  # the first of the fastest (indices 0, 5, 10)
+    ctx = adatune.apply_history_best(V1_LOG)
+    assert ctx.query(task.target, task.workload).index == 0
+    table = {(task.workload_key, k[1]): v for k, v in replay_table.items()}
+    tuner.tune(n_trial=20, measure_option=adatune.measure_option(runner=adatune.ReplayRunner(table)))
+    assert not {t.key for t in tuner.trials[12:]} & {str(i) for i in range(12)}

@@ -4,7 +4,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ..space import ConfigSpace
+from ..space._candidate import DiscreteSpace
 from ..task import TuningTask
 from ._base import Tuner
 
@@ -22,10 +25,20 @@ def _index_range(task: TuningTask, range_idx: tuple[int, int] | None) -> tuple[i
 
 
 def _range_length(task: TuningTask) -> int:
-    """Number of knob config indices, filtered or not (AutoTVM's ``range_length``)."""
-    if not isinstance(task.space, ConfigSpace):
-        raise ValueError("index ranges need a knob config space; this task's candidates have no indices")
+    """Number of mixed-radix indices of a discrete space, valid or not (AutoTVM's ``range_length``)."""
+    if not isinstance(task.space, DiscreteSpace):
+        raise ValueError("index ranges need a discrete space (knob configs, digit vectors); this task's "
+                         "candidates have none")
     return math.prod(task.space.dims)
+
+
+def _digits(space: DiscreteSpace, index: int) -> np.ndarray:
+    """Mixed-radix digits of ``index``, the first dimension least significant (AutoTVM's order)."""
+    out = np.empty((1, len(space.dims)), dtype=np.int64)
+    for k, r in enumerate(space.dims):
+        out[0, k] = index % r
+        index //= r
+    return out
 
 
 class RandomTuner(Tuner):
@@ -42,19 +55,20 @@ class RandomTuner(Tuner):
         space: Any = self.space
         lo, hi = self.range
         out: list[Any] = []
-        taken = {int(k) for k in self.visited}
+        taken = {int(k) for k in self.visited if k.lstrip("-").isdigit()}
         tries = 0
         while len(out) < batch_size and tries < 100 * batch_size + 1000:
             tries += 1
             idx = int(self.rng.integers(lo, hi + 1))
-            if idx not in taken and space.is_index_valid(idx):
+            if idx not in taken and isinstance(space, ConfigSpace) and space.is_index_valid(idx):
                 taken.add(idx)
                 out.append(space.get(idx))
         return out
 
 
 class GridSearchTuner(Tuner):
-    """Measures knob configs in index order (within ``range_idx``), skipping filtered-out and measured ones."""
+    """Measures a discrete space in mixed-radix index order (within ``range_idx``), skipping invalid and
+    measured candidates; for knob configs that is AutoTVM's config index order."""
 
     def __init__(self, task: TuningTask, range_idx: tuple[int, int] | None = None, seed: int | None = None):
         super().__init__(task, seed)
@@ -67,8 +81,15 @@ class GridSearchTuner(Tuner):
         while len(out) < batch_size and self._next <= self.range[1]:
             i = self._next
             self._next += 1
-            if str(i) not in self.visited and space.is_index_valid(i):
-                out.append(space.get(i))
+            if isinstance(space, ConfigSpace):
+                if str(i) not in self.visited and space.is_index_valid(i):
+                    out.append(space.get(i))
+                continue
+            digits = _digits(space, i)
+            if space.valid_digits(digits)[0]:
+                cand = space.from_digits(digits)[0]
+                if cand.key not in self.visited:
+                    out.append(cand)
         return out
 
     def has_next(self) -> bool:
