@@ -7,7 +7,7 @@ AutoTVM-style use::
     tuner = adatune.tuners.XGBTuner(task)
     tuner.tune(n_trial=200, measure_option=option, callbacks=[adatune.callback.log_to_file("dense.jsonl")])
 """
-from . import callback, records, space, target, task
+from . import records, space, target, task, templates  # templates: the built-in ones register on import
 from .dispatch import apply_history_best
 from .measure import (LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult, ReplayRunner,
                       measure_option)
@@ -20,7 +20,8 @@ __all__ = ["callback", "records", "space", "target", "task", "template", "get_co
 
 __version__ = "0.1.0"
 
-_LAZY = {"tuners", "cost_models", "optimizers", "templates", "workloads", "samplers"}
+_LAZY = {"callback", "tuners", "cost_models", "optimizers", "workloads", "samplers", "agents", "features",
+         "meta_schedule", "trace", "dispatch", "devices", "evaluator"}
 
 
 def __getattr__(name: str):  # heavy subpackages load on first use, keeping worker start-up light

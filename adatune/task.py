@@ -203,8 +203,6 @@ class Task(TuningTask):
 
     def __init__(self, name: str, args: Sequence[Any], target: _target.TargetLike):
         if name not in _TEMPLATES:
-            from . import templates  # noqa: F401 - the built-in templates register on import
-        if name not in _TEMPLATES:
             known = ", ".join(sorted(_TEMPLATES)) or "none"
             raise KeyError(f"no template named {name!r} (registered: {known})")
         self.name = name
