@@ -23,11 +23,14 @@ to about two thousand configs, small enough to measure exhaustively for replay e
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import tvm
 from tvm import te
 
 from .. import target as _target
+from ..target import CpuInfo
 from ..task import get_config, template
 from . import _x86
 
@@ -80,13 +83,31 @@ def conv2d_reference(data: np.ndarray, kernel: np.ndarray, args: tuple) -> np.nd
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2)).astype(data.dtype)
 
 
-def _define_knobs(cfg, N: int, CO: int, OH: int, OW: int, CI: int, info, lanes: int, cores: int,
-                  small: bool) -> None:
+def _divisors(n: int, cap: int) -> list[int]:
+    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+
+
+def _define_knobs(cfg: Any, args: tuple[int, ...], info: CpuInfo, dtype: str, small: bool) -> None:
+    """Knobs, each pruned to the register tiles worth measuring (``_x86.register_tiles``: output pixels
+    broadcast x channel vectors), then a joint filter on the tile, its L2 working set and the parallel loop."""
+    N, CI, CO, OH, OW, KH, KW, stride = args
+    lanes, nbytes = info.lanes(dtype), tvm.DataType(dtype).bits // 8
+    fs = _x86.vector_sizes(CO, lanes, 4 if small else info.vector_registers // 4)
+    if small and CO % lanes == 0:
+        fs = [f for f in fs if f // lanes in (1, 2, 4)]
+    ys, xs = _divisors(OH, 2 if small else 4), _divisors(OW, 16 if small else 32)
+    vecs = lambda f: -(-f // lanes)
+    if small:  # replay experiments need a spread of speeds: every tile that fits the registers
+        tiles = {(y * x, vecs(f)) for y in ys for x in xs for f in fs if _x86.fits_registers(y * x, vecs(f), info)}
+    else:
+        tiles = _x86.register_tiles({y * x for y in ys for x in xs}, {vecs(f) for f in fs}, info)
+    f_ok = {f for f in fs if any(v == vecs(f) for _, v in tiles)}
+    y_ok = {y for y in ys if any((y * x, v) in tiles for x in xs for _, v in tiles)}
+    x_ok = {x for x in xs if any((y * x, v) in tiles for y in ys for _, v in tiles)}
     if small:  # no middle tiles, few candidates: an exhaustively measurable space
-        f2s = {lanes * m for m in (1, 2, 4)} if CO % lanes == 0 else {d for d in range(1, 4 * lanes + 1)}
-        cfg.define_split("tile_f", CO, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] in f2s)
-        cfg.define_split("tile_y", OH, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] <= 2)
-        cfg.define_split("tile_x", OW, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] <= 16)
+        cfg.define_split("tile_f", CO, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] in f_ok)
+        cfg.define_split("tile_y", OH, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] in y_ok)
+        cfg.define_split("tile_x", OW, num_outputs=3, filter=lambda e: e.size[1] == 1 and e.size[2] in x_ok)
         rcs = [f for f in (4, 8, 16, 32) if CI % f == 0] or [CI]
         cfg.define_split("tile_rc", CI, num_outputs=2, policy="candidate", candidate=[[CI // f, f] for f in rcs])
         cfg.define_reorder("reorder_inner", 3, policy="candidate", candidate=[[0, 1, 2], [1, 2, 0]])
@@ -95,9 +116,9 @@ def _define_knobs(cfg, N: int, CO: int, OH: int, OW: int, CI: int, info, lanes: 
         cfg.define_knob("unroll_kw", [0, 1])
         cfg.define_knob("auto_unroll_max_step", [0, 64])
     else:
-        _x86.define_vector_split(cfg, "tile_f", CO, lanes, 3)
-        cfg.define_split("tile_y", OH, num_outputs=3, filter=lambda e: e.size[-1] <= 4)
-        cfg.define_split("tile_x", OW, num_outputs=3, filter=lambda e: e.size[-1] <= 32)
+        cfg.define_split("tile_f", CO, num_outputs=3, filter=lambda e: e.size[-1] in f_ok)
+        cfg.define_split("tile_y", OH, num_outputs=3, filter=lambda e: e.size[-1] in y_ok)
+        cfg.define_split("tile_x", OW, num_outputs=3, filter=lambda e: e.size[-1] in x_ok)
         cfg.define_split("tile_rc", CI, num_outputs=2, max_factor=64)
         cfg.define_reorder("reorder_inner", 3, policy="all")
         cfg.define_knob("tile_order", ["fyx", "yxf"])
@@ -106,13 +127,17 @@ def _define_knobs(cfg, N: int, CO: int, OH: int, OW: int, CI: int, info, lanes: 
         _x86.define_unroll(cfg)
     f0_max = CO // (lanes if CO % lanes == 0 else 1)
 
-    def keep(c) -> bool:
+    def keep(c: Any) -> bool:
         f, y, x = c["tile_f"].size, c["tile_y"].size, c["tile_x"].size
         if c["pack_kernel"].val == "outer":  # parallel over channel blocks only
             par, limit = N * f[0], N * f0_max
         else:
             par, limit = N * f[0] * y[0] * x[0], N * f0_max * OH * OW
-        return _x86.fits_registers(y[-1] * x[-1], -(-f[-1] // lanes), info) and _x86.parallel_ok(par, cores, limit)
+        # one cache tile reads its kernel slice and input patch; keep them in L2 (or use the smallest tile)
+        kernel = f[1] * f[2] * CI * KH * KW
+        patch = CI * ((y[1] * y[2] - 1) * stride + KH) * ((x[1] * x[2] - 1) * stride + KW)
+        return ((y[2] * x[2], vecs(f[2])) in tiles and _x86.parallel_ok(par, info.cores, limit)
+                and ((kernel + patch) * nbytes <= info.l2_bytes or f[1] * y[1] * x[1] == 1))
 
     cfg.multi_filter(keep)
 
@@ -149,8 +174,7 @@ def conv2d_x86(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, strid
     cfg = get_config()
     cfg.add_flop(conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad))
     info = _target.cpu_info(_target.current())
-    lanes = info.lanes(dtype)
-    _define_knobs(cfg, N, CO, OH, OW, CI, info, lanes, info.cores, space == "small")
+    _define_knobs(cfg, (N, CI, CO, OH, OW, KH, KW, stride), info, dtype, space == "small")
 
     conv = sch.get_sblock("conv2d_nchw")
     n, f, y, x, rc, ry, rx = sch.get_loops(conv)
