@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test check install bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,15 @@ demo: $(STAMP)
 	rm -f demo.jsonl
 	$(BIN)/adatune tune --workload dense-1024 --tuner xgb --trials 128 --log demo.jsonl --reference
 
-test: $(STAMP)
+# static checks: lint, format, types, import layers
+check: $(STAMP)
+	$(BIN)/ruff check adatune tests benchmarks examples
+	$(BIN)/ruff format --check adatune tests benchmarks examples
+	$(BIN)/mypy adatune
+	$(BIN)/lint-imports
+
+test: check
+	$(BIN)/python examples/autotvm_style.py
 	$(BIN)/python -m pytest -q tests
 
 bench: $(STAMP)
