@@ -79,7 +79,7 @@ class LocalRunner(Runner):
     def __init__(self, number: int = 5, repeat: int = 3, min_repeat_ms: float = 0.0, timeout: float = 10.0,
                  cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
                  check_correctness: bool = False, min_converge_coef: float | None = None,
-                 micro_batch: int = 50, min_micro_batches: int = 3, rtol: float = 1e-3, atol: float = 1e-3):
+                 micro_batch: int = 50, min_micro_batches: int = 3, rtol: float | None = None, atol: float | None = None):
         if timeout <= 0:
             raise ValueError(f"LocalRunner timeout must be positive, got {timeout}")
         self.eval_config = EvaluatorConfig(number, repeat, min_repeat_ms, enable_cpu_cache_flush,
@@ -113,6 +113,14 @@ class LocalRunner(Runner):
             # the worker's first task also pays `import tvm`; give it that on top of the kernel timeout
             self._pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout, initializer=_worker.warm_up)
         return self._pool
+
+    def tolerances(self, task: TuningTask) -> tuple[float, float]:
+        """``(rtol, atol)`` of the correctness check: as given, else by the outputs' precision (a half-precision
+        sum of a few hundred products is off by ~1e-2 from the reference, a float32 one by ~1e-5)."""
+        dtypes = {s.dtype for s in task.arg_specs if s.is_output}
+        low = any(d in ("float16", "bfloat16") for d in dtypes)
+        default = 5e-2 if low else 1e-3
+        return (self.rtol if self.rtol is not None else default, self.atol if self.atol is not None else default)
 
     # -- reference data ---------------------------------------------------------------------------
     def reference_path(self, task: TuningTask) -> str:
@@ -153,7 +161,7 @@ class LocalRunner(Runner):
         specs = [s.to_json() for s in task.arg_specs]
         t0 = time.perf_counter()
         fut = self.pool.submit(_worker.run_candidate, build.artifact, build.suffix, _device_type(task), specs, ref,
-                               self.check_correctness, self.eval_config, self.rtol, self.atol)
+                               self.check_correctness, self.eval_config, *self.tolerances(task))
         err_no, msg, out = MeasureErrorNo.NO_ERROR, "", None
         try:
             out = fut.result()
