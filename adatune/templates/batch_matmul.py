@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import tvm
 from tvm import te
@@ -57,10 +59,12 @@ def batch_matmul_x86(B: int, M: int, N: int, K: int, transpose_b: str = "NN", dt
     cfg.add_flop(_flop(B, M, N, K))
     block = sch.get_sblock("C")
     z, i, j, k = sch.get_loops(block)
-    if transpose_b == "NN":
-        pack = lambda nr: (lambda zz, kk, jj: (zz, jj // nr, kk, jj % nr))
-    else:
-        pack = lambda nr: (lambda zz, jj, kk: (zz, jj // nr, kk, jj % nr))
+    nn = transpose_b == "NN"
+
+    def pack(nr: int) -> Callable[..., tuple]:
+        """B's layout (``[b, k, j]`` or ``[b, j, k]``) to the packed ``[b, j // nr, k, j % nr]``."""
+        return lambda zz, p, q: (zz, (q if nn else p) // nr, p if nn else q, (q if nn else p) % nr)
+
     _x86.schedule_gemm(sch, cfg, block, [z], i, j, k, pack, _target.cpu_info(_target.current()), dtype)
     return sch, tensors
 
