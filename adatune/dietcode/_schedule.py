@@ -1,0 +1,114 @@
+"""Applying a micro-kernel to a dynamic GEMM with local padding.
+
+``pad_einsum`` pads every axis the tile does not divide (the T axes) to a multiple of the tile; the padded
+operand copies are then computed *inside* each tile (``compute_at``) and the padded output is cropped
+inside each tile (``reverse_compute_at``), so after buffer compaction each tile pads only its own
+``mt x K`` / ``K x nt`` panels. The only guards left are in those loads and in the crop store; the
+register-blocked inner loops run full tiles with no predicate (measured 1.7x faster than predicating
+the compute on this CPU; see the project's dynamic-shape notes).
+"""
+from __future__ import annotations
+
+import tvm
+
+from ._space import MicroKernel
+from ._workloads import DynamicWorkload
+
+__all__ = ["schedule_microkernel", "microkernel_func"]
+
+
+def _blocks(sch: tvm.s_tir.Schedule) -> set[str]:
+    return {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+
+
+def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel) -> None:
+    blk = sch.get_sblock("C")
+    *batch, i, j, k = sch.get_loops(blk)
+    sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
+    names = _blocks(sch)
+    *batch, i, j, k = sch.get_loops(blk)
+    io, iio, iii = sch.split(i, [None, mk.mt // mk.mr, mk.mr])
+    jo, jio, jii = sch.split(j, [None, mk.nt // mk.nr, mk.nr])
+    ko, ki = sch.split(k, [None, mk.kt])
+    sch.reorder(*batch, io, jo, jio, iio, ko, ki, iii, jii)
+    acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
+    sch.reverse_compute_at(acc, iio)
+    if wl.kind == "bmm_nt":  # B is [j, k]: pack the tile's panel k-major so each k step reads whole vectors
+        panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
+        sch.compute_at(panel, jo)
+        sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, kk, jj))
+    elif "B_pad" in names:
+        sch.compute_at(sch.get_sblock("B_pad"), jo)
+    if "A_pad" in names:
+        sch.compute_at(sch.get_sblock("A_pad"), jo)
+    if "C_pad" in names:
+        sch.reverse_compute_at(sch.get_sblock("C_pad"), jo)
+    sch.parallel(sch.fuse(*batch, io, jo))
+    sch.unroll(iii)
+    sch.unroll(ki)
+    sch.vectorize(jii)  # vectorize before decompose_reduction, or TIR rejects it
+    sch.vectorize(sch.get_loops(acc)[-1])
+    sch.decompose_reduction(blk, ko)
+
+
+def _cooperative_fetch(sch: tvm.s_tir.Schedule, block: tvm.s_tir.SBlockRV, at: tvm.s_tir.LoopRV,
+                       ty_extent: int, tx_extent: int) -> None:
+    sch.compute_at(block, at)
+    loops = sch.get_loops(block)
+    at_stmt = sch.get(at)
+    below = next(n for n, loop in enumerate(loops) if sch.get(loop).same_as(at_stmt)) + 1
+    fused = sch.fuse(*loops[below:])
+    _, ty, tx = sch.split(fused, [None, ty_extent, tx_extent])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+
+
+def _schedule_cuda(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel) -> None:
+    blk = sch.get_sblock("C")
+    *batch, i, j, k = sch.get_loops(blk)
+    sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
+    names = _blocks(sch)
+    *batch, i, j, k = sch.get_loops(blk)
+    ty_n, tx_n = mk.mt // mk.mr, mk.nt // mk.nr
+    by, ty, ri = sch.split(i, [None, ty_n, mk.mr])
+    bx, tx, rj = sch.split(j, [None, tx_n, mk.nr])
+    ko, ki = sch.split(k, [None, mk.kt])
+    sch.reorder(*batch, by, bx, ty, tx, ko, ki, ri, rj)
+    sch.bind(sch.fuse(*batch, by, bx), "blockIdx.x")
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    acc = sch.cache_write(blk, 0, "local")
+    sch.reverse_compute_at(acc, tx)
+    for idx, name in ((0, "A"), (1, "B")):  # stage this tile's kt-slices of A and B in shared memory
+        if f"{name}_pad" in names:
+            stage = sch.get_sblock(f"{name}_pad")
+            sch.set_scope(stage, 0, "shared")
+        else:
+            stage = sch.cache_read(blk, idx, "shared")
+        _cooperative_fetch(sch, stage, ko, ty_n, tx_n)
+    if "C_pad" in names:
+        crop = sch.get_sblock("C_pad")
+        sch.set_scope(acc, 0, "local")
+        sch.reverse_compute_at(crop, tx)
+    sch.unroll(ki)
+    sch.unroll(ri)
+    sch.unroll(rj)
+    sch.decompose_reduction(blk, ko)
+
+
+def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel) -> tvm.s_tir.Schedule:
+    """The workload's symbolic-T PrimFunc scheduled with ``mk`` (a kernel correct for every T >= 1)."""
+    sch = tvm.s_tir.Schedule(wl.prim_func())
+    if mk.device == "cpu":
+        _schedule_cpu(sch, wl, mk)
+    elif mk.device == "cuda":
+        _schedule_cuda(sch, wl, mk)
+    else:
+        raise ValueError(f"micro-kernel device must be 'cpu' or 'cuda', got {mk.device!r}")
+    return sch
+
+
+def microkernel_func(wl: DynamicWorkload, mk: MicroKernel, name: str = "main") -> tvm.tirx.PrimFunc:
+    """The scheduled PrimFunc, renamed ``name`` (several kernels share one module when deployed)."""
+    func = schedule_microkernel(wl, mk).mod["main"]
+    return func.with_attr("global_symbol", name)

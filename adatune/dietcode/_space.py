@@ -1,0 +1,185 @@
+"""Shape-generic micro-kernel spaces: tiles chosen from what the hardware offers, never from T's factors.
+
+A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced ``kt`` at a time, made of
+``mr x nr`` register tiles. Since T varies, tiles need not divide it: the schedule pads each tile locally.
+
+- x86: ``mr x nr`` is the register-blocked accumulator tile (``nr`` a multiple of the SIMD width) that fits
+  the vector register file with enough independent FMA chains (``templates._x86.register_tiles``); ``mt``,
+  ``nt`` are small multiples of it whose operand panels fit L2; ``kt`` is the unrolled reduction step.
+- CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp, at most the block
+  limit), each accumulating ``mr x nr`` outputs in registers; the ``mt x kt`` and ``kt x nt`` operand tiles
+  staged in shared memory must fit it.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Collection, Sequence
+
+import numpy as np
+import tvm
+
+from ..space._candidate import CandidateSpace
+from ..target import CpuInfo, cpu_info
+from ..templates._x86 import fits_registers, register_tiles
+
+__all__ = ["MicroKernel", "MicroKernelSpace", "CudaLimits", "SM80_LIMITS"]
+
+
+@dataclass(frozen=True)
+class MicroKernel:
+    """One micro-kernel: output tile ``mt x nt``, reduction step ``kt``, per-thread/register tile ``mr x nr``."""
+
+    device: str  # "cpu" or "cuda"
+    mt: int
+    nt: int
+    kt: int
+    mr: int
+    nr: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "microkernel", "device": self.device, "mt": self.mt, "nt": self.nt, "kt": self.kt,
+                "mr": self.mr, "nr": self.nr}
+
+    @property
+    def threads(self) -> int:
+        """Threads per block (CUDA) or register tiles per tile (x86)."""
+        return (self.mt // self.mr) * (self.nt // self.nr)
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclass(frozen=True)
+class CudaLimits:
+    """What a CUDA block may use (per-SM figures for one compute capability)."""
+
+    sms: int
+    max_threads: int
+    warp: int
+    shared_bytes: int
+    registers_per_thread: int
+
+
+#: A100 (sm_80): 108 SMs, 1024 threads a block, 48 KiB static shared memory, 255 registers a thread
+SM80_LIMITS = CudaLimits(sms=108, max_threads=1024, warp=32, shared_bytes=48 << 10, registers_per_thread=255)
+
+
+def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> list[MicroKernel]:
+    lanes = info.lanes(dtype)
+    nbytes = tvm.DataType(dtype).bits // 8
+    tiles = register_tiles(range(1, info.vector_registers - 1), range(1, 5), info)
+    out = []
+    for (mr, vecs), a, b, kt in itertools.product(sorted(tiles), (1, 2, 4, 8), (1, 2, 4), (1, 2, 4, 8)):
+        nr = vecs * lanes
+        mt, nt = mr * a, nr * b
+        if mt > 64 or nt > 256 or not fits_registers(mr, vecs, info):
+            continue
+        depth = static_k if static_k is not None else 512  # reduction extent of one tile's panels
+        if (mt + nt) * depth * nbytes > info.l2_bytes:  # A and B panels of one tile stay in L2
+            continue
+        out.append(MicroKernel("cpu", mt, nt, kt, mr, nr))
+    return out
+
+
+def _cuda_kernels(limits: CudaLimits, dtype: str) -> list[MicroKernel]:
+    nbytes = tvm.DataType(dtype).bits // 8
+    out = []
+    for mr, nr, ty, tx, kt in itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (2, 4, 8, 16, 32), (4, 8, 16, 32),
+                                                (4, 8, 16, 32)):
+        threads = ty * tx
+        if threads % limits.warp or threads > limits.max_threads or threads < 64:
+            continue
+        if mr * nr + mr + nr + 24 > limits.registers_per_thread // 2:  # accumulators + operands + addressing
+            continue
+        mt, nt = mr * ty, nr * tx
+        if mt > 128 or nt > 128 or (mt + nt) * kt * nbytes > limits.shared_bytes:
+            continue
+        out.append(MicroKernel("cuda", mt, nt, kt, mr, nr))
+    return out
+
+
+class MicroKernelSpace(CandidateSpace):
+    """The micro-kernels of one target and GEMM kind (no dependence on T beyond the workload's static dims)."""
+
+    kind: ClassVar[str] = "microkernel"
+    FEATURE_NAMES: ClassVar[tuple[str, ...]] = (
+        "log2_mt", "log2_nt", "log2_kt", "log2_mr", "log2_nr", "log2_threads", "log2_tile_elems",
+        "log2_reg_elems", "arith_intensity", "reg_intensity", "log2_panel_bytes", "panel_over_cache")
+
+    def __init__(self, target: tvm.target.Target, dtype: str = "float32", static_k: int | None = None,
+                 cuda_limits: CudaLimits = SM80_LIMITS):
+        self.target = target
+        self.dtype = dtype
+        self.device = "cuda" if target.kind.name == "cuda" else "cpu"
+        if self.device == "cpu":
+            self.info: CpuInfo | None = cpu_info(target)
+            self.cuda_limits: CudaLimits | None = None
+            self.kernels = _cpu_kernels(self.info, dtype, static_k)
+            self.cores = self.info.cores
+            self.cache_bytes = self.info.l2_bytes
+        else:
+            self.info = None
+            self.cuda_limits = cuda_limits
+            self.kernels = _cuda_kernels(cuda_limits, dtype)
+            self.cores = cuda_limits.sms
+            self.cache_bytes = cuda_limits.shared_bytes
+        if not self.kernels:
+            raise ValueError(f"no micro-kernel fits target {target} (dtype {dtype})")
+        self._by_key = {k.key: k for k in self.kernels}
+
+    @property
+    def size(self) -> int:
+        return len(self.kernels)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._by_key
+
+    def get(self, key: str) -> MicroKernel:
+        if key not in self._by_key:
+            raise ValueError(f"micro-kernel {key!r} is not in this {self.device} space")
+        return self._by_key[key]
+
+    def random_candidates(self, rng: np.random.Generator, n: int, exclude: Collection[str] = ()) -> list[Any]:
+        pool = [k for k in self.kernels if k.key not in set(exclude)]
+        if not pool:
+            return []
+        idx = rng.choice(len(pool), size=min(n, len(pool)), replace=False)
+        return [pool[int(i)] for i in idx]
+
+    def mutate(self, candidates: Sequence[Any], rng: np.random.Generator) -> list[Any]:
+        """A neighbour shares all but one field (tile, step or register tile) with its origin."""
+        out = []
+        fields = ("mt", "nt", "kt", "mr", "nr")
+        for cand in candidates:
+            neighbours = [k for k in self.kernels
+                          if sum(getattr(k, f) != getattr(cand, f) for f in fields) == 1]
+            out.append(neighbours[int(rng.integers(len(neighbours)))] if neighbours else cand)
+        return out
+
+    def featurize(self, candidates: Sequence[Any]) -> np.ndarray:
+        """Shape-free features of the micro-kernel itself (what the paper's f_MK sees)."""
+        nbytes = tvm.DataType(self.dtype).bits // 8
+        rows = []
+        for k in candidates:
+            panel = (k.mt + k.nt) * k.kt * nbytes
+            rows.append([math.log2(k.mt), math.log2(k.nt), math.log2(k.kt), math.log2(k.mr), math.log2(k.nr),
+                         math.log2(k.threads), math.log2(k.mt * k.nt), math.log2(k.mr * k.nr),
+                         k.mt * k.nt / (k.mt + k.nt), k.mr * k.nr / (k.mr + k.nr), math.log2(panel),
+                         panel / self.cache_bytes])
+        return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(self.FEATURE_NAMES))
+
+    def decode(self, data: dict[str, Any]) -> MicroKernel:
+        if not isinstance(data, dict) or data.get("kind") != "microkernel":
+            raise ValueError(f"not a micro-kernel record: {data!r}")
+        try:
+            k = MicroKernel(str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]),
+                            int(data["mr"]), int(data["nr"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"malformed micro-kernel record {data!r}: {err}") from err
+        return self.get(k.key)

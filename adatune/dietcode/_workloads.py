@@ -1,0 +1,151 @@
+"""Dynamic-shape GEMM workloads: one symbolic extent ``T`` (tokens) over a range, the rest fixed.
+
+Three GEMM kinds cover a BERT layer: ``dense`` (``Y[T, N] = X[T, K] @ W[K, N]``, weights stored K-major as
+Relax's FoldConstant leaves them), ``bmm_nt`` (``S[B, T, T] = Q[B, T, D] @ K[B, T, D]^T``) and ``bmm_nn``
+(``O[B, T, D] = P[B, T, T] @ V[B, T, D]``, where ``T`` is also the reduction extent). Every kernel takes
+``T`` as its last, explicit argument: TVM only binds a shape variable from a buffer shape when it appears
+alone, and passing it keeps one calling convention for every kind.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import te
+
+__all__ = ["GEMM_KINDS", "DynamicWorkload", "bert_workloads", "validate_range"]
+
+GEMM_KINDS = ("dense", "bmm_nt", "bmm_nn")
+DEFAULT_RANGE = (1, 128)
+
+
+def validate_range(t_range: Any) -> tuple[int, int]:
+    """``(lo, hi)`` as ints with ``1 <= lo <= hi``; anything else is a ValueError naming the problem."""
+    if not isinstance(t_range, (tuple, list)) or len(t_range) != 2:
+        raise ValueError(f"T range must be a pair (lo, hi), got {t_range!r}")
+    lo, hi = t_range
+    for v in (lo, hi):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ValueError(f"T range bounds must be integers, got {t_range!r}")
+    if not 1 <= int(lo) <= int(hi):
+        raise ValueError(f"T range must satisfy 1 <= lo <= hi, got {t_range!r}")
+    return int(lo), int(hi)
+
+
+@dataclass(frozen=True)
+class DynamicWorkload:
+    """A GEMM with one symbolic extent ``T`` in ``t_range``.
+
+    ``dense``: ``dims = (K, N)``; ``bmm_nt``: ``dims = (B, D)`` (reduction over D); ``bmm_nn``:
+    ``dims = (B, D)`` (reduction over T).
+    """
+
+    name: str
+    kind: str
+    dims: tuple[int, int]
+    t_range: tuple[int, int] = DEFAULT_RANGE
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.kind not in GEMM_KINDS:
+            raise ValueError(f"unknown GEMM kind {self.kind!r}; use one of {GEMM_KINDS}")
+        if len(self.dims) != 2 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in self.dims):
+            raise ValueError(f"dims must be two positive ints, got {self.dims!r}")
+        object.__setattr__(self, "t_range", validate_range(self.t_range))
+
+    # ------------------------------------------------------------------ shapes
+    def gemm_extents(self, t: int) -> tuple[int, int, int, int]:
+        """``(batch, rows, cols, reduction)`` of the GEMM at ``T = t``."""
+        a, b = self.dims
+        if self.kind == "dense":
+            return 1, t, b, a
+        if self.kind == "bmm_nt":
+            return a, t, t, b
+        return a, t, b, t
+
+    def dynamic_axes(self) -> tuple[bool, bool, bool]:
+        """Which of (rows, cols, reduction) scale with ``T``."""
+        return {"dense": (True, False, False), "bmm_nt": (True, True, False), "bmm_nn": (True, False, True)}[self.kind]
+
+    def shapes(self, t: int) -> list[tuple[int, ...]]:
+        """Shapes of the two inputs and the output at ``T = t``."""
+        a, b = self.dims
+        if self.kind == "dense":
+            return [(t, a), (a, b), (t, b)]
+        if self.kind == "bmm_nt":
+            return [(a, t, b), (a, t, b), (a, t, t)]
+        return [(a, t, t), (a, t, b), (a, t, b)]
+
+    def flop(self, t: int) -> float:
+        batch, m, n, k = self.gemm_extents(t)
+        return 2.0 * batch * m * n * k
+
+    def random_inputs(self, t: int, rng: np.random.Generator) -> list[np.ndarray]:
+        return [rng.standard_normal(s, dtype=np.float32).astype(self.dtype) for s in self.shapes(t)[:2]]
+
+    def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """numpy's answer (OpenBLAS), the correctness reference and the vendor baseline."""
+        if self.kind == "bmm_nt":
+            return np.matmul(a, b.transpose(0, 2, 1))
+        return np.matmul(a, b)
+
+    # ------------------------------------------------------------------ TIR
+    def prim_func(self) -> tvm.tirx.PrimFunc:
+        """The computation with a symbolic ``T`` (int32), args ``(A, B, C, T)``, blocks A/B/C."""
+        t = te.var("T", dtype="int32")
+        a, b = self.dims
+        dt = self.dtype
+        if self.kind == "dense":
+            x = te.placeholder((t, a), dt, name="A")
+            w = te.placeholder((a, b), dt, name="B")
+            k = te.reduce_axis((0, a), name="k")
+            y = te.compute((t, b), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="C")
+        elif self.kind == "bmm_nt":
+            x = te.placeholder((a, t, b), dt, name="A")
+            w = te.placeholder((a, t, b), dt, name="B")
+            k = te.reduce_axis((0, b), name="k")
+            y = te.compute((a, t, t), lambda n, i, j: te.sum(x[n, i, k] * w[n, j, k], axis=k), name="C")
+        else:
+            x = te.placeholder((a, t, t), dt, name="A")
+            w = te.placeholder((a, t, b), dt, name="B")
+            k = te.reduce_axis((0, t), name="k")
+            y = te.compute((a, t, b), lambda n, i, j: te.sum(x[n, i, k] * w[n, k, j], axis=k), name="C")
+        return te.create_prim_func([x, w, y, t])
+
+    def to_json(self) -> list[Any]:
+        return [self.name, self.kind, list(self.dims), list(self.t_range), self.dtype]
+
+    @classmethod
+    def from_json(cls, data: Any) -> DynamicWorkload:
+        try:
+            name, kind, dims, t_range, dtype = data
+            return cls(str(name), str(kind), (int(dims[0]), int(dims[1])), (int(t_range[0]), int(t_range[1])),
+                       str(dtype))
+        except (TypeError, ValueError, IndexError) as err:
+            raise ValueError(f"not a DynamicWorkload description: {data!r} ({err})") from err
+
+    def __str__(self) -> str:
+        return f"{self.name}[{self.kind} {self.dims[0]}x{self.dims[1]}, T in {self.t_range}]"
+
+
+def bert_workloads(t_range: Any = DEFAULT_RANGE, hidden: int = 768, heads: int = 12,
+                   ffn: int = 3072) -> dict[str, DynamicWorkload]:
+    """BERT-base's dynamic GEMMs with ``T`` tokens: the four dense layers and the two attention GEMMs."""
+    lo, hi = validate_range(t_range)
+    if hidden % heads:
+        raise ValueError(f"hidden size {hidden} is not a multiple of {heads} heads")
+    d = hidden // heads
+    wl = [DynamicWorkload("qkv", "dense", (hidden, 3 * hidden), (lo, hi)),
+          DynamicWorkload("attn_out", "dense", (hidden, hidden), (lo, hi)),
+          DynamicWorkload("ffn1", "dense", (hidden, ffn), (lo, hi)),
+          DynamicWorkload("ffn2", "dense", (ffn, hidden), (lo, hi)),
+          DynamicWorkload("scores", "bmm_nt", (heads, d), (lo, hi)),
+          DynamicWorkload("context", "bmm_nn", (heads, d), (lo, hi))]
+    return {w.name: w for w in wl}
+
+
+def ceil_to(x: int, m: int) -> int:
+    return int(math.ceil(x / m) * m)
