@@ -36,7 +36,7 @@ def time_callable(fn: Callable[[], Any], repeats: int = 30, warmup_s: float = 0.
 
 def _numpy_callable(workload: Any, seed: int = 0) -> Callable[[], Any] | None:
     rng = np.random.default_rng(seed)
-    rand = lambda *s: rng.uniform(-1, 1, size=s).astype("float32")  # noqa: E731
+    rand = lambda *s: np.asarray(rng.uniform(-1, 1, size=s), dtype="float32")  # noqa: E731
     if workload.op == "dense":
         n, l, m = workload.args[:3]
         a, b = rand(n, l), rand(l, m)

@@ -207,7 +207,12 @@ class PPOAgent(ModelOptimizer):
         """Roll all walkers from ``start`` (digits) until most knobs stop moving or ``step_cap`` steps;
         ``score`` maps digit rows to rewards."""
         points = np.asarray(start, dtype=np.int64)
-        states, actions, log_probs, values, raws, visited = [], [], [], [], [], []
+        states: list[torch.Tensor] = []
+        actions: list[torch.Tensor] = []
+        log_probs: list[torch.Tensor] = []
+        values: list[torch.Tensor] = []
+        raws: list[np.ndarray] = []
+        visited: list[np.ndarray] = []
         digits = points
         movable = self.movable.numpy()
         for _ in range(self.step_cap):
@@ -216,8 +221,12 @@ class PPOAgent(ModelOptimizer):
             new_points = self.step_points(points, a.numpy())
             raw = np.asarray(score(new_points), dtype=np.float64)
             new_digits = new_points
-            states.append(s), actions.append(a), log_probs.append(lp), values.append(v)
-            raws.append(raw), visited.append(new_points)
+            states.append(s)
+            actions.append(a)
+            log_probs.append(lp)
+            values.append(v)
+            raws.append(raw)
+            visited.append(new_points)
             moving = (new_digits != digits)[:, movable].mean() if movable.any() else 0.0
             digits, points = new_digits, new_points
             if moving <= 1.0 - self.stop_ratio:  # most knobs stopped moving

@@ -67,10 +67,10 @@ class XGBoostCostModel(CostModel):
         import xgboost as xgb
 
         x = self.as_features(xs)
-        ys = np.asarray(list(ys), dtype=np.float64)
-        if len(ys) == 0 or ys.max() <= 0:
+        yv = np.asarray(list(ys), dtype=np.float64)
+        if len(yv) == 0 or yv.max() <= 0:
             return
-        y = ys / ys.max()
+        y = yv / yv.max()
         dtrain = xgb.DMatrix(x, label=y, missing=np.nan)
         margin = self._margin(x)
         if margin is not None:

@@ -105,12 +105,12 @@ class RFEICostModel(CostModel):
         self.min_samples_leaf = int(min_samples_leaf)
         self.num_threads = num_threads
         self.seed = 0 if seed is None else int(seed) % (2**31)
-        self.forest = None
+        self.forest: Any = None
         self.best_flops = 0.0  # f(x+): the best measured throughput the model was fitted on
         self.scale = 1.0  # targets are divided by this (the best throughput) for numerical comfort
-        self.x_train_shape: tuple[int, int] | None = None
+        self.x_train_shape: Any = None
         self.uncertainty_used: str | None = None  # what the last fit actually uses ("forestci" or "trees")
-        self._inbag: np.ndarray | None = None
+        self._inbag: Any = None
         self._calib: tuple[np.ndarray, np.ndarray] | None = None
         self._cache: dict[bytes, tuple[float, float]] = {}
         self._base: tuple[np.ndarray | None, list[float]] = (None, [])

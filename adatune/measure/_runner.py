@@ -138,7 +138,7 @@ class LocalRunner(Runner):
             os.makedirs(self._dir, exist_ok=True)  # close() removes it; the runner may be used again
             fd, path = tempfile.mkstemp(suffix=".npz", dir=self._dir)
             os.close(fd)
-            np.savez(path, **arrays)
+            np.savez(path, **arrays)  # type: ignore[arg-type]
             self._refs[key] = path
         return self._refs[key]
 

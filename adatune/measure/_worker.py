@@ -143,9 +143,9 @@ def run_candidate(artifact: bytes, suffix: str, device_type: str, arg_specs: lis
                 got = args[i].numpy()
                 want = ref[f"out{i}"]
                 if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol):
-                    err = float(np.max(np.abs(got.astype(np.float64) - want))) if got.shape == want.shape else -1.0
+                    diff = float(np.max(np.abs(got.astype(np.float64) - want))) if got.shape == want.shape else -1.0
                     return {"error": "wrong_answer",
-                            "msg": f"output {i} differs from the reference (max abs error {err:.3g}, "
+                            "msg": f"output {i} differs from the reference (max abs error {diff:.3g}, "
                                    f"rtol={rtol}, atol={atol})"}
         outcome = evaluate(time_fn_for(module, dev, args, eval_cfg.enable_cpu_cache_flush), eval_cfg)
     except Exception as err:  # noqa: BLE001

@@ -69,6 +69,7 @@ class ConfigSpace(_ConfigBase, DiscreteSpace):
         self._filters: list[Callable[[ConfigEntity], bool]] = []
         self._radix: list[int] = []
         self._valid: np.ndarray | None = None  # cached valid indices of a small filtered space
+        self._tables: list[np.ndarray] | None = None  # knob feature tables, built on first featurize
 
     # -- definition (called from templates) -------------------------------------------------------
     def _add(self, name: str, knob: KnobSpace) -> None:
@@ -254,10 +255,12 @@ class ConfigSpace(_ConfigBase, DiscreteSpace):
         return out
 
     def _feature_tables(self) -> list[np.ndarray]:
-        if getattr(self, "_tables", None) is None or len(self._tables) != len(self.space_map):
-            self._tables = [np.asarray([knob.numeric(i) for i in range(len(knob))], dtype=np.float32)
-                            for knob in self.space_map.values()]
-        return self._tables
+        tables = self._tables
+        if tables is None or len(tables) != len(self.space_map):
+            tables = [np.asarray([knob.numeric(i) for i in range(len(knob))], dtype=np.float32)
+                      for knob in self.space_map.values()]
+            self._tables = tables
+        return tables
 
     def featurize(self, candidates: Sequence[Any]) -> np.ndarray:
         """AutoTVM's knob features: each knob's entity as numbers, by table lookup."""
