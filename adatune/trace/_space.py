@@ -67,6 +67,13 @@ class TraceSpace(CandidateSpace):
         if categorical_mutation < 0 or max_tries < 1:
             raise ValueError(f"need categorical_mutation >= 0 and max_tries >= 1 (got {categorical_mutation}, "
                              f"{max_tries})")
+        if target.kind.name == "cuda":
+            missing = [a for a in ("max_threads_per_block", "max_shared_memory_per_block")
+                       if target.attrs.get(a) is None]
+            if missing:
+                raise ValueError(f"MetaSchedule's CUDA rules and GPU verification need the target's {missing}; "
+                                 "use a target that states them, e.g. tvm.target.Target('nvidia/nvidia-a100', "
+                                 "host=adatune.target.host())")
         self.mod = mod
         self.target = target
         self.context = ms.TuneContext(mod=mod, target=target, space_generator=space_generator, task_name="main",

@@ -20,7 +20,7 @@ import inspect
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, Union
 
 import numpy as np
 import tvm
@@ -37,7 +37,7 @@ __all__ = ["PREFIX", "RULES_PREFIX", "TraceTask", "probabilistic_template", "wor
 PREFIX = "trace/"
 RULES_PREFIX = "trace/rules/"
 
-ModuleLike = tvm.IRModule | tvm.tirx.PrimFunc
+ModuleLike: TypeAlias = Union[tvm.IRModule, tvm.tirx.PrimFunc]  # noqa: UP007 - tvm classes are untyped
 
 
 @dataclass(frozen=True)
