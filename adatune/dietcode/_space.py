@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Collection, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import tvm

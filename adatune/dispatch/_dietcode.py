@@ -1,0 +1,180 @@
+"""Shape dispatch for dynamic-shape kernels: a decision tree from a runtime extent T to one of a few kernels.
+
+DietCode tunes one small set of micro-kernels for a whole range of T; at run time each T must reach the
+kernel predicted best for it. Every T of the tuned range votes for its kernel, a scikit-learn
+``DecisionTreeClassifier`` learns the votes (grown until it reproduces every one), and the tree is exported
+as nested ``if``s: a Python function and a C function compiled with the system C compiler into a tiny
+shared library that deployments call. Data in, data out: kernels are named by plain string labels.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.tree import DecisionTreeClassifier
+
+__all__ = ["ShapeDispatcher", "CompiledDispatcher", "check_extent"]
+
+
+def check_extent(t: Any, t_range: tuple[int, int] | None = None, what: str = "T") -> int:
+    """``t`` as an int: ValueError when it is not a positive integer; a warning when outside ``t_range``
+    (every kernel is correct for any T, but the choice was not tuned there)."""
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        raise ValueError(f"{what} must be a positive integer, got {t!r} ({type(t).__name__})")
+    if t < 1:
+        raise ValueError(f"{what} must be a positive integer, got {t}")
+    if t_range is not None and not t_range[0] <= t <= t_range[1]:
+        warnings.warn(f"{what}={t} is outside the tuned range {list(t_range)}: dispatching to the kernel of the "
+                      "nearest tuned extent", RuntimeWarning, stacklevel=3)
+    return int(t)
+
+
+class ShapeDispatcher:
+    """A decision tree over T whose leaves name kernels (``labels[i]``); stored as plain nested data."""
+
+    def __init__(self, labels: Sequence[str], tree: dict[str, Any], t_range: tuple[int, int]):
+        if not labels:
+            raise ValueError("a dispatcher needs at least one kernel label")
+        self.labels = [str(x) for x in labels]
+        self.tree = tree
+        self.t_range = (int(t_range[0]), int(t_range[1]))
+        self._fn: Callable[[int], int] | None = None
+
+    @classmethod
+    def fit(cls, ts: Sequence[int], votes: Sequence[str], t_range: tuple[int, int] | None = None,
+            random_state: int = 0) -> ShapeDispatcher:
+        """Learn the votes: ``votes[i]`` is the label T = ``ts[i]`` wants. The tree grows until it is exact."""
+        if len(ts) != len(votes) or not ts:
+            raise ValueError(f"need one vote per T, got {len(ts)} extents and {len(votes)} votes")
+        xs = np.asarray([check_extent(t) for t in ts], dtype=np.int64).reshape(-1, 1)
+        labels = sorted(set(str(v) for v in votes))
+        ys = np.asarray([labels.index(str(v)) for v in votes])
+        rng = t_range if t_range is not None else (int(xs.min()), int(xs.max()))
+        if len(labels) == 1:
+            return cls(labels, {"leaf": 0}, rng)
+        clf = DecisionTreeClassifier(random_state=random_state).fit(xs, ys)
+        tree = _export(clf)
+        out = cls(labels, tree, rng)
+        wrong = [int(t) for t, y in zip(xs[:, 0], ys) if out.index(int(t), warn=False) != y]
+        if wrong:  # cannot happen for distinct integer extents; guard against duplicated, conflicting votes
+            raise ValueError(f"conflicting votes for T in {wrong[:10]}")
+        return out
+
+    # ---------------------------------------------------------------- queries
+    def index(self, t: Any, warn: bool = True) -> int:
+        """Index into ``labels`` of the kernel for ``t``."""
+        t = check_extent(t, self.t_range if warn else None)
+        node = self.tree
+        while "leaf" not in node:
+            node = node["left"] if t <= node["le"] else node["right"]
+        return int(node["leaf"])
+
+    def __call__(self, t: Any) -> str:
+        return self.labels[self.index(t)]
+
+    @property
+    def n_leaves(self) -> int:
+        def count(node: dict[str, Any]) -> int:
+            return 1 if "leaf" in node else count(node["left"]) + count(node["right"])
+        return count(self.tree)
+
+    # ---------------------------------------------------------------- exports
+    def to_python_source(self, name: str = "dispatch") -> str:
+        """``def name(t) -> int`` as nested ifs (indices into ``labels``)."""
+        return f"def {name}(t):\n" + "\n".join(_python_ifs(self.tree, 1)) + "\n"
+
+    def to_python(self, name: str = "dispatch") -> Callable[[int], int]:
+        """The exported Python source, compiled: ``fn(t) -> index``."""
+        if self._fn is None:
+            scope: dict[str, Any] = {}
+            exec(compile(self.to_python_source(name), f"<dispatcher {name}>", "exec"), scope)  # noqa: S102
+            self._fn = scope[name]
+        return self._fn
+
+    def to_c_source(self, name: str = "dispatch") -> str:
+        """``int name(long long t)``: the kernel index, or -1 for a non-positive T."""
+        labels = "\n".join(f"/* {i}: {label} */" for i, label in enumerate(self.labels))
+        body = _c_ifs(self.tree, 1)
+        return (f"/* DietCode dispatcher for T in [{self.t_range[0]}, {self.t_range[1]}] */\n{labels}\n"
+                f"int {name}(long long t) {{\n    if (t < 1) return -1;\n" + "\n".join(body) + "\n}\n")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"labels": list(self.labels), "tree": self.tree, "t_range": list(self.t_range)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ShapeDispatcher:
+        try:
+            return cls(data["labels"], data["tree"], tuple(data["t_range"]))  # type: ignore[arg-type]
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"not a dispatcher description: {err}") from err
+
+
+def _python_ifs(node: dict[str, Any], depth: int) -> list[str]:
+    pad = "    " * depth
+    if "leaf" in node:
+        return [f"{pad}return {int(node['leaf'])}"]
+    return ([f"{pad}if t <= {int(node['le'])}:"] + _python_ifs(node["left"], depth + 1)
+            + [f"{pad}else:"] + _python_ifs(node["right"], depth + 1))
+
+
+def _c_ifs(node: dict[str, Any], depth: int) -> list[str]:
+    pad = "    " * depth
+    if "leaf" in node:
+        return [f"{pad}return {int(node['leaf'])};"]
+    return ([f"{pad}if (t <= {int(node['le'])}LL) {{"] + _c_ifs(node["left"], depth + 1)
+            + [f"{pad}}} else {{"] + _c_ifs(node["right"], depth + 1) + [f"{pad}}}"])
+
+
+def _export(clf: DecisionTreeClassifier) -> dict[str, Any]:
+    """sklearn's arrays -> nested dicts; thresholds x.5 between integers become ``t <= floor(x)``."""
+    tr = clf.tree_
+
+    def node(i: int) -> dict[str, Any]:
+        left, right = int(tr.children_left[i]), int(tr.children_right[i])
+        if left == right:  # leaf
+            return {"leaf": int(clf.classes_[int(np.argmax(tr.value[i][0]))])}
+        return {"le": int(np.floor(tr.threshold[i])), "left": node(left), "right": node(right)}
+
+    return node(0)
+
+
+class CompiledDispatcher:
+    """The dispatcher's C source compiled with the system C compiler into a shared library, called via ctypes."""
+
+    def __init__(self, dispatcher: ShapeDispatcher, name: str = "dietcode_dispatch", directory: str | None = None,
+                 cc: str | None = None):
+        compiler = cc or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if not compiler:
+            raise RuntimeError("no C compiler found (set CC) to build the dispatcher")
+        self.dispatcher = dispatcher
+        self.directory = directory or tempfile.mkdtemp(prefix="dietcode-dispatch-")
+        self.source_path = os.path.join(self.directory, f"{name}.c")
+        self.library_path = os.path.join(self.directory, f"lib{name}.so")
+        with open(self.source_path, "w", encoding="utf-8") as f:
+            f.write(dispatcher.to_c_source(name))
+        proc = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", self.library_path, self.source_path],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"compiling the dispatcher failed: {proc.stderr.strip()[-2000:]}")
+        self._lib = ctypes.CDLL(self.library_path)
+        self._fn = getattr(self._lib, name)
+        self._fn.argtypes = [ctypes.c_longlong]
+        self._fn.restype = ctypes.c_int
+
+    def index(self, t: Any, warn: bool = True) -> int:
+        t = check_extent(t, self.dispatcher.t_range if warn else None)
+        return int(self._fn(t))
+
+    def raw(self, t: int) -> int:
+        """The C function's answer with no Python-side checks (-1 for t < 1)."""
+        return int(self._fn(int(t)))
+
+    def __call__(self, t: Any) -> str:
+        return self.dispatcher.labels[self.index(t)]
