@@ -1,0 +1,95 @@
+"""``python -m benchmarks.trace_search``: trace search against TVM's own MetaSchedule on four CPU workloads.
+
+Arms, all with the same trial budget and seeds: stock ``ms.tune_tir`` (XGB, evolutionary search, LocalRunner;
+its LocalBuilder skips the tensor-intrinsic import unless ``--stock-builder default``), ``ms.tune_tir`` with
+adatune's plug-ins (RFEICostModel, ContextualEvolutionarySearch, AdaptiveRunner, FastBuilder),
+``TraceSearchTuner`` with XGB and with RFEI + contextual exploration + the adaptive evaluator, and on dense and
+batch-matmul (which have knob templates) the knob tuners XGBTuner and RFEITuner.
+
+Full run (about 20 minutes on a 2-core machine: 4 workloads, 32 trials, 1 seed)::
+
+    python -m benchmarks.trace_search
+
+Smoke run::
+
+    python -m benchmarks.trace_search --trials 4 --per-iter 4 --batch 4 --out /tmp/trace-search-smoke
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import shlex
+import sys
+import time
+
+import adatune
+
+from .report import plot, summarise, write_json, write_markdown
+from .run import ARMS, RunConfig, run_arm
+from .workloads import WORKLOADS, make
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.trace_search", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
+    p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
+    p.add_argument("--trials", type=int, default=32, help="measured candidates per arm")
+    p.add_argument("--seeds", type=int, nargs="*", default=[0])
+    p.add_argument("--per-iter", type=int, default=16, help="ms trials per iteration = adatune plan size")
+    p.add_argument("--batch", type=int, default=8, help="adatune measurement batch")
+    p.add_argument("--number", type=int, default=5, help="runs per timing (stock runners)")
+    p.add_argument("--repeat", type=int, default=3, help="timings per candidate (stock runners)")
+    p.add_argument("--min-converge-coef", type=float, default=0.1, help="adaptive evaluator's CoV threshold")
+    p.add_argument("--n-parallel", type=int, default=2, help="build processes")
+    p.add_argument("--timeout", type=float, default=30.0, help="build and run timeout per candidate (s)")
+    p.add_argument("--stock-builder", choices=("no-intrin", "default"), default="no-intrin")
+    p.add_argument("--out", default="benchmarks/results/trace_search")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.trials < 1 or args.per_iter < 1 or args.batch < 1 or not args.seeds:
+        print("trials, per-iter and batch must be positive and at least one seed given", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    os.makedirs(args.out, exist_ok=True)
+    cfg = RunConfig(trials=args.trials, per_iter=args.per_iter, batch=args.batch, number=args.number,
+                    repeat=args.repeat, min_converge_coef=args.min_converge_coef, n_parallel=args.n_parallel,
+                    timeout=args.timeout, stock_builder=args.stock_builder,
+                    work_dir=os.path.join(args.out, "ms-work"))
+    started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
+    target = adatune.target.host()
+    import tvm.s_tir.tensor_intrin  # noqa: F401 - pay MetaSchedule's one-off import before any arm's clock
+
+    results = []
+    for name in args.workloads:
+        wl = make(name, target)
+        for seed in args.seeds:
+            for arm in args.arms:
+                if arm.startswith("knob") and wl.knob_task is None:
+                    continue
+                res = run_arm(arm, wl, seed, cfg)
+                results.append(res)
+                print(f"{name:>20} seed {seed} {arm:>11}: {res.trials:3d} trials, best "
+                      f"{res.best * 1e3:9.4f} ms (own {res.own_best * 1e3:9.4f}), correct {res.correct}, "
+                      f"build {res.build_per_candidate:.3f} s/cand, wall {res.wall:6.1f} s"
+                      + (f"  ERROR {res.error}" if res.error else ""), flush=True)
+    rows = summarise(results)
+    meta = {"command": "python -m benchmarks.trace_search " + shlex.join(sys.argv[1:] if argv is None else argv),
+            "host": f"{platform.node()} ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)",
+            "target": str(target), "tvm": tvm.__version__, "trials": args.trials, "seeds": args.seeds,
+            "config": vars(cfg), "started": started, "wall_s": time.perf_counter() - t0}
+    write_json(os.path.join(args.out, "results.json"), meta, results, rows)
+    figures = plot(args.out, results, rows)
+    write_markdown(os.path.join(args.out, "summary.md"), meta, rows, figures)
+    print(f"wrote {args.out}/results.json, summary.md and {len(figures)} figures")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
