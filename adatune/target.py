@@ -87,7 +87,14 @@ def to_json(target: tvm.target.Target) -> dict:
     exported = dict(target.export())
     exported.pop("keys", None)
     exported.pop("tag", None)
-    return json.loads(json.dumps(exported, default=str))
+    return json.loads(json.dumps(exported, default=_jsonable))
+
+
+def _jsonable(value: Any) -> Any:
+    """TVM arrays (``mattr``, ``keys``) become lists; anything else its string."""
+    if hasattr(value, "__len__") and hasattr(value, "__getitem__") and not isinstance(value, (str, bytes)):
+        return [_jsonable(v) if not isinstance(v, (str, int, float, bool)) else v for v in value]
+    return str(value)
 
 
 _MATCH_KEYS = ("kind", "mtriple", "mcpu", "arch")

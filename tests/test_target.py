@@ -1,0 +1,84 @@
+"""CPU targets: ``cpu_info`` reads the ISA from LLVM's features for the target's CPU (never from TVM's
+vector width, which says 512 bits for AVX2-only CPUs), caches from the OS for this machine, and the
+public target helpers keep working."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import tvm
+
+from adatune import target
+
+AVX2 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3", "num-cores": 2}
+ZEN4 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4", "num-cores": 2}
+SKX = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512", "num-cores": 4}
+
+
+@pytest.mark.parametrize("spec,isa,bits,regs", [
+    (AVX2, "avx2", 256, 16),
+    (ZEN4, "avx512", 512, 32),
+    (SKX, "avx512", 512, 32),
+    ({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "haswell"}, "avx2", 256, 16),
+    ({"kind": "llvm", "mtriple": "x86_64-linux-gnu"}, "sse2", 128, 16),  # no mcpu: generic x86-64 code
+    ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-n1"}, "neon", 128, 32),
+])
+def test_isa_comes_from_the_cpus_llvm_features(spec: dict, isa: str, bits: int, regs: int) -> None:
+    info = target.cpu_info(spec)
+    assert (info.isa, info.vector_bits, info.vector_registers) == (isa, bits, regs)
+    assert info.fp32_lanes == bits // 32 and info.lanes("float16") == bits // 16 and info.lanes("float64") == bits // 64
+    assert info.cores == spec.get("num-cores", info.cores) and info.cores >= 1
+    assert 0 < info.l1d_bytes < info.l2_bytes
+
+
+def test_vector_lanes_is_not_fooled_by_llvm_vector_width() -> None:
+    """TVM's llvm_get_vector_width answers 512 for an AVX2 CPU; 16 lanes there made tiles spill."""
+    assert target.vector_lanes(target.create(AVX2)) == 8
+    assert target.vector_lanes(target.create(ZEN4)) == 16
+    assert target.vector_lanes(target.create(ZEN4), "float64") == 8
+    assert target.vector_lanes(target.cuda()) == 1
+
+
+def test_mattr_switches_features_off() -> None:
+    no512 = dict(ZEN4, mattr=["-avx512f"])
+    assert target.cpu_info(no512).isa == "avx2"
+    assert target.cpu_info(dict(AVX2, mattr=["-avx2", "-avx"])).isa == "sse4"
+
+
+def test_host_reads_caches_and_model_from_the_os() -> None:
+    info = target.cpu_info(target.host())
+    assert info.from_host and info.mcpu == tvm.target.codegen.llvm_get_system_cpu()
+    assert info.isa != "scalar" and info.model
+    assert 4 << 10 <= info.l1d_bytes < info.l2_bytes and (info.l3_bytes == 0 or info.l3_bytes >= info.l2_bytes)
+    assert target.cpu_info() == info  # None means the host
+    other = target.cpu_info(dict(ZEN4) if info.mcpu != "znver4" else dict(SKX))
+    assert not other.from_host and other.model == other.mcpu
+
+
+def test_describe_host_is_json_and_names_what_benchmarks_need() -> None:
+    d = target.describe_host()
+    for key in ("model", "mcpu", "isa", "fp32_lanes", "vector_registers", "l1d_bytes", "l2_bytes", "l3_bytes",
+                "cores", "llvm_version"):
+        assert key in d, key
+    assert json.loads(json.dumps(d)) == d
+    assert d["fp32_lanes"] == d["vector_bits"] // 32
+
+
+def test_cpu_info_rejects_non_cpu_targets() -> None:
+    with pytest.raises(ValueError, match="LLVM CPU target"):
+        target.cpu_info(target.cuda())
+    with pytest.raises(ValueError, match="kind"):
+        target.cpu_info({"mcpu": "znver3"})
+
+
+def test_public_helpers_still_work() -> None:
+    h = target.host()
+    assert h.kind.name == "llvm" and int(h.attrs["num-cores"]) >= 1
+    assert target.same_target(h, target.to_json(h))
+    assert not target.same_target(AVX2, ZEN4)
+    assert target.create("llvm").attrs["mcpu"] == h.attrs["mcpu"]
+    assert target.current().kind.name == "llvm"
+    with target.create(ZEN4):
+        assert target.current().attrs["mcpu"] == "znver4"
+    with pytest.raises(ValueError):
+        target.create("not a target")
