@@ -10,6 +10,7 @@ task of ``tune_tasks`` and each workload's best measured candidate scores 1.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from tvm.s_tir.meta_schedule.feature_extractor import PerStoreFeature
 from ..cost_models.rfei import RFEICostModel as ForestEIModel
 from ..cost_models.rfei import expected_improvement
 
-__all__ = ["PREDICT_MODES", "RFEICostModel", "aggregate_store_features"]
+__all__ = ["PREDICT_MODES", "RFEICostModel", "aggregate_store_features", "python_cost_model"]
 
 PREDICT_MODES = ("ei", "mean")
 _AGGREGATES = 3  # sum, mean, max
@@ -34,6 +35,23 @@ def aggregate_store_features(per_store: np.ndarray, width: int) -> np.ndarray:
     if len(a) == 0:
         return np.zeros(_AGGREGATES * width)
     return np.concatenate([a.sum(axis=0), a.mean(axis=0), a.max(axis=0)])
+
+
+_LIVE_MODELS: weakref.WeakSet = weakref.WeakSet()  # the Python side of every RFEICostModel alive
+
+
+def python_cost_model(cost_model: Any) -> Any:
+    """The Python ``RFEICostModel`` behind a cost model handed over by meta_schedule's C++ side (which passes a
+    bare ``PyCostModel`` handle, without the Python methods), or ``None`` when it is not one of ours."""
+    if cost_model is None:
+        return None
+    if hasattr(cost_model, "predict_mean_std"):
+        return cost_model
+    for model in list(_LIVE_MODELS):
+        outer = model._outer() if hasattr(model, "_outer") else None
+        if outer is not None and outer.same_as(cost_model):
+            return model
+    return None
 
 
 def _workload_key(context: Any) -> str:
@@ -60,14 +78,16 @@ class RFEICostModel(PyCostModel):
         self.predict_mode = predict
         self.extractor = PerStoreFeature(extract_workload=False)
         self.width = int(self.extractor.feature_vector_length)
-        self.rfei = ForestEIModel(n_trees=n_trees, uncertainty=uncertainty, calibrate=calibrate, seed=seed,
-                                    reference=self._reference_rows)
+        self.rfei_options = {"n_trees": int(n_trees), "uncertainty": uncertainty, "calibrate": bool(calibrate),
+                             "seed": int(seed)}
+        self.rfei = ForestEIModel(**self.rfei_options, reference=self._reference_rows)  # type: ignore[arg-type]
         self.features = np.zeros((0, _AGGREGATES * self.width))
         self.costs = np.zeros(0)  # mean seconds per run; inf for failed candidates
         self.workloads: list[str] = []
         self._pool = np.zeros((0, _AGGREGATES * self.width))
         self.n_updates = 0
         self.n_predicts = 0
+        _LIVE_MODELS.add(self)
 
     # -- features -------------------------------------------------------------------------------
     def featurize(self, context: Any, candidates: list) -> np.ndarray:
@@ -115,7 +135,8 @@ class RFEICostModel(PyCostModel):
 
     def _refit(self) -> None:
         ys = self._targets()
-        if len(ys) and ys.max() > 0:
+        if len(ys) and ys.max() > 0:  # a fresh forest per fit: it depends on the data and the seed only
+            self.rfei = ForestEIModel(**self.rfei_options, reference=self._reference_rows)  # type: ignore[arg-type]
             self.rfei.fit(self.features.astype(np.float32), ys, len(ys))
 
     # -- scoring --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ by ``tvm_ffi.structural_hash`` of their scheduled module, and a candidate is nev
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +30,9 @@ from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchStrategy
 
 from ..optimizers.contextual import exploration_rate
+from ._cost_model import python_cost_model
 
-__all__ = ["ContextualEvolutionarySearch"]
+__all__ = ["ContextualEvolutionarySearch", "EvolutionParams"]
 
 logger = logging.getLogger("adatune.meta_schedule")
 
@@ -47,6 +49,32 @@ class _Candidate:
         return MeasureCandidate(self.sch, ArgInfo.from_entry_func(self.sch.mod, remove_preproc=True))
 
 
+@dataclass(frozen=True)
+class EvolutionParams:
+    """The search's settings (meta_schedule's EvolutionarySearch names), checked on creation."""
+
+    population_size: int = 64
+    init_measured_ratio: float = 0.2
+    genetic_num_iters: int = 2
+    genetic_mutate_prob: float = 0.85
+    max_fail_count: int = 5
+    n_context: int = 32
+    eps_greedy: float = 0.05
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.population_size < 2:
+            raise ValueError(f"population_size must be at least 2, got {self.population_size}")
+        for name in ("init_measured_ratio", "genetic_mutate_prob", "eps_greedy"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.genetic_num_iters < 0:
+            raise ValueError(f"genetic_num_iters must be >= 0, got {self.genetic_num_iters}")
+        for name in ("max_fail_count", "n_context"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+
 @derived_object
 class ContextualEvolutionarySearch(PySearchStrategy):
     """Evolutionary search whose random share is AdaTune's eps_t (see the module docstring).
@@ -59,21 +87,9 @@ class ContextualEvolutionarySearch(PySearchStrategy):
                  genetic_mutate_prob: float = 0.85, max_fail_count: int = 5, n_context: int = 32,
                  eps_greedy: float = 0.05, seed: int | None = None, history: list[dict[str, Any]] | None = None):
         super().__init__()
-        if int(population_size) < 2:
-            raise ValueError(f"population_size must be at least 2, got {population_size!r}")
-        for name, value in (("init_measured_ratio", init_measured_ratio), ("genetic_mutate_prob", genetic_mutate_prob),
-                            ("eps_greedy", eps_greedy)):
-            if not 0.0 <= float(value) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-        for name, value in (("genetic_num_iters", genetic_num_iters), ("max_fail_count", max_fail_count),
-                            ("n_context", n_context)):
-            if int(value) < (0 if name == "genetic_num_iters" else 1):
-                raise ValueError(f"{name} must be a {'non-negative' if name == 'genetic_num_iters' else 'positive'} "
-                                 f"integer, got {value!r}")
-        self.params = {"population_size": int(population_size), "init_measured_ratio": float(init_measured_ratio),
-                       "genetic_num_iters": int(genetic_num_iters), "genetic_mutate_prob": float(genetic_mutate_prob),
-                       "max_fail_count": int(max_fail_count), "n_context": int(n_context),
-                       "eps_greedy": float(eps_greedy), "seed": seed}
+        self.params = EvolutionParams(int(population_size), float(init_measured_ratio), int(genetic_num_iters),
+                                      float(genetic_mutate_prob), int(max_fail_count), int(n_context),
+                                      float(eps_greedy), seed)
         self.history: list[dict[str, Any]] = history if history is not None else []
         self.context: Any = None
         self.rng = np.random.default_rng(seed)
@@ -81,7 +97,7 @@ class ContextualEvolutionarySearch(PySearchStrategy):
     # -- meta_schedule hooks --------------------------------------------------------------------
     def _initialize_with_tune_context(self, context: Any) -> None:
         self.context = context
-        seed = self.params["seed"]
+        seed = self.params.seed
         if seed is None and int(context.rand_state) >= 0:
             seed = int(context.rand_state)
         self.rng = np.random.default_rng(seed)
@@ -149,7 +165,7 @@ class ContextualEvolutionarySearch(PySearchStrategy):
         self.trials += len(results)
 
     def clone(self) -> ContextualEvolutionarySearch:
-        return ContextualEvolutionarySearch(**self.params, history=self.history)
+        return ContextualEvolutionarySearch(**dataclasses.asdict(self.params), history=self.history)
 
     # -- search ---------------------------------------------------------------------------------
     def _replay(self, trace: Any, resample: bool) -> _Candidate | None:
@@ -169,18 +185,18 @@ class ContextualEvolutionarySearch(PySearchStrategy):
     def _initial_population(self) -> tuple[list[_Candidate], list[_Candidate]]:
         """The database's best records of this workload, then random replays up to the population size; the
         second list holds the random ones that were never measured (the pool random picks come from)."""
-        size = self.params["population_size"]
+        size = self.params.population_size
         population: list[_Candidate] = []
         seen: set[int] = set()
         if self.workload is not None:
-            for record in self.database.get_top_k(self.workload, int(size * self.params["init_measured_ratio"])):
+            for record in self.database.get_top_k(self.workload, int(size * self.params.init_measured_ratio)):
                 cand = self._replay(record.trace, resample=False)
                 if cand is not None and cand.key not in seen:
                     population.append(cand)
                     seen.add(cand.key)
         randoms: list[_Candidate] = []
         fails = 0
-        while len(population) < size and fails < self.params["max_fail_count"] * size:
+        while len(population) < size and fails < self.params.max_fail_count * size:
             space = self.spaces[int(self.rng.integers(len(self.spaces)))]
             cand = self._replay(space, resample=True)
             if cand is None or cand.key in seen:
@@ -210,20 +226,20 @@ class ContextualEvolutionarySearch(PySearchStrategy):
         """Every candidate scored on the way, by key; parents are drawn in proportion to their score."""
         scored: dict[int, tuple[_Candidate, float]] = {}
         current = population
-        for generation in range(self.params["genetic_num_iters"] + 1):
+        for generation in range(self.params.genetic_num_iters + 1):
             scores = self._score(current)
             for cand, score in zip(current, scores):
                 scored[cand.key] = (cand, float(score))
-            if generation == self.params["genetic_num_iters"] or not current:
+            if generation == self.params.genetic_num_iters or not current:
                 break
             weights = np.maximum(scores, 0.0) + 1e-12
             weights = weights / weights.sum()
             children: list[_Candidate] = []
             keys: set[int] = set()
             fails = 0
-            while len(children) < len(current) and fails < self.params["max_fail_count"] * len(current):
+            while len(children) < len(current) and fails < self.params.max_fail_count * len(current):
                 parent = current[int(self.rng.choice(len(current), p=weights))]
-                mutate = self.rng.random() < self.params["genetic_mutate_prob"]
+                mutate = self.rng.random() < self.params.genetic_mutate_prob
                 child = self._mutate(parent) if mutate else parent
                 if child is None or child.key in keys:
                     fails += 1
@@ -235,12 +251,12 @@ class ContextualEvolutionarySearch(PySearchStrategy):
 
     def _exploration_rate(self, randoms: list[_Candidate]) -> tuple[float, str]:
         """eps_t from the cost model's uncertainty on random unmeasured candidates, or the fixed eps_greedy."""
-        model = self.cost_model
-        if model is None or not hasattr(model, "predict_mean_std") or not hasattr(model, "best_throughput"):
-            return self.params["eps_greedy"], "eps_greedy"
+        model = python_cost_model(self.cost_model)
+        if model is None:
+            return self.params.eps_greedy, "eps_greedy"
         unmeasured = [c for c in randoms if c.key not in self.measured]
         if not unmeasured:
             return 0.0, "no unmeasured candidates"
-        context = [unmeasured[int(i)] for i in self.rng.permutation(len(unmeasured))[: self.params["n_context"]]]
+        context = [unmeasured[int(i)] for i in self.rng.permutation(len(unmeasured))[: self.params.n_context]]
         _, sigma = model.predict_mean_std(self.context, [c.measure_candidate() for c in context])
         return exploration_rate(np.asarray(sigma), float(model.best_throughput(self.context))), "uncertainty"
