@@ -2,7 +2,9 @@
 every CUDA template compiles with nvcc, and the workload registry creates tasks for both targets."""
 from __future__ import annotations
 
+import math
 import shutil
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ import adatune
 import adatune.templates  # noqa: F401 - registers the templates
 from adatune import workloads
 from adatune.measure import MeasureErrorNo, MeasureInput
+from adatune.templates import _x86, batch_matmul, conv2d, dense
 
 HOST = adatune.target.host()
 CUDA = adatune.target.cuda("sm_80")
@@ -36,12 +39,80 @@ CUDA_CASES = [
 ]
 
 
+DIRECT_CALLS = {"dense.x86": dense.dense_x86, "batch_matmul.x86": batch_matmul.batch_matmul_x86,
+                "conv2d_nchw.x86": conv2d.conv2d_x86}
+AVX2 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3", "num-cores": 2}
+AVX512 = [{"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4", "num-cores": 2},
+          {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512", "num-cores": 4}]
+
+
 def _configs(task: adatune.task.Task, n_random: int, seed: int = 0) -> list[int]:
     """The first config (what a fallback uses), the last valid one, and random valid ones."""
     space = task.config_space
     last = next(i for i in range(len(space) - 1, -1, -1) if space.is_index_valid(i))
     rand = space.sample(np.random.default_rng(seed), n_random, exclude=[0, last])
     return [0, last, *rand]
+
+
+def _register_tile(task: adatune.task.Task, cfg: Any) -> tuple[int, int]:
+    """(rows, vectors) of a config's micro-kernel: broadcast rows x vectorised columns."""
+    lanes = adatune.target.cpu_info(task.target).lanes(task.arg_specs[0].dtype)
+    if task.name.startswith("conv2d"):
+        rows, cols = cfg["tile_y"].size[-1] * cfg["tile_x"].size[-1], cfg["tile_f"].size[-1]
+    else:
+        rows, cols = cfg["tile_y"].size[-1], cfg["tile_x"].size[-1]
+    return rows, -(-cols // lanes)
+
+
+def _valid_configs(task: adatune.task.Task, n: int = 400) -> list[int]:
+    """Every valid config of a small space, else ``n`` random ones."""
+    space = task.config_space
+    if len(space) <= 200_000:
+        return [int(i) for i in space.valid_indices()]
+    return space.sample(np.random.default_rng(0), n)
+
+
+def _good_config(task: adatune.task.Task) -> int:
+    """The valid config with the most accumulators, then the largest cache tiles: what the space's rules
+    call fast."""
+    space = task.config_space
+
+    def score(i: int) -> tuple:
+        cfg = space.get(i)
+        rows, vecs = _register_tile(task, cfg)
+        mids = [cfg[k].size[1] for k in ("tile_y", "tile_x", "tile_f") if k in space.space_map]
+        return rows * vecs, math.prod(mids), -i
+
+    return max(_valid_configs(task, 1000), key=score)
+
+
+def _run_against_numpy(task: adatune.task.Task, sch: Any, what: str, seed: int = 0) -> None:
+    """Build a schedule, run it on random inputs, compare every output with the numpy reference."""
+    lib = tvm.tirx.build(sch.mod, task.target)
+    rng = np.random.default_rng(seed)
+    host = [np.zeros(s.shape, s.dtype) if s.is_output else rng.uniform(-1, 1, s.shape).astype(s.dtype)
+            for s in task.arg_specs]
+    args = [tvm.runtime.tensor(a, tvm.cpu()) for a in host]
+    lib["main"](*args)
+    want = task.reference_outputs([a for a, s in zip(host, task.arg_specs) if not s.is_output])
+    got = [a.numpy() for a, s in zip(args, task.arg_specs) if s.is_output]
+    assert want is not None and len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=f"{task.name}{task.args} {what}")
+
+
+@pytest.mark.parametrize("name,args", X86_CASES, ids=[f"{n}{a[:-1] if a[-1] == 'float32' else a}"
+                                                         for n, a in X86_CASES])
+def test_x86_random_good_and_fallback_configs_match_numpy(name: str, args: tuple) -> None:
+    task = adatune.task.create(name, args, HOST)
+    assert len(task.config_space) > 1 and task.flop > 0
+    random = task.config_space.sample(np.random.default_rng(len(args)), 2)
+    assert len(random) == 2
+    for index in [*random, _good_config(task)]:
+        _run_against_numpy(task, task.instantiate(index)[0], f"config {index}")
+    with pytest.warns(UserWarning, match="fallback"), task.target:  # no record: every knob's first value
+        sch, _ = DIRECT_CALLS[name](*args)
+    _run_against_numpy(task, sch, "fallback config")
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +123,11 @@ def cpu_option():
     opt.close()
 
 
-@pytest.mark.parametrize("name,args", X86_CASES, ids=[f"{n}{a[:-1] if a[-1] == 'float32' else a}"
-                                                         for n, a in X86_CASES])
-def test_x86_template_matches_numpy(name: str, args: tuple, cpu_option) -> None:
+@pytest.mark.parametrize("name,args", X86_CASES[::4], ids=[f"{n}{a[:-1]}" for n, a in X86_CASES[::4]])
+def test_x86_configs_pass_the_measure_pipelines_check(name: str, args: tuple, cpu_option) -> None:
+    """The runner's own correctness check (in its worker process) accepts the same kernels."""
     task = adatune.task.create(name, args, HOST)
-    assert len(task.config_space) > 1 and task.flop > 0
-    idxs = _configs(task, 2, seed=len(args))
+    idxs = [_good_config(task), *task.config_space.sample(np.random.default_rng(1), 1)]
     results = cpu_option.measure([MeasureInput(task, task.config_space.get(i)) for i in idxs])
     for i, res in zip(idxs, results):
         assert res.error_no == MeasureErrorNo.NO_ERROR, f"config {i}: {res.error_no.name} {res.error_msg[-800:]}"
@@ -160,3 +230,78 @@ def test_torch_reference_matches_template_reference() -> None:
     assert tuple(out.shape) == (1, 512, 7, 7)
     out = workloads.torch_reference("bmm-bert-nt")()
     assert tuple(out.shape) == (12, 128, 128)
+
+
+# Spaces are checked for what a fast kernel needs, from the ISA alone (16 ymm / 8 fp32 lanes with AVX2,
+# 32 zmm / 16 lanes with AVX-512), whatever machine runs the test: nothing here runs a kernel.
+ISA_LIMITS = {"znver3": (16, 8), "znver4": (32, 16), "skylake-avx512": (32, 16)}
+SPACE_CASES = [
+    ("dense.x86", (1024, 1024, 1024, "float32")),
+    ("dense.x86", (128, 3072, 768, "float32")),
+    ("batch_matmul.x86", (12, 128, 128, 64, "NT", "float32")),
+    ("conv2d_nchw.x86", (1, 128, 28, 28, 128, 3, 3, 1, 1, "float32")),
+    ("conv2d_nchw.x86", (1, 64, 56, 56, 64, 3, 3, 1, 1, "float32")),
+    ("conv2d_nchw.x86", (1, 128, 28, 28, 128, 3, 3, 1, 1, "float32", "small")),
+]
+
+
+@pytest.mark.parametrize("tgt", [AVX2, *AVX512], ids=lambda t: t["mcpu"])
+@pytest.mark.parametrize("name,args", SPACE_CASES, ids=[f"{n}{a[:-1]}" for n, a in SPACE_CASES])
+def test_every_config_fits_the_register_file_and_keeps_cores_busy(tgt: dict, name: str, args: tuple) -> None:
+    registers, lanes = ISA_LIMITS[tgt["mcpu"]]
+    task = adatune.task.create(name, args, tgt)
+    small = args[-1] == "small"
+    configs = _valid_configs(task)
+    assert len(configs) >= 16
+    tiles = set()
+    for i in configs:
+        cfg = task.config_space.get(i)
+        rows, vecs = _register_tile(task, cfg)
+        cols = cfg["tile_f" if name.startswith("conv2d") else "tile_x"].size[-1]
+        assert cols % lanes == 0, f"config {i}: {cols} columns are not whole {lanes}-lane vectors"
+        assert rows * vecs + vecs + 1 <= registers, f"config {i}: {rows}x{vecs} tile spills"
+        if not small:  # enough independent accumulators, no more loads than FMAs per step
+            assert rows * vecs >= _x86.FMA_CHAINS and rows + vecs <= rows * vecs, f"config {i}: {rows}x{vecs}"
+        if name.startswith("conv2d"):
+            parallel = cfg["tile_f"].size[0] * (1 if cfg["pack_kernel"].val == "outer"
+                                                else cfg["tile_y"].size[0] * cfg["tile_x"].size[0])
+        else:
+            batch = args[0] if name.startswith("batch") else 1
+            parallel = batch * cfg["tile_y"].size[0] * cfg["tile_x"].size[0]
+            assert cfg["pack_b"].val == "global" or cfg["tile_y"].size[0] == 1
+        assert parallel >= tgt["num-cores"], f"config {i}: {parallel} parallel chunks for {tgt['num-cores']} cores"
+        tiles.add((rows, vecs))
+    if not small:  # the space offers the large tiles the wider register file allows
+        assert max(r * v for r, v in tiles) >= (16 if registers == 32 else 8)
+
+
+def test_avx2_and_avx512_spaces_differ_where_the_isas_do() -> None:
+    """dense-1024: on AVX2 the 4x16 and 2x32 fp32 tiles (8 accumulators of 16 ymm); on AVX-512 tiles up
+    to 16 accumulators of 32 zmm, none of which would fit 16 registers."""
+    def tiles(tgt: dict) -> set[tuple[int, int]]:
+        task = adatune.task.create("dense.x86", (1024, 1024, 1024, "float32"), tgt)
+        return {(task.config_space.get(i)["tile_y"].size[-1], task.config_space.get(i)["tile_x"].size[-1])
+                for i in _valid_configs(task)}
+
+    assert tiles(AVX2) == {(4, 16), (2, 32)}
+    wide = tiles(AVX512[0])
+    assert {(8, 32), (4, 64)} <= wide and all(c % 16 == 0 for _, c in wide)
+    assert any(r * c // 16 + c // 16 + 1 > 16 for r, c in wide)
+
+
+def test_gemm_cache_tiles_fit_l2() -> None:
+    task = adatune.task.create("dense.x86", (1024, 1024, 1024, "float32"), AVX2)
+    l2 = adatune.target.cpu_info(task.target).l2_bytes
+    for i in _valid_configs(task):
+        y, x = task.config_space.get(i)["tile_y"].size, task.config_space.get(i)["tile_x"].size
+        assert (y[1] * y[2] + x[1] * x[2]) * 1024 * 4 <= l2 or y[1] * x[1] == 1
+
+
+@pytest.mark.parametrize("tgt,wide", [(AVX2, "ymm"), (AVX512[0], "zmm")], ids=["avx2", "avx512"])
+def test_good_config_compiles_to_the_isas_vector_registers(tgt: dict, wide: str) -> None:
+    task = adatune.task.create("dense.x86", (64, 48, 96, "float32"), tgt)
+    lib = tvm.tirx.build(task.instantiate(_good_config(task))[0].mod, task.target)
+    asm = lib.inspect_source("asm")
+    assert "vfmadd" in asm and wide in asm
+    if wide == "ymm":
+        assert "zmm" not in asm
