@@ -8,10 +8,12 @@ separate stage ``pad_temp`` (absent when ``pad == 0``); the convolution block is
 broadcast, the kernel packed to ``[CO // f2, CI, KH, KW, f2]`` so each tap reads one contiguous vector.
 Knobs:
 
-- ``tile_f`` (3-way, output channels; innermost vectorised), ``tile_y`` (3-way, rows; innermost <= 4),
-  ``tile_x`` (3-way, columns; innermost <= 32), ``tile_rc`` (2-way, input channels; inner <= 64);
-  configs whose accumulator tile overflows the vector registers, or whose parallel loop cannot keep
-  all cores evenly busy, are filtered out;
+- ``tile_f`` (3-way, output channels; innermost whole SIMD vectors), ``tile_y`` (3-way, rows; innermost
+  <= 4), ``tile_x`` (3-way, columns; innermost <= 32), ``tile_rc`` (2-way, input channels; inner <= 64);
+  from ``adatune.target.cpu_info``: the ``y2*x2`` pixels x ``f2`` channels register tile fits the register
+  file with enough load-balanced accumulators (``_x86.register_tiles``: 4 pixels x 16 channels or 2 x 32 on
+  AVX2, up to 8 x 32 on AVX-512), a cache tile's kernel slice and input patch fit L2, and the parallel
+  loop keeps all cores evenly busy;
 - ``reorder_inner``: order of ``rc_inner, ry, rx`` inside the reduction;
 - ``tile_order``: cache tile order, channels first (``fyx``) or pixels first (``yxf``);
 - ``pack_kernel``: ``global`` packs the whole kernel up front and parallelises over all outer tiles;
@@ -19,7 +21,9 @@ Knobs:
 - ``unroll_kw`` (explicitly unroll the ``rx`` taps), ``auto_unroll_max_step`` [0, 16, 64, 512].
 
 ``space="small"`` keeps the same template but restricts the knobs (no middle tiles, fewer candidates)
-to about two thousand configs, small enough to measure exhaustively for replay experiments.
+to about two thousand configs (one to one and a half thousand valid), small enough to measure
+exhaustively for replay experiments; it keeps every register tile that fits the registers, slow ones
+too, so that tuners have a spread of speeds to tell apart.
 """
 from __future__ import annotations
 

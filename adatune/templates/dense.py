@@ -4,12 +4,13 @@ One convention everywhere: both operands row-major, the weight already ``[L, M]`
 ``numpy`` and ``torch.matmul`` compute exactly the same thing. ``batch_matmul`` covers the ``X W^T``
 layout (``transpose_b="NT"``).
 
-- ``dense.x86``: packed, register-blocked GEMM (see ``_x86.schedule_gemm``). Knobs: ``tile_y``
-  (3-way, rows; innermost <= 16 is the register tile height), ``tile_x`` (3-way, columns; innermost is a
-  multiple of the SIMD width, up to 4 vectors), ``tile_k`` (2-way, innermost <= 16), ``order`` (cache
-  tile order), ``pack_b`` (pack B once or per parallel tile), ``unroll_k``, ``auto_unroll_max_step``;
-  configs whose accumulator tile overflows the vector registers, or whose parallel loop cannot keep
-  all cores evenly busy, are filtered out.
+- ``dense.x86``: packed, register-blocked GEMM (see ``_x86.schedule_gemm``). Knobs: ``tile_y`` (3-way,
+  rows; the innermost is the register tile height), ``tile_x`` (3-way, columns; the innermost is whole SIMD
+  vectors), ``tile_k`` (2-way, the inner factor is unrolled, <= 8), ``order`` (cache tile order),
+  ``pack_b`` (pack B once, or per parallel tile when one row tile owns each panel),
+  ``auto_unroll_max_step`` [0, 64]. Every limit comes from ``adatune.target.cpu_info``: register tiles fit
+  the register file with enough load-balanced accumulators (4x16 and 2x32 fp32 on AVX2, up to 8x32 and
+  4x64 on AVX-512), cache tiles fit L2 with enough reuse, and the parallel loop keeps all cores evenly busy.
 - ``dense.cuda``: AutoTVM-style shared-memory tiling. Knobs: ``tile_y``/``tile_x`` (4-way: blockIdx,
   vthread, threadIdx, inner), ``tile_k`` (2-way: the shared-memory step is the inner factor),
   ``auto_unroll_max_step`` [0, 512, 1500], ``unroll_explicit`` [0, 1]; filtered to <= 1024 threads,
