@@ -1,0 +1,26 @@
+"""DietCode (Zheng et al., MLSys 2022): one tuning run for a dynamic-shape operator over a whole range of T.
+
+- ``DynamicWorkload`` / ``bert_workloads``: GEMMs with a symbolic extent T and its range.
+- ``MicroKernelSpace``: shape-generic micro-kernels from the hardware (x86 registers, caches, cores; CUDA
+  threads, shared memory, registers); ``schedule_microkernel`` applies one with local padding.
+- ``MicroKernelCostModel``: cost = f_MK(kernel) x f_occ(P/M) x f_pad, f_MK learnt jointly over all shapes.
+- ``DietCodeTuner(...).tune()`` -> ``DietCodeResult`` (kernels + decision-tree dispatcher); ``.build()`` gives a
+  ``DynamicKernel`` that runs any T, dispatching through C code compiled with the system compiler.
+- ``BertEncoderLayer``: a BERT encoder layer with a symbolic sequence length on DietCode kernels.
+"""
+from ._bert import BertEncoderLayer, bert_layer_reference, random_bert_weights
+from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels
+from ._kernel import DynamicKernel
+from ._schedule import microkernel_func, schedule_microkernel
+from ._space import SM80_LIMITS, CudaLimits, MicroKernel, MicroKernelSpace
+from ._task import PREFIX, MicroKernelTask
+from ._tune import DietCodeResult, DietCodeTuner, Measurement, measure_kernel
+from ._workloads import GEMM_KINDS, DynamicWorkload, bert_workloads, validate_range
+
+__all__ = [
+    "GEMM_KINDS", "PREFIX", "SM80_LIMITS", "BertEncoderLayer", "CudaLimits", "DietCodeResult", "DietCodeTuner",
+    "DynamicKernel", "DynamicWorkload", "Measurement", "MicroKernel", "MicroKernelCostModel", "MicroKernelSpace",
+    "MicroKernelTask", "bert_layer_reference", "bert_workloads", "f_occ", "f_pad", "fit_occupancy_k",
+    "measure_kernel", "microkernel_func", "num_tiles", "random_bert_weights", "sample_shapes",
+    "schedule_microkernel", "select_kernels", "validate_range",
+]

@@ -25,7 +25,17 @@ from ..space._candidate import CandidateSpace
 from ..target import CpuInfo, cpu_info
 from ..templates._x86 import fits_registers, register_tiles
 
-__all__ = ["MicroKernel", "MicroKernelSpace", "CudaLimits", "SM80_LIMITS"]
+__all__ = ["MicroKernel", "MicroKernelSpace", "CudaLimits", "SM80_LIMITS", "device_of"]
+
+
+def device_of(target: tvm.target.Target) -> Any:
+    """The TVM device a target's kernels run on (``tvm.cpu(0)`` for llvm, ``tvm.cuda(0)`` for cuda)."""
+    kind = str(target.kind.name)
+    if kind == "llvm":
+        return tvm.cpu(0)
+    if kind == "cuda":
+        return tvm.cuda(0)
+    raise ValueError(f"DietCode runs on llvm (x86) or cuda targets, got {kind!r}")
 
 
 @dataclass(frozen=True)

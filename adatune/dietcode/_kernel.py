@@ -1,0 +1,89 @@
+"""The deployed dynamic kernel: every selected micro-kernel in one compiled module plus the C dispatcher.
+
+``DynamicKernel(t, a, b)`` asks the compiled C decision tree which micro-kernel serves ``t`` and runs it.
+Every micro-kernel pads locally, so any positive T gets a correct answer; a T outside the tuned range only
+warns, since the choice was not tuned there. ``export(directory)`` writes what a deployment loads: the
+kernels' shared library, the dispatcher's C source and shared library and a JSON manifest.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+import tvm
+
+from .. import target as _target
+from ..dispatch._dietcode import CompiledDispatcher, ShapeDispatcher, check_extent
+from ._schedule import microkernel_func
+from ._space import MicroKernel, device_of
+from ._workloads import DynamicWorkload
+
+__all__ = ["DynamicKernel", "kernel_name"]
+
+
+def kernel_name(workload: DynamicWorkload, index: int) -> str:
+    return f"{workload.name}_mk{index}"
+
+
+class DynamicKernel:
+    """Selected micro-kernels (``kernels[i]`` serves dispatcher label ``i``) compiled once for all T."""
+
+    def __init__(self, workload: DynamicWorkload, kernels: list[MicroKernel], dispatcher: ShapeDispatcher,
+                 target: _target.TargetLike, directory: str | None = None):
+        if [k.key for k in kernels] != list(dispatcher.labels):
+            raise ValueError("kernels must follow the dispatcher's labels, in order")
+        self.workload = workload
+        self.kernels = list(kernels)
+        self.dispatcher = dispatcher
+        self.target = _target.create(target)
+        self.names = [kernel_name(workload, i) for i in range(len(kernels))]
+        mod = tvm.IRModule({n: microkernel_func(workload, k, n) for n, k in zip(self.names, kernels)})
+        with self.target:
+            self.lib = tvm.compile(mod, target=self.target)
+        self.directory = directory or tempfile.mkdtemp(prefix=f"dietcode-{workload.name}-")
+        self.c_dispatcher = CompiledDispatcher(dispatcher, f"{workload.name}_dispatch", self.directory)
+        self.device = device_of(self.target)
+        self._funcs = [self.lib[n] for n in self.names]
+
+    def index(self, t: Any) -> int:
+        """The micro-kernel for ``t``, as the compiled C dispatcher says."""
+        return self.c_dispatcher.index(check_extent(t, self.dispatcher.t_range))
+
+    def function(self, t: Any) -> Any:
+        """The packed function serving ``t``; call it as ``f(a, b, c, t)`` on device tensors."""
+        return self._funcs[self.index(t)]
+
+    def run(self, t: int, a: Any, b: Any, c: Any) -> None:
+        """Run on device tensors (no copies): what a model calls between its other operators."""
+        self.function(t)(a, b, c, t)
+
+    def __call__(self, t: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """numpy in, numpy out: ``C`` for extent ``t``."""
+        t = check_extent(t)
+        shapes = self.workload.shapes(t)
+        if tuple(a.shape) != shapes[0] or tuple(b.shape) != shapes[1]:
+            raise ValueError(f"{self.workload.name} at T={t} takes inputs of shapes {shapes[0]} and {shapes[1]}, "
+                             f"got {a.shape} and {b.shape}")
+        fn = self.function(t)
+        dev = self.device
+        c = tvm.runtime.tensor(np.zeros(shapes[2], self.workload.dtype), dev)
+        fn(tvm.runtime.tensor(np.ascontiguousarray(a, self.workload.dtype), dev),
+           tvm.runtime.tensor(np.ascontiguousarray(b, self.workload.dtype), dev), c, t)
+        return c.numpy()
+
+    def export(self, directory: str) -> str:
+        """Write ``kernels.so``, the dispatcher's C source and ``lib*.so``, and ``manifest.json``; returns its path."""
+        os.makedirs(directory, exist_ok=True)
+        self.lib.export_library(os.path.join(directory, "kernels.so"))
+        CompiledDispatcher(self.dispatcher, f"{self.workload.name}_dispatch", directory)
+        manifest = {"workload": self.workload.to_json(), "target": _target.to_json(self.target),
+                    "functions": self.names, "kernels": [k.to_json() for k in self.kernels],
+                    "dispatcher": self.dispatcher.to_json(),
+                    "dispatch_symbol": f"{self.workload.name}_dispatch"}
+        path = os.path.join(directory, "manifest.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+        return path

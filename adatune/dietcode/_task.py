@@ -1,0 +1,78 @@
+"""A dynamic workload at one extent T as an adatune task, so records store micro-kernel measurements.
+
+Task names are ``dietcode/<kind>``; the arguments are the workload's JSON form followed by T. The module a
+candidate gives is the shape-generic kernel specialised to that T (the same schedule, T bound), so the
+standard builder and runner can measure it too; ``adatune.task.create`` recreates it from a record.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tvm
+
+from .. import target as _target
+from ..task import ArgSpec, TuningTask, register_task_kind, workload_key
+from ._schedule import schedule_microkernel
+from ._space import MicroKernel, MicroKernelSpace
+from ._workloads import DynamicWorkload
+
+__all__ = ["PREFIX", "MicroKernelTask", "static_k"]
+
+PREFIX = "dietcode/"
+
+
+def static_k(wl: DynamicWorkload) -> int:
+    """The reduction depth the space sizes panels for (the range's top when the reduction is T)."""
+    _, _, _, k = wl.gemm_extents(wl.t_range[1])
+    return k
+
+
+class MicroKernelTask(TuningTask):
+    """``workload`` at ``T = t``; its candidates are the workload's micro-kernels."""
+
+    def __init__(self, workload: DynamicWorkload, t: int, target: _target.TargetLike,
+                 space: MicroKernelSpace | None = None):
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
+            raise ValueError(f"T must be a positive integer, got {t!r}")
+        self.dynamic = workload
+        self.t = int(t)
+        self.name = PREFIX + workload.kind
+        self.args = (workload.to_json(), self.t)
+        self.target = _target.create(target)
+        self.workload_key = workload_key(self.name, self.args)
+        self.flop = workload.flop(self.t)
+        shapes = workload.shapes(self.t)
+        self.arg_specs = [ArgSpec(shapes[0], workload.dtype, False), ArgSpec(shapes[1], workload.dtype, False),
+                          ArgSpec(shapes[2], workload.dtype, True)]
+        self._space = space or MicroKernelSpace(self.target, workload.dtype, static_k(workload))
+
+    @property
+    def space(self) -> MicroKernelSpace:
+        return self._space
+
+    def scheduled_module(self, candidate: Any) -> tvm.IRModule:
+        if not isinstance(candidate, MicroKernel):
+            raise TypeError(f"a DietCode task takes MicroKernel candidates, got {type(candidate).__name__}")
+        func = schedule_microkernel(self.dynamic, candidate).mod["main"]
+        return tvm.IRModule({"main": func.specialize({func.params[3]: self.t})})
+
+    def unscheduled_module(self) -> tvm.IRModule:
+        func = self.dynamic.prim_func()
+        return tvm.IRModule({"main": func.specialize({func.params[3]: self.t})})
+
+    def reference_outputs(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        return [self.dynamic.reference(inputs[0], inputs[1])]
+
+
+def _factory(name: str, args: Sequence[Any], target: tvm.target.Target) -> MicroKernelTask:
+    if len(args) != 2:
+        raise ValueError(f"{name}: DietCode task arguments are (workload, T), got {args!r}")
+    wl = DynamicWorkload.from_json(args[0])
+    if PREFIX + wl.kind != name:
+        raise ValueError(f"task name {name!r} does not match workload kind {wl.kind!r}")
+    return MicroKernelTask(wl, int(args[1]), target)
+
+
+register_task_kind(PREFIX, _factory)
