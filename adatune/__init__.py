@@ -7,21 +7,62 @@ AutoTVM-style use::
     tuner = adatune.tuners.XGBTuner(task)
     tuner.tune(n_trial=200, measure_option=option, callbacks=[adatune.callback.log_to_file("dense.jsonl")])
 """
+
 from . import records, space, target, task, templates  # templates: the built-in ones register on import
 from .dispatch import apply_history_best
-from .measure import (LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult, ReplayRunner,
-                      measure_option)
+from .measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+    ReplayRunner,
+    measure_option,
+)
 from .records import load_from_file, pick_best
 from .task import get_config, template
 
-__all__ = ["callback", "records", "space", "target", "task", "template", "get_config", "apply_history_best",
-           "LocalBuilder", "LocalRunner", "ReplayRunner", "MeasureErrorNo", "MeasureInput", "MeasureResult",
-           "measure_option", "load_from_file", "pick_best", "tuners", "cost_models", "optimizers", "templates"]
+__all__ = [
+    "callback",
+    "records",
+    "space",
+    "target",
+    "task",
+    "template",
+    "get_config",
+    "apply_history_best",
+    "LocalBuilder",
+    "LocalRunner",
+    "ReplayRunner",
+    "MeasureErrorNo",
+    "MeasureInput",
+    "MeasureResult",
+    "measure_option",
+    "load_from_file",
+    "pick_best",
+    "tuners",
+    "cost_models",
+    "optimizers",
+    "templates",
+]
 
 __version__ = "0.1.0"
 
-_LAZY = {"callback", "tuners", "cost_models", "optimizers", "workloads", "samplers", "agents", "features",
-         "meta_schedule", "trace", "dispatch", "devices", "evaluator"}
+_LAZY = {
+    "callback",
+    "tuners",
+    "cost_models",
+    "optimizers",
+    "workloads",
+    "samplers",
+    "agents",
+    "features",
+    "meta_schedule",
+    "trace",
+    "dispatch",
+    "devices",
+    "evaluator",
+}
 
 
 def __getattr__(name: str):  # heavy subpackages load on first use, keeping worker start-up light

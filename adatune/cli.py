@@ -4,6 +4,7 @@ Every mistake a user can make on the command line (an unknown workload, tuner, o
 trial count, a log that cannot be read or written) ends in one line on stderr and exit code 2, before
 anything is measured or written.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,10 @@ def _target(name: str, arch: str) -> Any:  # a tvm.target.Target
     if name == "cuda":
         return target.cuda(arch)
     if not name.lstrip().startswith("{"):
-        raise ValueError(f"unknown target {name!r}: use llvm (this CPU), cuda, or a JSON dict such as "
-                         '\'{"kind": "llvm", "mcpu": "znver3"}\'')
+        raise ValueError(
+            f"unknown target {name!r}: use llvm (this CPU), cuda, or a JSON dict such as "
+            '\'{"kind": "llvm", "mcpu": "znver3"}\''
+        )
     return target.create(name)
 
 
@@ -156,10 +159,16 @@ def _prepare_tune(args: argparse.Namespace) -> tuple[Any, Any, Any, list, Any]:
     try:
         task = wl.create_task(tgt)
         tuner = create_tuner(args.tuner, task, seed=args.seed, **options)
-        option = measure_option(LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel),
-                                LocalRunner(number=args.number, repeat=args.repeat, timeout=args.run_timeout,
-                                            check_correctness=args.check_correctness),
-                                min_converge_coef=args.min_converge_coef)
+        option = measure_option(
+            LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel),
+            LocalRunner(
+                number=args.number,
+                repeat=args.repeat,
+                timeout=args.run_timeout,
+                check_correctness=args.check_correctness,
+            ),
+            min_converge_coef=args.min_converge_coef,
+        )
     except (ValueError, TypeError) as err:
         raise UsageError(str(err).splitlines()[0] if str(err) else repr(err)) from None
     return wl, task, tuner, history, option
@@ -186,8 +195,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("no valid config was found", file=sys.stderr)
         return 1
     best = tuner.best_config
-    print(f"best: {tuner.best_flops / 1e9:.1f} GFLOPS ({tuner.best_result.mean_cost * 1e3:.3f} ms), "
-          f"{_describe(best.to_json(), str(best.key))}")
+    print(
+        f"best: {tuner.best_flops / 1e9:.1f} GFLOPS ({tuner.best_result.mean_cost * 1e3:.3f} ms), "
+        f"{_describe(best.to_json(), str(best.key))}"
+    )
     print(f"trials: {len(tuner.trials)}, tuning clock: {tuner.clock:.1f} s")
     if args.reference:
         from .reference import measure_reference
@@ -208,8 +219,10 @@ def cmd_best(args: argparse.Namespace) -> int:
     for key, r in best.items():
         n = sum(1 for x in recs if x.workload_key == key)
         device = r.target.get("mcpu", r.target.get("arch"))
-        print(f"{r.task_name}{tuple(r.args)} on {r.target.get('kind')}/{device}: {r.mean_cost * 1e3:.4f} ms, "
-              f"{_describe(r.config, r.key)} ({n} records)")
+        print(
+            f"{r.task_name}{tuple(r.args)} on {r.target.get('kind')}/{device}: {r.mean_cost * 1e3:.4f} ms, "
+            f"{_describe(r.config, r.key)} ({n} records)"
+        )
     return 0
 
 
@@ -218,8 +231,10 @@ def _epilog() -> str:
     from .workloads import SPEC_FORMATS
 
     specs = "\n".join(f"  {s}" for s in SPEC_FORMATS.values())
-    return (f"workloads: a built-in name (adatune workloads) or a spec, dtype optional (default float32):\n{specs}\n\n"
-            f"{plain_text()}")
+    return (
+        f"workloads: a built-in name (adatune workloads) or a spec, dtype optional (default float32):\n{specs}\n\n"
+        f"{plain_text()}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -227,8 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     epilog = _epilog()
     raw = argparse.RawDescriptionHelpFormatter
-    p = _Parser(prog="adatune", description="Auto-tune tensor programs on TVM 0.27.", epilog=epilog,
-                formatter_class=raw)
+    p = _Parser(
+        prog="adatune", description="Auto-tune tensor programs on TVM 0.27.", epilog=epilog, formatter_class=raw
+    )
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     sub.add_parser("workloads", help="list the built-in workloads").set_defaults(fn=cmd_workloads)
     tn = sub.add_parser("tuners", help="list the tuners and their options")
@@ -237,8 +253,15 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tune", help="tune a built-in workload or a workload spec", epilog=epilog, formatter_class=raw)
     t.add_argument("--workload", required=True, help="built-in name or spec, e.g. dense:M=128,N=3072,K=768")
     t.add_argument("--tuner", default="xgb", help=", ".join(TUNER_NAMES))
-    t.add_argument("-o", "--option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="a tuner option (repeatable), e.g. -o plan_size=32; listed below")
+    t.add_argument(
+        "-o",
+        "--option",
+        type=_key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tuner option (repeatable), e.g. -o plan_size=32; listed below",
+    )
     t.add_argument("--trials", type=_positive_int, default=200)
     t.add_argument("--log", help="JSON-lines log; an existing log is resumed")
     t.add_argument("--target", default="llvm", help="llvm (this CPU), cuda, or a JSON target dict")
@@ -246,8 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--number", type=_positive_int, default=5)
     t.add_argument("--repeat", type=_positive_int, default=3)
-    t.add_argument("--min-converge-coef", type=_positive_float, default=None,
-                   help="enable AdaTune's adaptive evaluator")
+    t.add_argument(
+        "--min-converge-coef", type=_positive_float, default=None, help="enable AdaTune's adaptive evaluator"
+    )
     t.add_argument("--check-correctness", action="store_true")
     t.add_argument("--early-stopping", type=_positive_int, default=None)
     t.add_argument("--n-parallel", type=_positive_int, default=2, help="build workers")

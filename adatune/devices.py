@@ -4,6 +4,7 @@ A runner reports the limits of its real device (``Runner.device_limits``); witho
 named profile (``--device-profile h100``). Builders and templates reject candidates that break them before
 building, so an invalid config costs no compile and no run.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -31,10 +32,13 @@ class DeviceLimits:
 
     def verify_gpu_code_kwargs(self) -> dict[str, int]:
         """Arguments of TVM's ``verify_gpu_code`` pass."""
-        return {"max_threads_per_block": self.max_threads_per_block,
-                "max_shared_memory_per_block": self.max_shared_memory_per_block,
-                "max_thread_x": self.max_thread_x, "max_thread_y": self.max_thread_y,
-                "max_thread_z": self.max_thread_z}
+        return {
+            "max_threads_per_block": self.max_threads_per_block,
+            "max_shared_memory_per_block": self.max_shared_memory_per_block,
+            "max_thread_x": self.max_thread_x,
+            "max_thread_y": self.max_thread_y,
+            "max_thread_z": self.max_thread_z,
+        }
 
 
 # Published per-block limits of each architecture (CUDA programming guide, compute capability tables).
@@ -57,6 +61,11 @@ def profile(name: str) -> DeviceLimits:
 
 def limits_of_tvm_device(dev: Any) -> DeviceLimits:
     """Limits read from a live TVM device (``tvm.cuda(0)``)."""
-    return DeviceLimits(str(dev.device_name), int(dev.max_threads_per_block), int(dev.max_shared_memory_per_block),
-                        int(getattr(dev, "max_registers_per_block", 65536) or 65536), int(dev.warp_size),
-                        multi_processor_count=int(getattr(dev, "multi_processor_count", 0) or 0))
+    return DeviceLimits(
+        str(dev.device_name),
+        int(dev.max_threads_per_block),
+        int(dev.max_shared_memory_per_block),
+        int(getattr(dev, "max_registers_per_block", 65536) or 65536),
+        int(dev.warp_size),
+        multi_processor_count=int(getattr(dev, "multi_processor_count", 0) or 0),
+    )

@@ -25,6 +25,7 @@ runs the kernel once untimed before timing (lazy initialisation, cold caches). T
 ``min_micro_batches`` batches are timed in one call (no decision is possible before them), later ones one per
 call. Both evaluators run inside the isolated runner worker.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -70,15 +71,34 @@ class EvaluatorOption:
 
 EVALUATOR_OPTIONS: tuple[EvaluatorOption, ...] = (
     EvaluatorOption("number", int, 5, "runs averaged into one reported time by the deterministic evaluator"),
-    EvaluatorOption("repeat", int, 3, "times the deterministic evaluator reports; number * repeat is the cap on "
-                    "runs of both evaluators"),
-    EvaluatorOption("min_repeat_ms", float, 0.0, "deterministic evaluator only: raise number until one repeat "
-                    "lasts this long (must be 0 with the adaptive evaluator, which counts every run)"),
+    EvaluatorOption(
+        "repeat",
+        int,
+        3,
+        "times the deterministic evaluator reports; number * repeat is the cap on runs of both evaluators",
+    ),
+    EvaluatorOption(
+        "min_repeat_ms",
+        float,
+        0.0,
+        "deterministic evaluator only: raise number until one repeat "
+        "lasts this long (must be 0 with the adaptive evaluator, which counts every run)",
+    ),
     EvaluatorOption("enable_cpu_cache_flush", bool, False, "flush CPU caches before each run (cold-cache timing)"),
-    EvaluatorOption("min_converge_coef", float, None, "adaptive evaluator: stop once the CV of the per-micro-batch "
-                    "throughputs (extremes dropped from 5 batches on) falls under this; none: deterministic"),
-    EvaluatorOption("micro_batch", int, 50, "adaptive evaluator: runs per micro-batch, shrunk to "
-                    "cap // (min_micro_batches + 3) when that many batches do not fit under the cap"),
+    EvaluatorOption(
+        "min_converge_coef",
+        float,
+        None,
+        "adaptive evaluator: stop once the CV of the per-micro-batch "
+        "throughputs (extremes dropped from 5 batches on) falls under this; none: deterministic",
+    ),
+    EvaluatorOption(
+        "micro_batch",
+        int,
+        50,
+        "adaptive evaluator: runs per micro-batch, shrunk to "
+        "cap // (min_micro_batches + 3) when that many batches do not fit under the cap",
+    ),
     EvaluatorOption("min_micro_batches", int, 3, "adaptive evaluator: micro-batches timed before it may stop"),
 )
 
@@ -103,8 +123,11 @@ class EvaluatorConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"evaluator option {name} must be an integer >= 1, got {value!r}")
-        if not (isinstance(self.min_repeat_ms, (int, float)) and math.isfinite(self.min_repeat_ms)
-                and self.min_repeat_ms >= 0):
+        if not (
+            isinstance(self.min_repeat_ms, (int, float))
+            and math.isfinite(self.min_repeat_ms)
+            and self.min_repeat_ms >= 0
+        ):
             raise ValueError(f"evaluator option min_repeat_ms must be a finite number >= 0, got {self.min_repeat_ms!r}")
         coef = self.min_converge_coef
         if coef is None:
@@ -112,14 +135,17 @@ class EvaluatorConfig:
         if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not (math.isfinite(coef) and coef > 0):
             raise ValueError(f"min_converge_coef must be a positive finite number or None, got {coef!r}")
         if self.min_repeat_ms > 0:
-            raise ValueError(f"min_repeat_ms={self.min_repeat_ms:g} cannot be used with the adaptive evaluator "
-                             "(min_converge_coef): it would add runs the cap does not count; set it to 0")
+            raise ValueError(
+                f"min_repeat_ms={self.min_repeat_ms:g} cannot be used with the adaptive evaluator "
+                "(min_converge_coef): it would add runs the cap does not count; set it to 0"
+            )
         if self.cap_runs <= self.min_micro_batches:
             raise ValueError(
                 f"adaptive evaluator: the cap number * repeat = {self.number} * {self.repeat} = {self.cap_runs} "
                 f"runs cannot hold more than min_micro_batches={self.min_micro_batches} micro-batches of one run, "
                 f"so min_converge_coef would decide nothing; raise number or repeat to at least "
-                f"{self.min_micro_batches + 1} runs in all, or lower min_micro_batches")
+                f"{self.min_micro_batches + 1} runs in all, or lower min_micro_batches"
+            )
 
     @property
     def cap_runs(self) -> int:
@@ -175,8 +201,9 @@ def converge_cv(batch_seconds: Sequence[float], runs_per_batch: Sequence[int]) -
     return float(perf.std() / perf.mean())
 
 
-def adaptive_stop_index(batch_seconds: Sequence[float], runs_per_batch: Sequence[int],
-                        min_converge_coef: float, min_micro_batches: int) -> int | None:
+def adaptive_stop_index(
+    batch_seconds: Sequence[float], runs_per_batch: Sequence[int], min_converge_coef: float, min_micro_batches: int
+) -> int | None:
     """Number of micro-batches after which the adaptive evaluator stops on these timings, or None if it
     never does (replays the rule on recorded batches)."""
     for i in range(max(min_micro_batches, 1), len(batch_seconds) + 1):
@@ -221,9 +248,14 @@ def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool) -> Time
     """Adapter from a TVM runtime module to ``time_fn``."""
 
     def run(number: int, repeat: int, min_repeat_ms: float) -> list[float]:
-        ev = module.time_evaluator(module.entry_name, device, number=number, repeat=repeat,
-                                   min_repeat_ms=math.ceil(min_repeat_ms),
-                                   f_preproc="cache_flush_cpu_non_first_arg" if cache_flush else "")
+        ev = module.time_evaluator(
+            module.entry_name,
+            device,
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=math.ceil(min_repeat_ms),
+            f_preproc="cache_flush_cpu_non_first_arg" if cache_flush else "",
+        )
         return list(ev(*args).results)
 
     return run
@@ -233,8 +265,12 @@ def options_markdown() -> str:
     """The evaluator options as a Markdown table, generated from ``EVALUATOR_OPTIONS``."""
     rows = ["| option | type | default | meaning |", "|---|---|---|---|"]
     for opt in EVALUATOR_OPTIONS:
-        default = "none" if opt.default is None else str(opt.default).lower() if isinstance(opt.default, bool) \
+        default = (
+            "none"
+            if opt.default is None
+            else str(opt.default).lower()
+            if isinstance(opt.default, bool)
             else str(opt.default)
+        )
         rows.append(f"| `{opt.name}` | `{opt.type.__name__}` | `{default}` | {opt.doc} |")
     return "\n".join(rows) + "\n"
-

@@ -9,11 +9,13 @@ applying the candidate (milliseconds each), so it is cached per candidate key. A
 applied is reported (a warning, counted in ``failures``) and gets a row of NaN, which the tree models treat
 as missing, never a silent vector of zeros.
 """
+
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -66,8 +68,11 @@ class FeatureExtractor:
         except Exception as err:  # noqa: BLE001 - reported, and marked missing for the model
             msg = f"{type(err).__name__}: {err}"
             self.failures[str(cand.key)] = msg
-            logger.warning("itervar features of candidate %s: applying it failed (%s); its features are "
-                           "marked missing", cand.key, msg.splitlines()[0][:200])
+            logger.warning(
+                "itervar features of candidate %s: applying it failed (%s); its features are marked missing",
+                cand.key,
+                msg.splitlines()[0][:200],
+            )
             return np.full_like(feat, np.nan)
         func = mod["main"]
         loops: list[tuple[int, int, int]] = []  # (extent, kind, depth)
@@ -93,7 +98,7 @@ class FeatureExtractor:
 
         visit(func.body, 0)
         for n, (ext, kind, depth) in enumerate(loops[:_MAX_LOOPS]):
-            inner = math.prod(e for e, _, d in loops[n + 1:] if d > depth) if n + 1 < len(loops) else 1
+            inner = math.prod(e for e, _, d in loops[n + 1 :] if d > depth) if n + 1 < len(loops) else 1
             base = n * _PER_LOOP
             feat[base] = math.log2(ext + 1)
             feat[base + 1 + min(kind, 4)] = 1.0

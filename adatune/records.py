@@ -11,6 +11,7 @@ read, resumed from and applied alike. Version-1 lines (``{"v": 1, ..., "config":
 configs only) still load. As in AutoTVM, ``for inp, res in load_from_file(log)`` works: a record unpacks into a
 ``MeasureInput`` (its task recreated once per workload) and its ``MeasureResult``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -19,15 +20,26 @@ import math
 import os
 import pickle
 import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 from . import target as _target
 from .measure import MeasureInput, MeasureResult
 from .task import TuningTask, create, workload_key
 
-__all__ = ["FORMAT_VERSION", "Record", "encode", "decode", "load_from_file", "save_to_file", "pick_best",
-           "group_by_workload", "measure_str_key", "as_records"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Record",
+    "encode",
+    "decode",
+    "load_from_file",
+    "save_to_file",
+    "pick_best",
+    "group_by_workload",
+    "measure_str_key",
+    "as_records",
+]
 
 FORMAT_VERSION = 2
 _READABLE = (1, 2)
@@ -92,9 +104,15 @@ class Record:
 def _line(inp: MeasureInput, result: MeasureResult) -> dict:
     cand = inp.config
     data = cand.to_json()
-    return {"v": FORMAT_VERSION, "target": _target.to_json(inp.task.target),
-            "task": [inp.task.name, json.loads(inp.task.workload_key)[1]],
-            "kind": data.get("kind", "knob"), "key": str(cand.key), "config": data, "result": result.to_json()}
+    return {
+        "v": FORMAT_VERSION,
+        "target": _target.to_json(inp.task.target),
+        "task": [inp.task.name, json.loads(inp.task.workload_key)[1]],
+        "kind": data.get("kind", "knob"),
+        "key": str(cand.key),
+        "config": data,
+        "result": result.to_json(),
+    }
 
 
 def encode(inp: MeasureInput, result: MeasureResult, protocol: str = "json") -> str:

@@ -1,10 +1,12 @@
 """Reference throughput of the same operator in PyTorch (oneDNN/MKL) and numpy (BLAS), so a tuned
 kernel is judged against what users would otherwise run. ``adatune tune --reference`` prints it."""
+
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import psutil
@@ -16,8 +18,9 @@ def physical_cores() -> int:
     return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
 
 
-def time_callable(fn: Callable[[], Any], repeats: int = 30, warmup_s: float = 0.2,
-                  clock: Callable[[], float] = time.perf_counter) -> float:
+def time_callable(
+    fn: Callable[[], Any], repeats: int = 30, warmup_s: float = 0.2, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Median seconds per call, after at least 3 calls and ``warmup_s`` of warm-up (thread pools
     spin up, caches and page tables fill, oneDNN builds its kernels on the first call). ``clock`` may
     be ``time.thread_time`` for single-threaded CPU-time measurements."""
@@ -38,8 +41,8 @@ def _numpy_callable(workload: Any, seed: int = 0) -> Callable[[], Any] | None:
     rng = np.random.default_rng(seed)
     rand = lambda *s: np.asarray(rng.uniform(-1, 1, size=s), dtype="float32")  # noqa: E731
     if workload.op == "dense":
-        n, l, m = workload.args[:3]
-        a, b = rand(n, l), rand(l, m)
+        n, k, m = workload.args[:3]
+        a, b = rand(n, k), rand(k, m)
         return lambda: a @ b
     if workload.op == "batch_matmul":
         bsz, m, n, k, layout = workload.args[:5]

@@ -5,9 +5,11 @@ them spends hardware time on near-duplicates. Clustering them with k-means and m
 cluster covers the same regions with far fewer measurements; the number of clusters follows the data
 (the knee of the inertia curve) instead of a fixed plan size.
 """
+
 from __future__ import annotations
 
-from typing import Any, Collection, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -17,8 +19,9 @@ from .space._candidate import CandidateSpace, DiscreteSpace
 __all__ = ["AdaptiveSampler", "knee_kmeans"]
 
 
-def knee_kmeans(points: np.ndarray, k_min: int = 8, k_max: int = 64, threshold: float = 1.05,
-                seed: int = 0, n_init: int = 3) -> tuple[np.ndarray, list[float]]:
+def knee_kmeans(
+    points: np.ndarray, k_min: int = 8, k_max: int = 64, threshold: float = 1.05, seed: int = 0, n_init: int = 3
+) -> tuple[np.ndarray, list[float]]:
     """Cluster ``points`` with k = k_min, k_min + 1, ... and stop at the knee of the inertia curve.
 
     The search stops at the first k whose inertia L_k satisfies ``threshold * L_k > L_{k-1}``, i.e. one
@@ -53,8 +56,15 @@ class AdaptiveSampler:
     whole neighbourhood is taken contributes nothing, so a batch never measures a config twice.
     """
 
-    def __init__(self, space: CandidateSpace, k_min: int = 8, k_max: int = 64, threshold: float = 1.05,
-                 n_init: int = 3, rng: np.random.Generator | None = None):
+    def __init__(
+        self,
+        space: CandidateSpace,
+        k_min: int = 8,
+        k_max: int = 64,
+        threshold: float = 1.05,
+        n_init: int = 3,
+        rng: np.random.Generator | None = None,
+    ):
         if not 1 <= k_min <= k_max:
             raise ValueError(f"need 1 <= k_min <= k_max, got k_min={k_min}, k_max={k_max}")
         if threshold < 1:
@@ -80,8 +90,14 @@ class AdaptiveSampler:
             self.history.append(0)
             return []
         points = self.embed(cands)
-        centers, _ = knee_kmeans(points, min(self.k_min, num), min(self.k_max, num), self.threshold,
-                                 seed=int(self.rng.integers(2**31 - 1)), n_init=self.n_init)
+        centers, _ = knee_kmeans(
+            points,
+            min(self.k_min, num),
+            min(self.k_max, num),
+            self.threshold,
+            seed=int(self.rng.integers(2**31 - 1)),
+            n_init=self.n_init,
+        )
         dist = ((points[None, :, :] - centers[:, None, :]) ** 2).sum(axis=2)  # (centroids, candidates)
         taken: set[str] = set()
         out: list[Any] = []

@@ -6,6 +6,7 @@ which loses AVX-512 and 2-4x of speed; ``host()`` asks LLVM for the real CPU nam
 ``llvm_get_vector_width`` answers 512 bits for every x86 CPU, AVX2-only ones included, so it is not used),
 and the cache sizes from the operating system when the target is this machine.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,8 +21,19 @@ from typing import Any, TypeAlias
 import psutil
 import tvm
 
-__all__ = ["CpuInfo", "TargetLike", "cpu_info", "create", "cuda", "current", "describe_host", "host", "same_target",
-           "to_json", "vector_lanes"]
+__all__ = [
+    "CpuInfo",
+    "TargetLike",
+    "cpu_info",
+    "create",
+    "cuda",
+    "current",
+    "describe_host",
+    "host",
+    "same_target",
+    "to_json",
+    "vector_lanes",
+]
 
 TargetLike: TypeAlias = tvm.target.Target | dict | str
 
@@ -66,8 +78,10 @@ def create(target: TargetLike) -> tvm.target.Target:
         if text.startswith("{"):
             target = json.loads(text)
         else:
-            raise ValueError(f"target {target!r}: TVM 0.27 takes JSON dicts such as "
-                             '{"kind": "llvm", "mcpu": "znver4"}; use adatune.target.host() for this CPU')
+            raise ValueError(
+                f"target {target!r}: TVM 0.27 takes JSON dicts such as "
+                '{"kind": "llvm", "mcpu": "znver4"}; use adatune.target.host() for this CPU'
+            )
     if not isinstance(target, dict) or "kind" not in target:
         raise ValueError(f"target must be a dict with a 'kind', got {target!r}")
     try:
@@ -145,12 +159,21 @@ class CpuInfo:
 
 
 # ISA -> (vector bits, vector registers), most capable first; the first whose LLVM feature the CPU has wins
-_X86_ISAS = (("avx512", "avx512f", 512, 32), ("avx2", "avx2", 256, 16), ("avx", "avx", 256, 16),
-             ("sse4", "sse4.1", 128, 16), ("sse2", "sse2", 128, 16))
+_X86_ISAS = (
+    ("avx512", "avx512f", 512, 32),
+    ("avx2", "avx2", 256, 16),
+    ("avx", "avx", 256, 16),
+    ("sse4", "sse4.1", 128, 16),
+    ("sse2", "sse2", 128, 16),
+)
 _ARM_ISAS = (("sve", "sve", 128, 32), ("neon", "neon", 128, 32))  # SVE length is unknown at compile time: 128
 # typical per-core L1d, L2 and shared L3 of CPUs with each ISA, for targets that are not this machine
-_TYPICAL_CACHES = {"avx512": (32 << 10, 1 << 20, 32 << 20), "avx2": (32 << 10, 512 << 10, 16 << 20),
-                   "sve": (64 << 10, 1 << 20, 32 << 20), "neon": (64 << 10, 1 << 20, 32 << 20)}
+_TYPICAL_CACHES = {
+    "avx512": (32 << 10, 1 << 20, 32 << 20),
+    "avx2": (32 << 10, 512 << 10, 16 << 20),
+    "sve": (64 << 10, 1 << 20, 32 << 20),
+    "neon": (64 << 10, 1 << 20, 32 << 20),
+}
 _SMALL_CACHES = (32 << 10, 256 << 10, 8 << 20)
 
 
@@ -165,8 +188,7 @@ def _isa(target: tvm.target.Target, triple: str) -> tuple[str, int, int]:
 
 def _is_host(triple: str, mcpu: str) -> bool:
     arch = triple.split("-", 1)[0]
-    return (arch == _host_triple().split("-", 1)[0] and bool(mcpu)
-            and mcpu == tvm.target.codegen.llvm_get_system_cpu())
+    return arch == _host_triple().split("-", 1)[0] and bool(mcpu) and mcpu == tvm.target.codegen.llvm_get_system_cpu()
 
 
 def _size_bytes(text: str) -> int:
@@ -199,13 +221,17 @@ def _host_caches() -> tuple[int, int, int] | None:
         found = {}
     if not {1, 2} <= set(found):
         try:
-            out = subprocess.run(["lscpu", "--caches=NAME,ONE-SIZE", "--bytes"], capture_output=True, text=True,
-                                 timeout=10, check=True).stdout
+            out = subprocess.run(
+                ["lscpu", "--caches=NAME,ONE-SIZE", "--bytes"], capture_output=True, text=True, timeout=10, check=True
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return None
         names = {"L1d": 1, "L2": 2, "L3": 3}
-        found = {names[p[0]]: int(p[1]) for p in (line.split() for line in out.splitlines())
-                 if len(p) == 2 and p[0] in names and p[1].isdigit()}
+        found = {
+            names[p[0]]: int(p[1])
+            for p in (line.split() for line in out.splitlines())
+            if len(p) == 2 and p[0] in names and p[1].isdigit()
+        }
     if not {1, 2} <= set(found):
         return None
     return found[1], found[2], found.get(3, 0)

@@ -4,6 +4,7 @@ A template is a function that builds TE tensors, schedules ``te.create_prim_func
 ``tvm.s_tir.Schedule`` and reads its knobs from ``adatune.get_config()``. A task is a template bound to
 arguments and a target; creating it runs the template once to collect the config space.
 """
+
 from __future__ import annotations
 
 import abc
@@ -11,8 +12,9 @@ import functools
 import inspect
 import json
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import tvm
@@ -22,8 +24,19 @@ from . import target as _target
 from .space import ConfigEntity, ConfigSpace, FallbackConfig
 from .space._candidate import CandidateSpace
 
-__all__ = ["template", "get_config", "create", "TuningTask", "Task", "TemplateInfo", "ArgSpec",
-           "registered_templates", "workload_key", "register_task_kind", "set_config_resolver"]
+__all__ = [
+    "template",
+    "get_config",
+    "create",
+    "TuningTask",
+    "Task",
+    "TemplateInfo",
+    "ArgSpec",
+    "registered_templates",
+    "workload_key",
+    "register_task_kind",
+    "set_config_resolver",
+]
 
 _local = threading.local()
 
@@ -183,8 +196,10 @@ class TuningTask(abc.ABC):
         return (self.name, *self.args)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.name}, args={self.args}, target={self.target_kind}, "
-                f"space={self.space.size}, flop={self.flop:.3g})")
+        return (
+            f"{type(self).__name__}({self.name}, args={self.args}, target={self.target_kind}, "
+            f"space={self.space.size}, flop={self.flop:.3g})"
+        )
 
 
 TaskFactory = Callable[[str, Sequence[Any], tvm.target.Target], TuningTask]
@@ -215,8 +230,10 @@ class Task(TuningTask):
             sch, tensors = self.template.func(*self.args)
         self.config_space = space
         self.template_space = space
-        self.arg_specs = [ArgSpec(tuple(int(s) for s in t.shape), str(t.dtype),
-                                  not isinstance(t.op, te.PlaceholderOp)) for t in tensors]
+        self.arg_specs = [
+            ArgSpec(tuple(int(s) for s in t.shape), str(t.dtype), not isinstance(t.op, te.PlaceholderOp))
+            for t in tensors
+        ]
         self._tensors = tensors
         self.flop = space.flop or self._estimate_flop(tensors)
 
@@ -256,8 +273,10 @@ class Task(TuningTask):
         return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
 
     def __repr__(self) -> str:
-        return (f"Task({self.name}, args={self.args}, target={self.target_kind}, "
-                f"space={len(self.config_space)}, flop={self.flop:.3g})")
+        return (
+            f"Task({self.name}, args={self.args}, target={self.target_kind}, "
+            f"space={len(self.config_space)}, flop={self.flop:.3g})"
+        )
 
 
 def create(name: str, args: Sequence[Any], target: _target.TargetLike | None = None) -> TuningTask:

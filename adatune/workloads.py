@@ -46,6 +46,7 @@ Any other shape is a *spec*, ``op:key=value,...``, accepted wherever a workload 
 ``dtype`` is optional everywhere (default float32), ``layout`` defaults to NN, and conv2d takes
 ``space=small`` for the restricted x86 space.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -56,8 +57,16 @@ from . import target as _target
 from . import templates as _templates  # noqa: F401 - registers the templates
 from .task import TuningTask, create
 
-__all__ = ["WORKLOADS", "SPEC_FORMATS", "UnknownWorkloadError", "Workload", "get", "list_workloads", "parse_spec",
-           "torch_reference"]
+__all__ = [
+    "WORKLOADS",
+    "SPEC_FORMATS",
+    "UnknownWorkloadError",
+    "Workload",
+    "get",
+    "list_workloads",
+    "parse_spec",
+    "torch_reference",
+]
 
 _OPS = ("dense", "batch_matmul", "conv2d_nchw")
 
@@ -104,10 +113,20 @@ def _is_cuda(target: _target.TargetLike | None) -> bool:
 
 
 # H/W, CI, CO, kernel, stride, pad: the papers' C1-C12 / L1-L12
-_RESNET18 = [(224, 3, 64, 7, 2, 3), (56, 64, 64, 3, 1, 1), (56, 64, 64, 1, 1, 0), (56, 64, 128, 3, 2, 1),
-             (56, 64, 128, 1, 2, 0), (28, 128, 128, 3, 1, 1), (28, 128, 256, 3, 2, 1),
-             (28, 128, 256, 1, 2, 0), (14, 256, 256, 3, 1, 1), (14, 256, 512, 3, 2, 1),
-             (14, 256, 512, 1, 2, 0), (7, 512, 512, 3, 1, 1)]
+_RESNET18 = [
+    (224, 3, 64, 7, 2, 3),
+    (56, 64, 64, 3, 1, 1),
+    (56, 64, 64, 1, 1, 0),
+    (56, 64, 128, 3, 2, 1),
+    (56, 64, 128, 1, 2, 0),
+    (28, 128, 128, 3, 1, 1),
+    (28, 128, 256, 3, 2, 1),
+    (28, 128, 256, 1, 2, 0),
+    (14, 256, 256, 3, 1, 1),
+    (14, 256, 512, 3, 2, 1),
+    (14, 256, 512, 1, 2, 0),
+    (7, 512, 512, 3, 1, 1),
+]
 
 
 def _build() -> dict[str, Workload]:
@@ -116,20 +135,45 @@ def _build() -> dict[str, Workload]:
         Workload("dense-bert-qkv", "dense", (128, 768, 768, "float32"), "BERT-base Q/K/V projection, 128 tokens"),
         Workload("dense-bert-ffn1", "dense", (128, 768, 3072, "float32"), "BERT-base FFN up-projection"),
         Workload("dense-bert-ffn2", "dense", (128, 3072, 768, "float32"), "BERT-base FFN down-projection"),
-        Workload("bmm-bert-nn", "batch_matmul", (12, 128, 128, 64, "NN", "float32"),
-                 "BERT attention scores [12,128,64] @ [12,64,128]"),
-        Workload("bmm-bert-nt", "batch_matmul", (12, 128, 128, 64, "NT", "float32"),
-                 "BERT attention scores Q @ K^T, [12,128,64] @ [12,128,64]^T"),
-        Workload("bmm-bert-av", "batch_matmul", (12, 128, 64, 128, "NN", "float32"),
-                 "BERT attention probabilities @ V, [12,128,128] @ [12,128,64]"),
+        Workload(
+            "bmm-bert-nn",
+            "batch_matmul",
+            (12, 128, 128, 64, "NN", "float32"),
+            "BERT attention scores [12,128,64] @ [12,64,128]",
+        ),
+        Workload(
+            "bmm-bert-nt",
+            "batch_matmul",
+            (12, 128, 128, 64, "NT", "float32"),
+            "BERT attention scores Q @ K^T, [12,128,64] @ [12,128,64]^T",
+        ),
+        Workload(
+            "bmm-bert-av",
+            "batch_matmul",
+            (12, 128, 64, 128, "NN", "float32"),
+            "BERT attention probabilities @ V, [12,128,128] @ [12,128,64]",
+        ),
     ]
     for i, (hw, ci, co, k, s, p) in enumerate(_RESNET18, start=1):
-        out.append(Workload(f"conv2d-resnet18-L{i}", "conv2d_nchw", (1, ci, hw, hw, co, k, k, s, p, "float32"),
-                            f"ResNet-18 L{i}: {ci}x{hw}x{hw} -> {co}, {k}x{k} stride {s} pad {p}"))
+        out.append(
+            Workload(
+                f"conv2d-resnet18-L{i}",
+                "conv2d_nchw",
+                (1, ci, hw, hw, co, k, k, s, p, "float32"),
+                f"ResNet-18 L{i}: {ci}x{hw}x{hw} -> {co}, {k}x{k} stride {s} pad {p}",
+            )
+        )
     l6 = out[-7]
-    out.append(Workload("conv2d-resnet18-L6-small", "conv2d_nchw", l6.args,
-                        "ResNet-18 L6 with the restricted x86 space (~2k configs) for exhaustive sweeps",
-                        x86_args=("small",), cuda=False))
+    out.append(
+        Workload(
+            "conv2d-resnet18-L6-small",
+            "conv2d_nchw",
+            l6.args,
+            "ResNet-18 L6 with the restricted x86 space (~2k configs) for exhaustive sweeps",
+            x86_args=("small",),
+            cuda=False,
+        )
+    )
     return {w.name: w for w in out}
 
 
@@ -153,8 +197,10 @@ def get(name: str | Workload) -> Workload:
     try:
         return WORKLOADS[name]
     except KeyError:
-        raise UnknownWorkloadError(f"unknown workload {name!r}: use a built-in name ({', '.join(WORKLOADS)}) "
-                                   f"or a spec such as {SPEC_FORMATS['dense']}") from None
+        raise UnknownWorkloadError(
+            f"unknown workload {name!r}: use a built-in name ({', '.join(WORKLOADS)}) "
+            f"or a spec such as {SPEC_FORMATS['dense']}"
+        ) from None
 
 
 # op -> (template op, required int parameters in the order the spec names them); the template's own argument
@@ -165,12 +211,17 @@ _SPEC_PARAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "conv2d": ("conv2d_nchw", ("N", "CI", "H", "W", "CO", "KH", "KW", "stride", "pad")),
 }
 _SPEC_ALIASES = {"conv2d_nchw": "conv2d", "bmm": "batch_matmul"}
-_SPEC_TEXT = {"dtype": ("float32", ("float16", "float32", "float64")), "layout": ("NN", ("NN", "NT")),
-              "space": ("full", ("full", "small"))}
+_SPEC_TEXT = {
+    "dtype": ("float32", ("float16", "float32", "float64")),
+    "layout": ("NN", ("NN", "NT")),
+    "space": ("full", ("full", "small")),
+}
 _SPEC_OPTIONAL = {"dense": ("dtype",), "batch_matmul": ("layout", "dtype"), "conv2d": ("dtype", "space")}
-SPEC_FORMATS = {"dense": "dense:M=128,N=3072,K=768",
-                "batch_matmul": "batch_matmul:B=12,M=128,N=128,K=64,layout=NT",
-                "conv2d": "conv2d:N=1,CI=64,H=56,W=56,CO=64,KH=3,KW=3,stride=1,pad=1"}
+SPEC_FORMATS = {
+    "dense": "dense:M=128,N=3072,K=768",
+    "batch_matmul": "batch_matmul:B=12,M=128,N=128,K=64,layout=NT",
+    "conv2d": "conv2d:N=1,CI=64,H=56,W=56,CO=64,KH=3,KW=3,stride=1,pad=1",
+}
 
 
 def parse_spec(spec: str) -> Workload:
@@ -179,19 +230,21 @@ def parse_spec(spec: str) -> Workload:
     head, _, body = spec.strip().partition(":")
     op = _SPEC_ALIASES.get(head.strip(), head.strip())
     if op not in _SPEC_PARAMS:
-        raise ValueError(f"workload spec {spec!r}: unknown operator {head.strip()!r}; "
-                         f"use {', '.join(_SPEC_PARAMS)} (e.g. {SPEC_FORMATS['dense']})")
+        raise ValueError(
+            f"workload spec {spec!r}: unknown operator {head.strip()!r}; "
+            f"use {', '.join(_SPEC_PARAMS)} (e.g. {SPEC_FORMATS['dense']})"
+        )
     template_op, required = _SPEC_PARAMS[op]
     optional = _SPEC_OPTIONAL[op]
     values: dict[str, str] = {}
     for item in body.split(","):
         key, eq, value = (part.strip() for part in item.partition("="))
         if not eq or not key or not value:
-            raise ValueError(f"workload spec {spec!r}: {item.strip()!r} is not key=value "
-                             f"(format: {SPEC_FORMATS[op]})")
+            raise ValueError(f"workload spec {spec!r}: {item.strip()!r} is not key=value (format: {SPEC_FORMATS[op]})")
         if key not in required and key not in optional:
-            raise ValueError(f"workload spec {spec!r}: unknown key {key!r} for {op}; "
-                             f"keys: {', '.join(required + optional)}")
+            raise ValueError(
+                f"workload spec {spec!r}: unknown key {key!r} for {op}; keys: {', '.join(required + optional)}"
+            )
         if key in values:
             raise ValueError(f"workload spec {spec!r}: {key} is given twice")
         values[key] = value
@@ -206,8 +259,9 @@ def parse_spec(spec: str) -> Workload:
     elif op == "batch_matmul":
         args = (ints["B"], ints["M"], ints["N"], ints["K"], text["layout"], text["dtype"])
         b_shape = (ints["B"], ints["N"], ints["K"]) if text["layout"] == "NT" else (ints["B"], ints["K"], ints["N"])
-        shape = (f"[{ints['B']},{ints['M']},{ints['K']}] @ [{','.join(map(str, b_shape))}]"
-                 + ("^T" if text["layout"] == "NT" else ""))
+        shape = f"[{ints['B']},{ints['M']},{ints['K']}] @ [{','.join(map(str, b_shape))}]" + (
+            "^T" if text["layout"] == "NT" else ""
+        )
     else:
         from .templates.conv2d import output_size
 
@@ -215,15 +269,25 @@ def parse_spec(spec: str) -> Workload:
         oh = output_size(ints["H"], ints["KH"], ints["stride"], ints["pad"])
         ow = output_size(ints["W"], ints["KW"], ints["stride"], ints["pad"])
         if oh < 1 or ow < 1:
-            raise ValueError(f"workload spec {spec!r}: a {ints['KH']}x{ints['KW']} kernel does not fit the "
-                             f"{ints['H']}x{ints['W']} input padded by {ints['pad']}")
-        shape = (f"{ints['CI']}x{ints['H']}x{ints['W']} -> {ints['CO']}x{oh}x{ow}, {ints['KH']}x{ints['KW']} "
-                 f"stride {ints['stride']} pad {ints['pad']}")
+            raise ValueError(
+                f"workload spec {spec!r}: a {ints['KH']}x{ints['KW']} kernel does not fit the "
+                f"{ints['H']}x{ints['W']} input padded by {ints['pad']}"
+            )
+        shape = (
+            f"{ints['CI']}x{ints['H']}x{ints['W']} -> {ints['CO']}x{oh}x{ow}, {ints['KH']}x{ints['KW']} "
+            f"stride {ints['stride']} pad {ints['pad']}"
+        )
     canonical = f"{op}:" + ",".join(f"{k}={ints[k]}" for k in required)
     canonical += "".join(f",{k}={text[k]}" for k in optional if text[k] != _SPEC_TEXT[k][0])
     small = text.get("space") == "small"
-    return Workload(canonical, template_op, args, f"{op} {shape} ({text['dtype']})",
-                    x86_args=("small",) if small else (), cuda=not small)
+    return Workload(
+        canonical,
+        template_op,
+        args,
+        f"{op} {shape} ({text['dtype']})",
+        x86_args=("small",) if small else (),
+        cuda=not small,
+    )
 
 
 def _spec_int(spec: str, key: str, value: str, minimum: int) -> int:

@@ -1,12 +1,13 @@
 """What the method benchmarks share: their common command-line flags, loading a recorded sweep for the
 replay runner, and CSV output."""
+
 from __future__ import annotations
 
 import argparse
 import csv
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import adatune
 from adatune.measure import MeasureResult, ReplayRunner
@@ -19,8 +20,12 @@ def add_common_args(p: argparse.ArgumentParser, out: str) -> None:
     """Runner, replay and output flags every method benchmark takes (``out``: default output folder)."""
     p.add_argument("--timeout", type=float, default=10.0, help="runner timeout per candidate (s)")
     p.add_argument("--n-parallel", type=int, default=2, help="build processes")
-    p.add_argument("--replay-logs", nargs="*", default=["benchmarks/data/*.jsonl"],
-                   help="recorded sweep logs (globs) for the comparison in trials")
+    p.add_argument(
+        "--replay-logs",
+        nargs="*",
+        default=["benchmarks/data/*.jsonl"],
+        help="recorded sweep logs (globs) for the comparison in trials",
+    )
     p.add_argument("--replay-seeds", type=int, default=15)
     p.add_argument("--replay-trials", type=int, default=512)
     p.add_argument("--no-hardware", action="store_true", help="only the replay comparison")
@@ -45,8 +50,11 @@ def load_sweeps(log_path: str, replay_trials: int) -> list[ReplaySweep]:
     for recs in group_by_workload(load_from_file(log_path)).values():
         task = recs[0].create_task()
         optimum = max((r.result.flops(task.flop) for r in recs), default=0.0) / 1e9
-        out.append(ReplaySweep(task, ReplayRunner.from_records(recs).table, optimum,
-                               min(replay_trials, len(task.config_space))))
+        out.append(
+            ReplaySweep(
+                task, ReplayRunner.from_records(recs).table, optimum, min(replay_trials, len(task.config_space))
+            )
+        )
     return out
 
 

@@ -10,6 +10,7 @@ GFLOPS of each, the median of the per-round ratios and their spread.
 
 Writes benchmarks/results/kernels_vs_pytorch/{results.json, summary.md} with ``describe_host()``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,10 @@ OUT = "benchmarks/results/kernels_vs_pytorch"
 
 def tune(task: Any, trials: int, seed: int, timeout: float) -> RandomTuner:
     """``trials`` random configs of the task's space, each checked against numpy before it is timed."""
-    option = adatune.measure_option(adatune.LocalBuilder(timeout=timeout),
-                                    adatune.LocalRunner(number=3, repeat=3, timeout=timeout,
-                                                        check_correctness=True))
+    option = adatune.measure_option(
+        adatune.LocalBuilder(timeout=timeout),
+        adatune.LocalRunner(number=3, repeat=3, timeout=timeout, check_correctness=True),
+    )
     tuner = RandomTuner(task, seed=seed)
     try:
         tuner.tune(n_trial=trials, measure_option=option)
@@ -66,8 +68,9 @@ def kernel_timer(task: Any, config: Any, repeats: int) -> Callable[[], float]:
     return lambda: statistics.median(evaluator(*args).results)
 
 
-def interleaved(task: Any, timers: dict[str, Callable[[], float]], torch_fn: Callable[[], Any], rounds: int,
-                repeats: int) -> dict[str, list[float]]:
+def interleaved(
+    task: Any, timers: dict[str, Callable[[], float]], torch_fn: Callable[[], Any], rounds: int, repeats: int
+) -> dict[str, list[float]]:
     """GFLOPS per round of every kernel and of PyTorch, timed in turns (the order alternates by round)."""
     names = list(timers)
     out: dict[str, list[float]] = {n: [] for n in [*names, "torch"]}
@@ -82,10 +85,18 @@ def interleaved(task: Any, timers: dict[str, Callable[[], float]], torch_fn: Cal
 def summarize(gflops: list[float], torch_gflops: list[float]) -> dict[str, Any]:
     ratios = [a / b for a, b in zip(gflops, torch_gflops)]
     q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
-    return {"gflops_median": statistics.median(gflops), "torch_gflops_median": statistics.median(torch_gflops),
-            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "ratio_q1": q1, "ratio_q3": q3, "gflops_rounds": gflops, "torch_gflops_rounds": torch_gflops,
-            "ratio_rounds": ratios}
+    return {
+        "gflops_median": statistics.median(gflops),
+        "torch_gflops_median": statistics.median(torch_gflops),
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "ratio_q1": q1,
+        "ratio_q3": q3,
+        "gflops_rounds": gflops,
+        "torch_gflops_rounds": torch_gflops,
+        "ratio_rounds": ratios,
+    }
 
 
 def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -97,7 +108,7 @@ def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
     ok = sorted(((t.flops, t.key) for t in tuner.trials if t.flops > 0), reverse=True)
     if not ok:
         raise RuntimeError(f"{name}: no config of {len(tuner.trials)} built and ran correctly")
-    finalists = [key for _, key in ok[:args.finalists]]
+    finalists = [key for _, key in ok[: args.finalists]]
     timers = {key: kernel_timer(task, task.space.get(int(key)), args.repeats) for key in finalists}
     torch_fn = torch_reference(wl)
     heats = interleaved(task, timers, torch_fn, 3, args.repeats)  # pick the finalist that is fast again
@@ -109,13 +120,25 @@ def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         if t.error_no:
             err = adatune.MeasureErrorNo(t.error_no).name
             errors[err] = errors.get(err, 0) + 1
-    print(f"{name}: {summary['gflops_median']:.1f} GFLOPS vs PyTorch {summary['torch_gflops_median']:.1f} "
-          f"(ratio {summary['ratio_median']:.2f}, rounds {summary['ratio_min']:.2f}-{summary['ratio_max']:.2f})",
-          flush=True)
-    return {"workload": name, "template": task.name, "args": list(task.args), "flop": task.flop,
-            "space": len(task.config_space), "trials": len(tuner.trials), "errors": errors, "tune_s": tune_s,
-            "tuning_best_gflops": ok[0][0] / 1e9, "finalists": {k: statistics.median(heats[k]) for k in finalists},
-            "best_config": task.space.get(int(best)).to_json(), **summary}
+    print(
+        f"{name}: {summary['gflops_median']:.1f} GFLOPS vs PyTorch {summary['torch_gflops_median']:.1f} "
+        f"(ratio {summary['ratio_median']:.2f}, rounds {summary['ratio_min']:.2f}-{summary['ratio_max']:.2f})",
+        flush=True,
+    )
+    return {
+        "workload": name,
+        "template": task.name,
+        "args": list(task.args),
+        "flop": task.flop,
+        "space": len(task.config_space),
+        "trials": len(tuner.trials),
+        "errors": errors,
+        "tune_s": tune_s,
+        "tuning_best_gflops": ok[0][0] / 1e9,
+        "finalists": {k: statistics.median(heats[k]) for k in finalists},
+        "best_config": task.space.get(int(best)).to_json(),
+        **summary,
+    }
 
 
 def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
@@ -139,9 +162,11 @@ def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r['workload']} | {r['space']} | {r['gflops_median']:.1f} | {r['torch_gflops_median']:.1f} "
-                     f"| {r['ratio_median']:.2f} | {r['ratio_min']:.2f}-{r['ratio_max']:.2f} "
-                     f"| {r['ratio_q1']:.2f}-{r['ratio_q3']:.2f} |")
+        lines.append(
+            f"| {r['workload']} | {r['space']} | {r['gflops_median']:.1f} | {r['torch_gflops_median']:.1f} "
+            f"| {r['ratio_median']:.2f} | {r['ratio_min']:.2f}-{r['ratio_max']:.2f} "
+            f"| {r['ratio_q1']:.2f}-{r['ratio_q3']:.2f} |"
+        )
     lines += ["", "Best configs:", ""]
     lines += [f"- {r['workload']}: `{json.dumps(r['best_config']['entity'])}`" for r in results]
     with open(path, "w", encoding="utf-8") as f:
@@ -160,11 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=OUT)
     args = p.parse_args(argv)
     torch.set_num_threads(physical_cores())
-    meta = {"host": adatune.target.describe_host(), "torch_version": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "command": " ".join(["python -m benchmarks.kernels_vs_pytorch",
-                                                                            *sys.argv[1:]]),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            **{k: getattr(args, k) for k in ("trials", "finalists", "rounds", "repeats", "seed")}}
+    meta = {
+        "host": adatune.target.describe_host(),
+        "torch_version": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "command": " ".join(["python -m benchmarks.kernels_vs_pytorch", *sys.argv[1:]]),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **{k: getattr(args, k) for k in ("trials", "finalists", "rounds", "repeats", "seed")},
+    }
     results = [run_workload(name, args) for name in args.workloads]
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     os.makedirs(args.out, exist_ok=True)

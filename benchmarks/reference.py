@@ -12,20 +12,19 @@ On a machine shared with other jobs, wall-clock timings of multi-threaded kernel
 neighbours (an OpenMP barrier waits for a descheduled thread). ``--threads 1 --cpu-time`` compares
 single-threaded kernels by the CPU time of the calling thread instead, which a co-runner barely affects.
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-import psutil
 
 from adatune.reference import _numpy_callable, measure_reference, physical_cores, time_callable
 
-__all__ = ["physical_cores", "time_callable", "measure_reference", "measure_config", "best_config_index",
-           "compare"]
+__all__ = ["physical_cores", "time_callable", "measure_reference", "measure_config", "best_config_index", "compare"]
 
 
 def best_config_index(workload: Any, log: str, target: Any = None) -> int:
@@ -68,8 +67,14 @@ def measure_config(workload: Any, index: int, repeats: int = 30, target: Any = N
     return comp.workload.flop / time_callable(comp, repeats) / 1e9
 
 
-def compare(workload: Any, index: int | None = None, rounds: int = 5, repeats: int = 20,
-            threads: int | None = None, cpu_time: bool = False) -> dict[str, dict]:
+def compare(
+    workload: Any,
+    index: int | None = None,
+    rounds: int = 5,
+    repeats: int = 20,
+    threads: int | None = None,
+    cpu_time: bool = False,
+) -> dict[str, dict]:
     """Interleaved rounds of PyTorch, numpy and (when ``index`` is given) adatune's config:
     ``{contender: {"median": GFLOPS, "best": GFLOPS}}``. ``threads`` defaults to the physical cores;
     for adatune it only applies if TVM's thread pool has not started yet (``TVM_NUM_THREADS``).

@@ -5,6 +5,7 @@ Re-running resumes: configs already in the log are skipped.
 
     python -m benchmarks.sweep --workload conv2d-resnet18-L6-small --out benchmarks/data/conv2d-resnet18-L6-small.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,11 +32,10 @@ def main() -> None:
     done = {r.config_index for r in load_from_file(out)} if os.path.exists(out) else set()
     todo = [i for i in range(len(task.config_space)) if i not in done and task.config_space.is_index_valid(i)]
     print(f"{task}: {len(done)} done, {len(todo)} to measure -> {out}")
-    option = adatune.measure_option(adatune.LocalBuilder(),
-                                    adatune.LocalRunner(number=args.number, repeat=args.repeat))
+    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=args.number, repeat=args.repeat))
     t0 = time.time()
     for start in range(0, len(todo), args.batch):
-        inputs = [MeasureInput(task, task.config_space.get(i)) for i in todo[start:start + args.batch]]
+        inputs = [MeasureInput(task, task.config_space.get(i)) for i in todo[start : start + args.batch]]
         save_to_file(out, zip(inputs, option.measure(inputs)))
         n = start + len(inputs)
         print(f"{n}/{len(todo)} measured, {time.time() - t0:.0f} s", flush=True)

@@ -6,6 +6,7 @@ PyTorch (oneDNN) and numpy (BLAS) on the same shapes in the same run.
 
 Writes benchmarks/results/tune_workloads/{results.json, trajectories.csv, best_gflops_vs_time.png, summary.md}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,10 +43,20 @@ def tune_one(workload: str, tuner_name: str, budget: float, seed: int) -> dict:
         if t.error_no:
             name = adatune.MeasureErrorNo(t.error_no).name
             errors[name] = errors.get(name, 0) + 1
-    return {"workload": workload, "tuner": tuner_name, "seed": seed, "budget_s": budget, "wall_s": wall,
-            "space": len(task.config_space), "flop": task.flop, "trials": len(tuner.trials),
-            "best_gflops": tuner.best_flops / 1e9, "best_config": tuner.best_config.to_json() if tuner.best_config else None,
-            "errors": errors, "trajectory": [(t.clock, t.best_flops / 1e9) for t in tuner.trials]}
+    return {
+        "workload": workload,
+        "tuner": tuner_name,
+        "seed": seed,
+        "budget_s": budget,
+        "wall_s": wall,
+        "space": len(task.config_space),
+        "flop": task.flop,
+        "trials": len(tuner.trials),
+        "best_gflops": tuner.best_flops / 1e9,
+        "best_config": tuner.best_config.to_json() if tuner.best_config else None,
+        "errors": errors,
+        "trajectory": [(t.clock, t.best_flops / 1e9) for t in tuner.trials],
+    }
 
 
 def plot(results: list[dict], refs: dict, path: str) -> None:
@@ -69,7 +80,7 @@ def plot(results: list[dict], refs: dict, path: str) -> None:
         ax.set_xlabel("tuning wall-clock (s)")
         ax.set_ylabel("best GFLOPS")
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(workloads):]:
+    for ax in list(axes.flat)[len(workloads) :]:
         ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -91,12 +102,20 @@ def main() -> None:
         for tn in args.tuners:
             r = tune_one(wl, tn, args.budget, args.seed)
             results.append(r)
-            print(f"  {tn:7s}: best {r['best_gflops']:.1f} GFLOPS after {r['trials']} trials in {r['wall_s']:.0f} s"
-                  f" (errors {r['errors']})", flush=True)
-    meta = {"cpu": adatune.target.to_json(adatune.target.host()), "python": platform.python_version(),
-            "command": "python -m benchmarks.tune_workloads " + " ".join(
-                f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items()
-                if k != "out"), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+            print(
+                f"  {tn:7s}: best {r['best_gflops']:.1f} GFLOPS after {r['trials']} trials in {r['wall_s']:.0f} s"
+                f" (errors {r['errors']})",
+                flush=True,
+            )
+    meta = {
+        "cpu": adatune.target.to_json(adatune.target.host()),
+        "python": platform.python_version(),
+        "command": "python -m benchmarks.tune_workloads "
+        + " ".join(
+            f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items() if k != "out"
+        ),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "references": refs, "results": results}, f, indent=1)
     with open(os.path.join(args.out, "trajectories.csv"), "w", newline="") as f:
@@ -106,17 +125,25 @@ def main() -> None:
             for i, (c, b) in enumerate(r["trajectory"]):
                 w.writerow([r["workload"], r["tuner"], r["seed"], i, f"{c:.3f}", f"{b:.3f}"])
     plot(results, refs, os.path.join(args.out, "best_gflops_vs_time.png"))
-    lines = [f"# Tuning the built-in workloads ({meta['date']})", "",
-             f"CPU target: `{json.dumps(meta['cpu'])}`; budget {args.budget:.0f} s of tuning per workload and "
-             f"tuner; reference libraries timed in the same run.", "", f"Command: `{meta['command']}`", "",
-             "| workload | tuner | trials | best GFLOPS | PyTorch GFLOPS | numpy GFLOPS | best / best reference |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Tuning the built-in workloads ({meta['date']})",
+        "",
+        f"CPU target: `{json.dumps(meta['cpu'])}`; budget {args.budget:.0f} s of tuning per workload and "
+        f"tuner; reference libraries timed in the same run.",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "| workload | tuner | trials | best GFLOPS | PyTorch GFLOPS | numpy GFLOPS | best / best reference |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         ref = refs[r["workload"]]
         top = max(ref.values()) if ref else float("nan")
-        lines.append(f"| {r['workload']} | {r['tuner']} | {r['trials']} | {r['best_gflops']:.1f} | "
-                     f"{ref.get('torch', float('nan')):.1f} | {ref.get('numpy', float('nan')):.1f} | "
-                     f"{r['best_gflops'] / top:.2f} |")
+        lines.append(
+            f"| {r['workload']} | {r['tuner']} | {r['trials']} | {r['best_gflops']:.1f} | "
+            f"{ref.get('torch', float('nan')):.1f} | {ref.get('numpy', float('nan')):.1f} | "
+            f"{r['best_gflops'] / top:.2f} |"
+        )
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -3,6 +3,7 @@
 A template with knobs, a task, a measure option with the adaptive evaluator, a tuner with callbacks, the
 records read back as AutoTVM's (inp, res) pairs, the best config applied and the kernel checked against numpy.
 """
+
 import os
 import sys
 import tempfile
@@ -43,11 +44,15 @@ def main() -> int:
     task = adatune.task.create("example/matmul", args=(N, N, N, "float32"), target=target)
     print(task)
     log = os.path.join(tempfile.mkdtemp(), "matmul.jsonl")
-    option = adatune.measure_option(builder=adatune.LocalBuilder(), runner=adatune.LocalRunner(number=5, repeat=3),
-                                    min_converge_coef=0.1)
+    option = adatune.measure_option(
+        builder=adatune.LocalBuilder(), runner=adatune.LocalRunner(number=5, repeat=3), min_converge_coef=0.1
+    )
     tuner = RFEITuner(task, plan_size=8)
-    tuner.tune(n_trial=TRIALS, measure_option=option,
-               callbacks=[adatune.callback.progress_bar(TRIALS), adatune.callback.log_to_file(log)])
+    tuner.tune(
+        n_trial=TRIALS,
+        measure_option=option,
+        callbacks=[adatune.callback.progress_bar(TRIALS), adatune.callback.log_to_file(log)],
+    )
     option.close()
     print("best config:", tuner.best_config, f"{tuner.best_flops / 1e9:.2f} GFLOPS")
 

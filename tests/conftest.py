@@ -1,15 +1,16 @@
 """Shared fixtures: a small matmul template, its task, and a replay table over its whole space."""
+
 from __future__ import annotations
 
 import math
 import time
 
+import fixture_templates  # noqa: E402,F401  (registers test/matmul and test/faulty)
 import numpy as np
 import pytest
+
 import adatune
 from adatune.measure import MeasureErrorNo, MeasureResult, ReplayRunner
-
-import fixture_templates  # noqa: E402,F401  (registers test/matmul and test/faulty)
 
 
 @pytest.fixture(scope="session")
@@ -30,12 +31,14 @@ def replay_table(matmul_task: adatune.task.Task) -> dict:
     table = {}
     for i in range(len(matmul_task.config_space)):
         if i % 17 == 5:
-            table[(matmul_task.workload_key, i)] = MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE, 0.2, time.time(),
-                                                                 "recorded failure")
+            table[(matmul_task.workload_key, i)] = MeasureResult(
+                (), MeasureErrorNo.RUNTIME_DEVICE, 0.2, time.time(), "recorded failure"
+            )
         else:
             c = synthetic_cost(matmul_task, i)
-            table[(matmul_task.workload_key, i)] = MeasureResult((c, c), MeasureErrorNo.NO_ERROR, 0.3, time.time(),
-                                                                 build_time=0.1, run_time=0.2, runs=10)
+            table[(matmul_task.workload_key, i)] = MeasureResult(
+                (c, c), MeasureErrorNo.NO_ERROR, 0.3, time.time(), build_time=0.1, run_time=0.2, runs=10
+            )
     return table
 
 

@@ -1,4 +1,5 @@
 """Templates used by the tests: a small tunable matmul and a deliberately faulty kernel."""
+
 from __future__ import annotations
 
 import tvm
@@ -39,9 +40,17 @@ if "test/matmul" not in adatune.task.registered_templates():
         mode = cfg["mode"].val
         A = te.placeholder((n,), "float32", name="A")
         if mode == "crash":  # raise(SIGSEGV) inside the kernel kills the runner worker
-            B = te.compute((n,), lambda i: A[i] * 2.0 + tvm.tirx.Cast("float32", tvm.tirx.call_extern("int32", "raise", 11)), name="B")
+            B = te.compute(
+                (n,),
+                lambda i: A[i] * 2.0 + tvm.tirx.Cast("float32", tvm.tirx.call_extern("int32", "raise", 11)),
+                name="B",
+            )
         elif mode == "hang":  # sleep(1000) inside the kernel: only the run timeout ends it
-            B = te.compute((n,), lambda i: A[i] * 2.0 + tvm.tirx.Cast("float32", tvm.tirx.call_extern("int32", "sleep", 1000)), name="B")
+            B = te.compute(
+                (n,),
+                lambda i: A[i] * 2.0 + tvm.tirx.Cast("float32", tvm.tirx.call_extern("int32", "sleep", 1000)),
+                name="B",
+            )
         elif mode == "slow_build":  # TVM's simplifier never finishes on this 2^31-iteration modulo loop
             k = te.reduce_axis((0, (1 << 31) - 1), name="k")
             S = te.compute((n,), lambda i: te.sum(A[(i * 7 + k) % n], axis=k), name="S")

@@ -3,29 +3,26 @@
 Real kernels run through LocalRunner where the behaviour depends on real timing; the arithmetic is checked
 on synthetic timings. No assertion depends on how fast this machine is.
 """
+
 from __future__ import annotations
 
 import logging
-import math
-import statistics
 import warnings
 
 import numpy as np
 import pytest
 import tvm
+from conftest import synthetic_cost
 from scipy.stats import norm
 from tvm import te
 from tvm.script import tirx as T
 
 import adatune
 from adatune.cost_models import RFEICostModel, expected_improvement
-from adatune.evaluator import EvaluatorConfig, adaptive_stop_index, converge_cv, evaluate
 from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, ReplayRunner
 from adatune.optimizers import ContextualSimulatedAnnealing, exploration_rate
 from adatune.records import load_from_file
 from adatune.tuners import RFEITuner
-
-from conftest import synthetic_cost
 
 
 # -- a deliberately noisy real kernel ---------------------------------------------------------------------
@@ -247,8 +244,7 @@ def test_autotvm_style_script_runs_end_to_end_and_writes_records(matmul_task, tm
     option = adatune.measure_option(builder, runner, min_converge_coef=0.1)
     tuner = RFEITuner(matmul_task, plan_size=8)
     try:
-        tuner.tune(n_trial=24, measure_option=option, batch_size=8,
-                   callbacks=[adatune.callback.log_to_file(log)])
+        tuner.tune(n_trial=24, measure_option=option, batch_size=8, callbacks=[adatune.callback.log_to_file(log)])
     finally:
         option.close()
     records = list(load_from_file(log))

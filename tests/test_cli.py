@@ -1,5 +1,6 @@
 """The command line: workload specs, tuner options, one-line usage errors that write nothing, and a real
 (tiny) tuning run whose log ``adatune best`` reads and a second run resumes."""
+
 from __future__ import annotations
 
 import json
@@ -25,14 +26,17 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 # -- workload specs -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("spec, builtin", [
-    ("dense:M=128,N=3072,K=768", "dense-bert-ffn1"),
-    ("dense:M=128,N=768,K=3072", "dense-bert-ffn2"),
-    ("batch_matmul:B=12,M=128,N=128,K=64,layout=NT", "bmm-bert-nt"),
-    ("batch_matmul:B=12,M=128,N=64,K=128", "bmm-bert-av"),
-    ("conv2d:N=1,CI=64,H=56,W=56,CO=64,KH=3,KW=3,stride=1,pad=1", "conv2d-resnet18-L2"),
-    ("conv2d_nchw:N=1,CI=3,H=224,W=224,CO=64,KH=7,KW=7,stride=2,pad=3,dtype=float32", "conv2d-resnet18-L1"),
-])
+@pytest.mark.parametrize(
+    "spec, builtin",
+    [
+        ("dense:M=128,N=3072,K=768", "dense-bert-ffn1"),
+        ("dense:M=128,N=768,K=3072", "dense-bert-ffn2"),
+        ("batch_matmul:B=12,M=128,N=128,K=64,layout=NT", "bmm-bert-nt"),
+        ("batch_matmul:B=12,M=128,N=64,K=128", "bmm-bert-av"),
+        ("conv2d:N=1,CI=64,H=56,W=56,CO=64,KH=3,KW=3,stride=1,pad=1", "conv2d-resnet18-L2"),
+        ("conv2d_nchw:N=1,CI=3,H=224,W=224,CO=64,KH=7,KW=7,stride=2,pad=3,dtype=float32", "conv2d-resnet18-L1"),
+    ],
+)
 def test_spec_describes_the_same_operator_as_the_builtin(spec: str, builtin: str) -> None:
     w, ref = workloads.get(spec), workloads.get(builtin)
     assert (w.op, w.args, w.flop) == (ref.op, ref.args, ref.flop)
@@ -50,20 +54,23 @@ def test_spec_canonical_names_and_options() -> None:
     assert "[12,128,64] @ [12,128,64]^T" in workloads.get("batch_matmul:B=12,M=128,N=128,K=64,layout=NT").description
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("matmul:M=1,N=1,K=1", "unknown operator 'matmul'; use dense, batch_matmul, conv2d"),
-    ("dense:M=1,N=2", "missing K (format: dense:M=128,N=3072,K=768)"),
-    ("dense:", "'' is not key=value"),
-    ("dense:M=1,N=2,K", "'K' is not key=value"),
-    ("dense:M=1,N=2,K=0", "K=0 must be a positive integer"),
-    ("dense:M=1,N=2,K=2.5", "K=2.5 must be a positive integer"),
-    ("dense:M=1,N=2,K=3,B=4", "unknown key 'B' for dense; keys: M, N, K, dtype"),
-    ("dense:M=1,M=2,N=2,K=3", "M is given twice"),
-    ("dense:M=1,N=2,K=3,dtype=int8", "dtype=int8 must be one of float16, float32, float64"),
-    ("batch_matmul:B=1,M=1,N=1,K=1,layout=TN", "layout=TN must be one of NN, NT"),
-    ("conv2d:N=1,CI=1,H=2,W=2,CO=1,KH=5,KW=5,stride=1,pad=0", "a 5x5 kernel does not fit the 2x2 input"),
-    ("conv2d:N=1,CI=1,H=8,W=8,CO=1,KH=1,KW=1,stride=1,pad=-1", "pad=-1 must be a non-negative integer"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("matmul:M=1,N=1,K=1", "unknown operator 'matmul'; use dense, batch_matmul, conv2d"),
+        ("dense:M=1,N=2", "missing K (format: dense:M=128,N=3072,K=768)"),
+        ("dense:", "'' is not key=value"),
+        ("dense:M=1,N=2,K", "'K' is not key=value"),
+        ("dense:M=1,N=2,K=0", "K=0 must be a positive integer"),
+        ("dense:M=1,N=2,K=2.5", "K=2.5 must be a positive integer"),
+        ("dense:M=1,N=2,K=3,B=4", "unknown key 'B' for dense; keys: M, N, K, dtype"),
+        ("dense:M=1,M=2,N=2,K=3", "M is given twice"),
+        ("dense:M=1,N=2,K=3,dtype=int8", "dtype=int8 must be one of float16, float32, float64"),
+        ("batch_matmul:B=1,M=1,N=1,K=1,layout=TN", "layout=TN must be one of NN, NT"),
+        ("conv2d:N=1,CI=1,H=2,W=2,CO=1,KH=5,KW=5,stride=1,pad=0", "a 5x5 kernel does not fit the 2x2 input"),
+        ("conv2d:N=1,CI=1,H=8,W=8,CO=1,KH=1,KW=1,stride=1,pad=-1", "pad=-1 must be a non-negative integer"),
+    ],
+)
 def test_bad_specs_are_named(spec: str, message: str) -> None:
     with pytest.raises(ValueError) as err:
         workloads.get(spec)
@@ -107,30 +114,32 @@ def test_tuners_markdown_has_a_row_per_option(capsys: pytest.CaptureFixture[str]
 
 
 # -- usage errors: one line, exit 2, nothing written ----------------------------------------------------------
-@pytest.mark.parametrize("extra, message", [
-    (["--workload", "nope"], "adatune tune: unknown workload 'nope'"),
-    (["--workload", "dense:M=1,N=2"], "missing K"),
-    (["--workload", "dense:M=1,N=2,K=x"], "K=x must be a positive integer"),
-    (["--workload", TINY, "--tuner", "annealing"], "unknown tuner 'annealing': choose from xgb, xgb-rank"),
-    (["--workload", TINY, "-o", "bogus=1"], "unknown option 'bogus' for tuner 'xgb': valid options: plan_size"),
-    (["--workload", TINY, "-o", "n_trees=5"], "unknown option 'n_trees' for tuner 'xgb'"),
-    (["--workload", TINY, "--tuner", "rfei", "--option", "n_trees=many"], "option n_trees=many: expected int"),
-    (["--workload", TINY, "--tuner", "rfei", "-o", "contextual=maybe"], "contextual=maybe: expected true|false"),
-    (["--workload", TINY, "-o", "plan_size"], "argument -o/--option: expected KEY=VALUE, got 'plan_size'"),
-    (["--workload", TINY, "-o", "plan_size=4", "-o", "plan_size=8"], "option plan_size is given twice"),
-    (["--workload", TINY, "--tuner", "release", "-o", "cost_model=xgb"], "expected a Python object"),
-    (["--workload", TINY, "--trials", "0"], "argument --trials: must be a positive integer, got '0'"),
-    (["--workload", TINY, "--trials", "-3"], "argument --trials: must be a positive integer, got '-3'"),
-    (["--workload", TINY, "--trials", "ten"], "argument --trials: must be a positive integer, got 'ten'"),
-    (["--workload", TINY, "--target", "gpu"], "unknown target 'gpu': use llvm (this CPU), cuda, or a JSON dict"),
-    (["--workload", TINY, "--target", '{"kind": "nokind"}'], "target: invalid target"),
-    (["--workload", TINY, "--target", "cuda", "--arch", "80"], "CUDA arch must look like 'sm_80'"),
-    (["--workload", "conv2d-resnet18-L6-small", "--target", "cuda"], "is defined for CPUs only"),
-    (["--workload", TINY, "--min-converge-coef", "-1"], "argument --min-converge-coef: must be a positive"),
-    ([], "the following arguments are required: --workload"),
-])
-def test_tune_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
-                           message: str) -> None:
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--workload", "nope"], "adatune tune: unknown workload 'nope'"),
+        (["--workload", "dense:M=1,N=2"], "missing K"),
+        (["--workload", "dense:M=1,N=2,K=x"], "K=x must be a positive integer"),
+        (["--workload", TINY, "--tuner", "annealing"], "unknown tuner 'annealing': choose from xgb, xgb-rank"),
+        (["--workload", TINY, "-o", "bogus=1"], "unknown option 'bogus' for tuner 'xgb': valid options: plan_size"),
+        (["--workload", TINY, "-o", "n_trees=5"], "unknown option 'n_trees' for tuner 'xgb'"),
+        (["--workload", TINY, "--tuner", "rfei", "--option", "n_trees=many"], "option n_trees=many: expected int"),
+        (["--workload", TINY, "--tuner", "rfei", "-o", "contextual=maybe"], "contextual=maybe: expected true|false"),
+        (["--workload", TINY, "-o", "plan_size"], "argument -o/--option: expected KEY=VALUE, got 'plan_size'"),
+        (["--workload", TINY, "-o", "plan_size=4", "-o", "plan_size=8"], "option plan_size is given twice"),
+        (["--workload", TINY, "--tuner", "release", "-o", "cost_model=xgb"], "expected a Python object"),
+        (["--workload", TINY, "--trials", "0"], "argument --trials: must be a positive integer, got '0'"),
+        (["--workload", TINY, "--trials", "-3"], "argument --trials: must be a positive integer, got '-3'"),
+        (["--workload", TINY, "--trials", "ten"], "argument --trials: must be a positive integer, got 'ten'"),
+        (["--workload", TINY, "--target", "gpu"], "unknown target 'gpu': use llvm (this CPU), cuda, or a JSON dict"),
+        (["--workload", TINY, "--target", '{"kind": "nokind"}'], "target: invalid target"),
+        (["--workload", TINY, "--target", "cuda", "--arch", "80"], "CUDA arch must look like 'sm_80'"),
+        (["--workload", "conv2d-resnet18-L6-small", "--target", "cuda"], "is defined for CPUs only"),
+        (["--workload", TINY, "--min-converge-coef", "-1"], "argument --min-converge-coef: must be a positive"),
+        ([], "the following arguments are required: --workload"),
+    ],
+)
+def test_tune_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
     log = tmp_path / "out.jsonl"
     assert main(["tune", "--log", str(log), *extra]) == 2
     assert message in _one_line_error(capsys)
@@ -146,18 +155,21 @@ def test_tune_log_in_a_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_tune_refuses_a_log_that_is_not_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "notes.txt"
-    log.write_text("these are my notes\n{\"v\": 7}\n")
+    log.write_text('these are my notes\n{"v": 7}\n')
     assert main(["tune", "--workload", TINY, "--tuner", "random", "--trials", "2", "--log", str(log)]) == 2
     assert f"log {log}: not an adatune log" in _one_line_error(capsys)
-    assert log.read_text() == "these are my notes\n{\"v\": 7}\n"
+    assert log.read_text() == 'these are my notes\n{"v": 7}\n'
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda d: d / "missing.jsonl", "no such file"),
-    (lambda d: d, "is a directory"),
-    (lambda d: (d / "bad.jsonl", (d / "bad.jsonl").write_bytes(b"\xff\xfe\x00garbage"))[0], "cannot read it"),
-    (lambda d: (d / "bad.jsonl", (d / "bad.jsonl").write_text("[1, 2]\nnot json\n"))[0], "not an adatune log"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda d: d / "missing.jsonl", "no such file"),
+        (lambda d: d, "is a directory"),
+        (lambda d: (d / "bad.jsonl", (d / "bad.jsonl").write_bytes(b"\xff\xfe\x00garbage"))[0], "cannot read it"),
+        (lambda d: (d / "bad.jsonl", (d / "bad.jsonl").write_text("[1, 2]\nnot json\n"))[0], "not an adatune log"),
+    ],
+)
 def test_best_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], make, message: str) -> None:
     path = make(tmp_path)
     assert main(["best", str(path)]) == 2
@@ -166,8 +178,12 @@ def test_best_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], m
 
 def test_usage_error_in_a_subprocess_has_no_traceback(tmp_path: Path) -> None:
     log = tmp_path / "out.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "adatune.cli", "tune", "--workload", "nope", "--trials", "1",
-                           "--log", str(log)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "adatune.cli", "tune", "--workload", "nope", "--trials", "1", "--log", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("adatune tune: unknown workload 'nope'") and proc.stderr.count("\n") == 1
     assert not log.exists()
@@ -178,8 +194,20 @@ def test_tune_a_spec_then_best_then_resume_with_options(tmp_path: Path, capsys: 
     """8 random trials of a spec workload (outputs checked against numpy), ``best`` reads the log, then an
     xgb run with options asks for 12 and measures only the 4 that are missing."""
     log = tmp_path / "out.jsonl"
-    common = ["tune", "--workload", TINY, "--log", str(log), "--number", "1", "--repeat", "1",
-              "--check-correctness", "--n-parallel", "1"]
+    common = [
+        "tune",
+        "--workload",
+        TINY,
+        "--log",
+        str(log),
+        "--number",
+        "1",
+        "--repeat",
+        "1",
+        "--check-correctness",
+        "--n-parallel",
+        "1",
+    ]
     assert main([*common, "--tuner", "random", "--trials", "8"]) == 0
     out = capsys.readouterr().out
     assert "Task(dense.x86, args=(16, 16, 16, 'float32')" in out and "tuner: random" in out

@@ -1,4 +1,5 @@
 """Every cost model the library ships passes the same contract, on feature matrices and on a task's candidates."""
+
 from __future__ import annotations
 
 import numpy as np

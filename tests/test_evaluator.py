@@ -2,6 +2,7 @@
 cap on a noisy one, drops the extreme micro-batches, and with the default runner's cap (5 x 3 = 15 runs) the
 number of runs it spends depends on the noise. No kernel runs here and no assertion depends on a timing.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -126,15 +127,18 @@ def test_a_cap_too_small_for_min_micro_batches_is_rejected():
         runner.close()
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"number": 0}, "number must be an integer >= 1"),
-    ({"repeat": True}, "repeat must be an integer >= 1"),
-    ({"micro_batch": 0}, "micro_batch must be an integer >= 1"),
-    ({"min_repeat_ms": -1.0}, "min_repeat_ms must be a finite number >= 0"),
-    ({"min_converge_coef": 0.0}, "min_converge_coef must be a positive finite number"),
-    ({"min_converge_coef": float("nan")}, "min_converge_coef must be a positive finite number"),
-    ({"min_converge_coef": 0.1, "min_repeat_ms": 5.0}, "min_repeat_ms=5 cannot be used with the adaptive"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"number": 0}, "number must be an integer >= 1"),
+        ({"repeat": True}, "repeat must be an integer >= 1"),
+        ({"micro_batch": 0}, "micro_batch must be an integer >= 1"),
+        ({"min_repeat_ms": -1.0}, "min_repeat_ms must be a finite number >= 0"),
+        ({"min_converge_coef": 0.0}, "min_converge_coef must be a positive finite number"),
+        ({"min_converge_coef": float("nan")}, "min_converge_coef must be a positive finite number"),
+        ({"min_converge_coef": 0.1, "min_repeat_ms": 5.0}, "min_repeat_ms=5 cannot be used with the adaptive"),
+    ],
+)
 def test_bad_options_name_the_problem(kwargs, match):
     with pytest.raises(ValueError, match=match):
         EvaluatorConfig(**kwargs)
@@ -184,8 +188,7 @@ def test_noisy_kernel_runs_to_a_large_cap_and_steady_one_stops_at_the_minimum():
 
 def test_runs_spent_under_the_default_cap_depend_on_the_noise():
     seeds = range(40)
-    spent = {cv: [evaluate(FakeKernel(cv=cv, seed=s), ADAPTIVE_DEFAULT).runs for s in seeds]
-             for cv in (0.02, 0.2, 0.6)}
+    spent = {cv: [evaluate(FakeKernel(cv=cv, seed=s), ADAPTIVE_DEFAULT).runs for s in seeds] for cv in (0.02, 0.2, 0.6)}
     assert set(spent[0.02]) == {6}  # a steady kernel always stops at the minimum
     assert statistics.fmean(spent[0.02]) < statistics.fmean(spent[0.2]) < statistics.fmean(spent[0.6])
     assert spent[0.6].count(15) > len(seeds) // 2  # a very noisy one mostly spends the whole cap

@@ -1,30 +1,37 @@
 """Real measurements: correct kernels are timed, every failure kind comes from a real faulty kernel,
 and a tuning run carries on past all of them."""
+
 from __future__ import annotations
 
 import pytest
+from fixture_templates import MODES
 
 import adatune
 from adatune.measure import MeasureErrorNo, MeasureInput
 from adatune.records import load_from_file
 from adatune.tuners import GridSearchTuner
 
-from fixture_templates import MODES
-
-EXPECTED = {"ok": MeasureErrorNo.NO_ERROR, "build_fail": MeasureErrorNo.COMPILE_HOST,
-            "crash": MeasureErrorNo.RUNTIME_DEVICE, "hang": MeasureErrorNo.RUN_TIMEOUT,
-            "wrong": MeasureErrorNo.WRONG_ANSWER, "instantiate_fail": MeasureErrorNo.INSTANTIATION_ERROR,
-            "slow_build": MeasureErrorNo.BUILD_TIMEOUT}
+EXPECTED = {
+    "ok": MeasureErrorNo.NO_ERROR,
+    "build_fail": MeasureErrorNo.COMPILE_HOST,
+    "crash": MeasureErrorNo.RUNTIME_DEVICE,
+    "hang": MeasureErrorNo.RUN_TIMEOUT,
+    "wrong": MeasureErrorNo.WRONG_ANSWER,
+    "instantiate_fail": MeasureErrorNo.INSTANTIATION_ERROR,
+    "slow_build": MeasureErrorNo.BUILD_TIMEOUT,
+}
 
 
 def test_every_error_kind_while_the_run_carries_on(tmp_path):
     task = adatune.task.create("test/faulty", (64,), adatune.target.host())
-    option = adatune.measure_option(adatune.LocalBuilder(timeout=4),
-                                    adatune.LocalRunner(timeout=3, check_correctness=True))
+    option = adatune.measure_option(
+        adatune.LocalBuilder(timeout=4), adatune.LocalRunner(timeout=3, check_correctness=True)
+    )
     log = str(tmp_path / "faulty.jsonl")
     tuner = GridSearchTuner(task)
-    tuner.tune(n_trial=len(MODES), measure_option=option, batch_size=len(MODES),
-               callbacks=[adatune.callback.log_to_file(log)])
+    tuner.tune(
+        n_trial=len(MODES), measure_option=option, batch_size=len(MODES), callbacks=[adatune.callback.log_to_file(log)]
+    )
     option.close()
     records = {r.config_index: r for r in load_from_file(log)}
     assert len(records) == len(MODES)
@@ -48,8 +55,9 @@ def test_worker_recovers_after_crash():
 
 
 def test_correct_kernels_are_timed_and_checked(matmul_task):
-    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=4, repeat=2,
-                                                                                check_correctness=True))
+    option = adatune.measure_option(
+        adatune.LocalBuilder(), adatune.LocalRunner(number=4, repeat=2, check_correctness=True)
+    )
     idx = [0, len(matmul_task.config_space) - 1, 77 % len(matmul_task.config_space)]
     res = option.measure([MeasureInput(matmul_task, matmul_task.config_space.get(i)) for i in idx])
     option.close()

@@ -2,6 +2,7 @@
 schedule computes a matmul correctly, crashing and hanging kernels come back as errors while measuring goes on,
 FastBuilder's artifacts run correctly, and the cost model survives save/load. One small ``tune_tir`` run (64x64
 matmul, 16 trials) is shared by the tests that need it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,14 @@ from tvm.s_tir.meta_schedule.runner import RunnerInput
 from tvm.script import tirx as T
 
 from adatune.measure import MeasureErrorNo
-from adatune.meta_schedule import (AdaptiveRunner, ContextualEvolutionarySearch, FastBuilder, RFEICostModel,
-                                   aggregate_store_features, error_kind)
+from adatune.meta_schedule import (
+    AdaptiveRunner,
+    ContextualEvolutionarySearch,
+    FastBuilder,
+    RFEICostModel,
+    aggregate_store_features,
+    error_kind,
+)
 from adatune.target import host
 
 N = 64
@@ -53,7 +60,7 @@ def abort_kernel(a: T.Buffer((16,), "float32"), b: T.Buffer((16,), "float32")):
 @T.prim_func
 def endless_kernel(a: T.Buffer((16,), "float32"), b: T.Buffer((16,), "float32")):
     T.func_attr({"global_symbol": "main", "tir.noalias": True})
-    for i, j, k in T.grid(100000, 100000, 16):  # 1.6e11 dependent multiply-adds: minutes
+    for _i, _j, k in T.grid(100000, 100000, 16):  # 1.6e11 dependent multiply-adds: minutes
         b[k] = b[k] * a[k] + T.float32(1)
 
 
@@ -73,24 +80,54 @@ def target() -> tvm.target.Target:
 
 
 @pytest.fixture(scope="module")
-def tuned(target, tmp_path_factory):
-    """One tune_tir run with all four plug-ins."""
-    builder = FastBuilder(max_workers=2)
-    runner = AdaptiveRunner(min_converge_coef=0.1, number=10, repeat=4, micro_batch=5, timeout_sec=30)
+def builder():
+    """One warm build pool for the whole file (each worker process costs seconds to start)."""
+    pool = FastBuilder(max_workers=2)
+    yield pool
+    pool.shutdown()
+
+
+@pytest.fixture(scope="module")
+def runner():
+    pool = AdaptiveRunner(min_converge_coef=0.1, number=10, repeat=4, micro_batch=5, timeout_sec=10)
+    yield pool
+    pool.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tuned(target, tmp_path_factory, builder, runner):
+    """One tune_tir run with all four plug-ins (runs first: the builder's and runner's counters start at 0)."""
+    assert builder.n_calls == 0 and runner.n_calls == 0
     cost_model = RFEICostModel(n_trees=50, seed=1)
     strategy = ContextualEvolutionarySearch(population_size=24, genetic_num_iters=1, seed=0)
     work_dir = str(tmp_path_factory.mktemp("ms_tune"))
-    db = ms.tune_tir(matmul(), target, work_dir, max_trials_global=TRIALS, num_trials_per_iter=PER_ITER,
-                     builder=builder, runner=runner, cost_model=cost_model, strategy=strategy, seed=0)
-    yield {"db": db, "builder": builder, "runner": runner, "cost_model": cost_model, "strategy": strategy}
-    builder.shutdown()
-    runner.shutdown()
+    db = ms.tune_tir(
+        matmul(),
+        target,
+        work_dir,
+        max_trials_global=TRIALS,
+        num_trials_per_iter=PER_ITER,
+        builder=builder,
+        runner=runner,
+        cost_model=cost_model,
+        strategy=strategy,
+        seed=0,
+    )
+    return {
+        "db": db,
+        "builder": builder,
+        "runner": runner,
+        "cost_model": cost_model,
+        "strategy": strategy,
+        "counts": (builder.n_calls, builder.n_built, builder.n_failed, runner.n_calls, list(runner.log)),
+    }
 
 
 def test_every_plugin_is_called_inside_tune_tir(tuned):
-    builder, runner, model, strategy = tuned["builder"], tuned["runner"], tuned["cost_model"], tuned["strategy"]
-    assert builder.n_calls == TRIALS // PER_ITER and builder.n_built + builder.n_failed == TRIALS
-    assert runner.n_calls >= 1 and len(runner.log) == builder.n_built
+    model, strategy = tuned["cost_model"], tuned["strategy"]
+    build_calls, built, failed, run_calls, log = tuned["counts"]
+    assert build_calls == TRIALS // PER_ITER and built + failed == TRIALS
+    assert run_calls >= 1 and len(log) == built
     assert model.n_updates == TRIALS // PER_ITER and len(model.costs) == TRIALS and model.n_predicts >= 2
     # the strategy's clone ran (history is shared with clones): one entry per iteration, eps from uncertainty
     assert [h["n"] for h in strategy.history] == [PER_ITER] * (TRIALS // PER_ITER)
@@ -102,9 +139,9 @@ def test_every_plugin_is_called_inside_tune_tir(tuned):
 
 
 def test_adaptive_runner_results_reach_the_database(tuned):
-    runner, db = tuned["runner"], tuned["db"]
-    ok = [entry for entry in runner.log if entry["error"] is None]
-    assert ok, runner.log
+    runner, db, log = tuned["runner"], tuned["db"], tuned["counts"][4]
+    ok = [entry for entry in log if entry["error"] is None]
+    assert ok, log
     cap = runner.config.cap_runs
     for entry in ok:
         assert sum(entry["batch_runs"]) == entry["runs"] <= cap
@@ -153,43 +190,39 @@ def test_cost_model_save_load(tuned, target, tmp_path):
         loaded.load(str(tmp_path / "junk.npz"))
 
 
-def test_runner_survives_crashing_and_hanging_kernels(target):
-    builder = FastBuilder(max_workers=1)
-    runner = AdaptiveRunner(min_converge_coef=0.1, number=10, repeat=3, micro_batch=5, timeout_sec=3)
-    try:
-        mods = [tiled_matmul(8), tvm.IRModule({"main": abort_kernel}), tvm.IRModule({"main": endless_kernel})]
-        built = builder.build([BuilderInput(m, target) for m in mods])
-        assert [b.error_msg for b in built] == [None, None, None]
-        inputs = [RunnerInput(b.artifact_path, "cpu", ArgInfo.from_entry_func(m)) for b, m in zip(built, mods)]
-        results = [f.result() for f in runner.run(inputs + inputs[:1])]
-        assert [error_kind(r.error_msg) for r in results] == [
-            MeasureErrorNo.NO_ERROR, MeasureErrorNo.RUNTIME_DEVICE, MeasureErrorNo.RUN_TIMEOUT,
-            MeasureErrorNo.NO_ERROR]
-        assert "worker process died" in results[1].error_msg
-        for r in (results[0], results[3]):  # measured before the crash and by a fresh worker after the hang
-            assert r.run_secs is not None and all(float(s) > 0 for s in r.run_secs)
-        assert [e["error"] for e in runner.log] == [None, "RUNTIME_DEVICE", "RUN_TIMEOUT", None]
-    finally:
-        builder.shutdown()
-        runner.shutdown()
+def test_runner_survives_crashing_and_hanging_kernels(target, builder, runner, tuned):
+    mods = [tiled_matmul(8), tvm.IRModule({"main": abort_kernel}), tvm.IRModule({"main": endless_kernel})]
+    built = builder.build([BuilderInput(m, target) for m in mods])
+    assert [b.error_msg for b in built] == [None, None, None]
+    inputs = [RunnerInput(b.artifact_path, "cpu", ArgInfo.from_entry_func(m)) for b, m in zip(built, mods)]
+    before = len(runner.log)
+    results = [f.result() for f in runner.run(inputs + inputs[:1])]
+    assert [error_kind(r.error_msg) for r in results] == [
+        MeasureErrorNo.NO_ERROR,
+        MeasureErrorNo.RUNTIME_DEVICE,
+        MeasureErrorNo.RUN_TIMEOUT,
+        MeasureErrorNo.NO_ERROR,
+    ]
+    assert "worker process died" in results[1].error_msg
+    for r in (results[0], results[3]):  # measured before the crash, and by a fresh worker after the hang
+        assert r.run_secs is not None and all(float(s) > 0 for s in r.run_secs)
+    assert [e["error"] for e in runner.log[before:]] == [None, "RUNTIME_DEVICE", "RUN_TIMEOUT", None]
 
 
-def test_fast_builder_artifacts_run_correctly_and_errors_are_results(target):
-    builder = FastBuilder(max_workers=2)
-    try:
-        mods = [tiled_matmul(4), tiled_matmul(16)]
-        broken = tvm.IRModule({"main": tvm.tirx.PrimFunc([], tvm.tirx.Evaluate(
-            tvm.tirx.call_extern("int32", "adatune_no_such_symbol")))})
-        results = builder.build([BuilderInput(m, target) for m in mods] + [BuilderInput(broken, target)])
-        for res in results[:2]:
-            assert res.error_msg is None and res.artifact_path.endswith("tvm_tmp_mod.tar")
-            run_matmul(tvm.runtime.load_module(res.artifact_path))
-        assert results[2].artifact_path is None and error_kind(results[2].error_msg) == MeasureErrorNo.COMPILE_HOST
-        again = builder.build([BuilderInput(mods[0], target)])  # the pool keeps working after a failure
-        run_matmul(tvm.runtime.load_module(again[0].artifact_path))
-        assert (builder.n_calls, builder.n_built, builder.n_failed) == (2, 3, 1)
-    finally:
-        builder.shutdown()
+def test_fast_builder_artifacts_run_correctly_and_errors_are_results(target, builder, tuned):
+    mods = [tiled_matmul(4), tiled_matmul(16)]
+    broken = tvm.IRModule(
+        {"main": tvm.tirx.PrimFunc([], tvm.tirx.Evaluate(tvm.tirx.call_extern("int32", "adatune_no_such_symbol")))}
+    )
+    failed_before = builder.n_failed
+    results = builder.build([BuilderInput(m, target) for m in mods] + [BuilderInput(broken, target)])
+    for res in results[:2]:
+        assert res.error_msg is None and res.artifact_path.endswith("tvm_tmp_mod.tar")
+        run_matmul(tvm.runtime.load_module(res.artifact_path))
+    assert results[2].artifact_path is None and error_kind(results[2].error_msg) == MeasureErrorNo.COMPILE_HOST
+    assert builder.n_failed == failed_before + 1
+    again = builder.build([BuilderInput(mods[0], target)])  # the pool keeps working after a failure
+    run_matmul(tvm.runtime.load_module(again[0].artifact_path))
     impatient = FastBuilder(max_workers=1, timeout_sec=0.001)
     try:
         res = impatient.build([BuilderInput(tiled_matmul(8), target)])[0]
@@ -207,23 +240,26 @@ def test_aggregate_store_features():
 
 def test_clone_keeps_settings_and_shares_history():
     strategy = ContextualEvolutionarySearch(population_size=10, eps_greedy=0.2, seed=3)
-    clone = strategy.clone()
+    clone = strategy._inst.clone()  # the Python method: strategy.clone() goes through C++ and returns a bare handle
     assert clone.params == strategy.params and clone is not strategy
     clone.history.append({"eps": 0.5})
     assert strategy.history == [{"eps": 0.5}]
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: AdaptiveRunner(min_converge_coef=-1.0), "min_converge_coef"),
-    (lambda: AdaptiveRunner(number=1, repeat=2, min_micro_batches=3), "cannot hold more than"),
-    (lambda: AdaptiveRunner(timeout_sec=0), "timeout_sec"),
-    (lambda: FastBuilder(timeout_sec=-1), "timeout_sec"),
-    (lambda: FastBuilder(max_workers=0), "max_workers"),
-    (lambda: RFEICostModel(predict="median"), "predict must be one of"),
-    (lambda: RFEICostModel(n_trees=1), "n_trees"),
-    (lambda: ContextualEvolutionarySearch(eps_greedy=1.5), "eps_greedy"),
-    (lambda: ContextualEvolutionarySearch(population_size=1), "population_size"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: AdaptiveRunner(min_converge_coef=-1.0), "min_converge_coef"),
+        (lambda: AdaptiveRunner(number=1, repeat=2, min_micro_batches=3), "cannot hold more than"),
+        (lambda: AdaptiveRunner(timeout_sec=0), "timeout_sec"),
+        (lambda: FastBuilder(timeout_sec=-1), "timeout_sec"),
+        (lambda: FastBuilder(max_workers=0), "max_workers"),
+        (lambda: RFEICostModel(predict="median"), "predict must be one of"),
+        (lambda: RFEICostModel(n_trees=1), "n_trees"),
+        (lambda: ContextualEvolutionarySearch(eps_greedy=1.5), "eps_greedy"),
+        (lambda: ContextualEvolutionarySearch(population_size=1), "population_size"),
+    ],
+)
 def test_bad_arguments_are_rejected_with_a_clear_error(make, message):
     with pytest.raises(ValueError, match=message):
         make()

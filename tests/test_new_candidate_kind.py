@@ -1,10 +1,12 @@
 """A candidate kind defined only here (not a knob config) goes through every tuner, cost model, records, resume
 and dispatch with no change to library code: the proof that the candidate protocol is the only contract."""
+
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,8 +63,7 @@ class TileSpace(DiscreteSpace):
     def mutate(self, cands: Sequence[Any], rng: np.random.Generator) -> list[Tile]:
         d = self.encode(cands)
         k = rng.integers(3, size=len(d))
-        d[np.arange(len(d)), k] = (d[np.arange(len(d)), k] + rng.integers(1, 6, size=len(d))) % np.asarray(
-            self.dims)[k]
+        d[np.arange(len(d)), k] = (d[np.arange(len(d)), k] + rng.integers(1, 6, size=len(d))) % np.asarray(self.dims)[k]
         return self.from_digits(d)
 
     def featurize(self, cands: Sequence[Any]) -> np.ndarray:
@@ -88,8 +89,11 @@ class TileTask(TuningTask):
         k = te.reduce_axis((0, n), name="k")
         C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
         self._func = te.create_prim_func([A, B, C])
-        self.arg_specs = [ArgSpec((n, n), "float32", False), ArgSpec((n, n), "float32", False),
-                          ArgSpec((n, n), "float32", True)]
+        self.arg_specs = [
+            ArgSpec((n, n), "float32", False),
+            ArgSpec((n, n), "float32", False),
+            ArgSpec((n, n), "float32", True),
+        ]
         self._space = TileSpace()
 
     @property
@@ -131,8 +135,9 @@ def tile_replay(tile_task: TileTask) -> ReplayRunner:
     table = {}
     for c in tile_task.space.from_digits(np.indices(TileSpace.dims).reshape(3, -1).T):
         cost = _cost(c)
-        table[(tile_task.workload_key, c.key)] = MeasureResult((cost,), MeasureErrorNo.NO_ERROR, 0.2, time.time(),
-                                                               build_time=0.1, run_time=0.1, runs=3)
+        table[(tile_task.workload_key, c.key)] = MeasureResult(
+            (cost,), MeasureErrorNo.NO_ERROR, 0.2, time.time(), build_time=0.1, run_time=0.1, runs=3
+        )
     return ReplayRunner(table)
 
 
@@ -151,8 +156,9 @@ def test_every_registered_tuner_tunes_the_new_kind_and_resumes(name, tile_task, 
     tuner.tune(n_trial=32, measure_option=option, batch_size=8, callbacks=[adatune.callback.log_to_file(str(log))])
     keys = [t.key for t in tuner.trials]
     assert len(keys) == len(set(keys)) == 32
-    assert tuner.best_flops == pytest.approx(max(tile_task.flop / _cost(tile_task.space.decode(
-        r.config)) for r in adatune.load_from_file(str(log))))
+    assert tuner.best_flops == pytest.approx(
+        max(tile_task.flop / _cost(tile_task.space.decode(r.config)) for r in adatune.load_from_file(str(log)))
+    )
     # records carry the kind and key; a fresh tuner resumes without measuring anything twice
     recs = list(adatune.load_from_file(str(log)))
     assert {r.kind for r in recs} == {"tile"} and sorted(r.key for r in recs) == sorted(keys)
@@ -176,8 +182,9 @@ def test_cost_models_learn_the_new_kind_from_features(model_cls, tile_task):
 
 def test_records_dispatch_and_a_real_build_of_the_new_kind(tile_task, tmp_path):
     log = str(tmp_path / "tile.jsonl")
-    option = adatune.measure_option(adatune.LocalBuilder(n_parallel=1),
-                                    adatune.LocalRunner(number=2, repeat=2, check_correctness=True))
+    option = adatune.measure_option(
+        adatune.LocalBuilder(n_parallel=1), adatune.LocalRunner(number=2, repeat=2, check_correctness=True)
+    )
     try:
         inputs = [MeasureInput(tile_task, c) for c in (Tile(8, 16, 1), Tile(1, 1, 0))]
         batch = option.measure(inputs)

@@ -1,4 +1,5 @@
 """Records, pick_best, apply_history_best and resuming a run that was killed with SIGKILL."""
+
 from __future__ import annotations
 
 import os
@@ -63,7 +64,18 @@ def test_encode_contains_everything_needed(matmul_task, replay_option):
     cfg = matmul_task.config_space.get(3)
     res = replay_option.measure([MeasureInput(matmul_task, cfg)])[0]
     line = encode(MeasureInput(matmul_task, cfg), res)
-    for key in ('"v":2', '"kind":"knob"', '"key":"3"', '"target"', '"mcpu"', '"task"', '"entity"', '"error_no"', '"all_cost"', '"build_time"'):
+    for key in (
+        '"v":2',
+        '"kind":"knob"',
+        '"key":"3"',
+        '"target"',
+        '"mcpu"',
+        '"task"',
+        '"entity"',
+        '"error_no"',
+        '"all_cost"',
+        '"build_time"',
+    ):
         assert key in line
 
 
@@ -81,8 +93,12 @@ SCRIPT = textwrap.dedent("""
 
 def test_resume_after_sigkill_loses_and_remeasures_nothing(matmul_task, tmp_path):
     log = tmp_path / "killed.jsonl"
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(tests=str(TESTS), log=str(log))],
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT.format(tests=str(TESTS), log=str(log))],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 240
     while time.time() < deadline:
         if log.exists() and sum(1 for _ in open(log)) >= 12:

@@ -1,4 +1,5 @@
 """The tuner registry: declarations match the constructors, options are converted and checked, names are live."""
+
 from __future__ import annotations
 
 import inspect
@@ -7,8 +8,16 @@ import pytest
 
 import adatune
 from adatune.tuners import RandomTuner, ReleaseTuner, RFEITuner, XGBTuner, _registry
-from adatune.tuners._registry import (TUNER_NAMES, TunerOption, TunerSpec, create_tuner, get_tuner_spec,
-                                      register_tuner, signature_mismatches, tuner_specs)
+from adatune.tuners._registry import (
+    TUNER_NAMES,
+    TunerOption,
+    TunerSpec,
+    create_tuner,
+    get_tuner_spec,
+    register_tuner,
+    signature_mismatches,
+    tuner_specs,
+)
 
 BUILTIN = ("xgb", "xgb-rank", "random", "grid", "rfei", "release")
 
@@ -27,8 +36,12 @@ def test_declared_options_match_the_constructor(name: str) -> None:
 
 def test_mismatches_are_reported() -> None:
     """The drift check can fail: a wrong default, a missing keyword and an unknown option are each named."""
-    spec = TunerSpec("drift", RFEITuner, "test", (TunerOption("plan_size", int, 32, "wrong default"),
-                                                 TunerOption("no_such", int, 1, "not a keyword")))
+    spec = TunerSpec(
+        "drift",
+        RFEITuner,
+        "test",
+        (TunerOption("plan_size", int, 32, "wrong default"), TunerOption("no_such", int, 1, "not a keyword")),
+    )
     problems = "\n".join(signature_mismatches(spec))
     assert "'plan_size' declares default 32" in problems
     assert "'no_such' is not a keyword of RFEITuner" in problems
@@ -36,14 +49,22 @@ def test_mismatches_are_reported() -> None:
 
 
 def test_builtin_names_in_order() -> None:
-    assert TUNER_NAMES[:len(BUILTIN)] == BUILTIN and tuple(TUNER_NAMES) == tuple(s.name for s in tuner_specs())
+    assert TUNER_NAMES[: len(BUILTIN)] == BUILTIN and tuple(TUNER_NAMES) == tuple(s.name for s in tuner_specs())
     assert TUNER_NAMES == tuple(TUNER_NAMES) and "rfei" in TUNER_NAMES and "nope" not in TUNER_NAMES
     assert TUNER_NAMES[0] == "xgb" and len(TUNER_NAMES) == len(tuner_specs())
 
 
 def test_rfei_options_are_converted_from_text(matmul_task: adatune.task.Task) -> None:
-    tuner = create_tuner("rfei", matmul_task, seed=0, plan_size="16", contextual="false", n_trees="8",
-                         uncertainty="trees", eps_greedy="0.2")
+    tuner = create_tuner(
+        "rfei",
+        matmul_task,
+        seed=0,
+        plan_size="16",
+        contextual="false",
+        n_trees="8",
+        uncertainty="trees",
+        eps_greedy="0.2",
+    )
     assert isinstance(tuner, RFEITuner)
     assert tuner.plan_size == 16 and tuner.contextual is False and tuner.eps_greedy == pytest.approx(0.2)
     assert tuner.cost_model.n_trees == 8 and tuner.cost_model.uncertainty == "trees"
@@ -69,16 +90,19 @@ def test_xgb_rank_fixes_the_loss(matmul_task: adatune.task.Task) -> None:
         create_tuner("xgb-rank", matmul_task, loss_type="reg")
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"plan_size": "x"}, "tuner 'xgb': option plan_size=x: expected int"),
-    ({"plan_size": "0"}, "option plan_size=0: expected at least 1"),
-    ({"eps_greedy": "1.5"}, "option eps_greedy=1.5: expected at most 1"),
-    ({"eps_greedy": "nan"}, "option eps_greedy=nan: expected a finite number"),
-    ({"feature_type": "curve"}, "option feature_type=curve: expected one of knob, itervar"),
-    ({"sampler": "kmeans"}, "option sampler=kmeans: expected one of adaptive, none"),
-    ({"plan_size": "none"}, "option plan_size=none: expected int"),
-    ({"bogus": "1"}, "unknown option 'bogus' for tuner 'xgb': valid options: plan_size, feature_type"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"plan_size": "x"}, "tuner 'xgb': option plan_size=x: expected int"),
+        ({"plan_size": "0"}, "option plan_size=0: expected at least 1"),
+        ({"eps_greedy": "1.5"}, "option eps_greedy=1.5: expected at most 1"),
+        ({"eps_greedy": "nan"}, "option eps_greedy=nan: expected a finite number"),
+        ({"feature_type": "curve"}, "option feature_type=curve: expected one of knob, itervar"),
+        ({"sampler": "kmeans"}, "option sampler=kmeans: expected one of adaptive, none"),
+        ({"plan_size": "none"}, "option plan_size=none: expected int"),
+        ({"bogus": "1"}, "unknown option 'bogus' for tuner 'xgb': valid options: plan_size, feature_type"),
+    ],
+)
 def test_bad_options_are_named(matmul_task: adatune.task.Task, options: dict, message: str) -> None:
     with pytest.raises(ValueError) as err:
         create_tuner("xgb", matmul_task, **options)
@@ -109,8 +133,12 @@ def test_text_forms() -> None:
 
 def test_register_a_new_tuner(matmul_task: adatune.task.Task) -> None:
     """A tuner added by another module shows up in TUNER_NAMES and create_tuner at once."""
-    spec = TunerSpec("random-test", RandomTuner, "random, registered by a test",
-                     (TunerOption("range_idx", tuple, None, "index range", length=2),))
+    spec = TunerSpec(
+        "random-test",
+        RandomTuner,
+        "random, registered by a test",
+        (TunerOption("range_idx", tuple, None, "index range", length=2),),
+    )
     try:
         register_tuner(spec)
         assert "random-test" in TUNER_NAMES and TUNER_NAMES[-1] == "random-test"
@@ -122,12 +150,15 @@ def test_register_a_new_tuner(matmul_task: adatune.task.Task) -> None:
     assert "random-test" not in TUNER_NAMES
 
 
-@pytest.mark.parametrize("options, message", [
-    ((TunerOption("seed", int, 0, "reserved"),), "'seed' is declared twice or reserved"),
-    ((TunerOption("a", int, 1, ""), TunerOption("a", int, 2, "")), "'a' is declared twice"),
-    ((TunerOption("a", list, None, ""),), "unsupported type"),
-    ((TunerOption("a", int, 0, "", minimum=1),), "a=0: expected at least 1"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ((TunerOption("seed", int, 0, "reserved"),), "'seed' is declared twice or reserved"),
+        ((TunerOption("a", int, 1, ""), TunerOption("a", int, 2, "")), "'a' is declared twice"),
+        ((TunerOption("a", list, None, ""),), "unsupported type"),
+        ((TunerOption("a", int, 0, "", minimum=1),), "a=0: expected at least 1"),
+    ],
+)
 def test_malformed_specs_are_refused(options: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         register_tuner(TunerSpec("bad-spec", RandomTuner, "bad", options))

@@ -1,13 +1,13 @@
 """ReLeASE: k-means adaptive sampling, the PPO search agent, and the tuner that combines them."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 import torch
 
-import adatune
 from adatune.agents import PPOAgent
 from adatune.cost_models import CostModel
 from adatune.samplers import AdaptiveSampler, knee_kmeans
@@ -72,8 +72,9 @@ def test_sampler_picks_are_candidates_nearest_their_centroids():
     sampler = AdaptiveSampler(space, rng=np.random.default_rng(0))
     rng = np.random.default_rng(1)
     centers = rng.integers(0, 10, size=(9, 4))
-    cands = space.from_digits(np.asarray([np.clip(c + rng.integers(-1, 2, size=4), 0, 9)
-                                          for c in centers for _ in range(20)]))
+    cands = space.from_digits(
+        np.asarray([np.clip(c + rng.integers(-1, 2, size=4), 0, 9) for c in centers for _ in range(20)])
+    )
     picks = sampler.select(cands, 64, visited=set())
     keys = [p.key for p in picks]
     assert 8 <= len(picks) <= 64 and len(set(keys)) == len(keys)
@@ -84,8 +85,11 @@ def test_sampler_picks_are_candidates_nearest_their_centroids():
 def test_sampler_never_picks_a_measured_config_twice():
     space = grid_space(3, 8)
     sampler = AdaptiveSampler(space, k_min=8, k_max=16, rng=np.random.default_rng(0))
-    rows = [[1, 2, 3], [6, 5, 4], [1, 5, 3]] * 30 + [[d, d, (d + 3) % 8] for d in range(8)] + \
-        [[d, 7 - d, d] for d in range(8)]
+    rows = (
+        [[1, 2, 3], [6, 5, 4], [1, 5, 3]] * 30
+        + [[d, d, (d + 3) % 8] for d in range(8)]
+        + [[d, 7 - d, d] for d in range(8)]
+    )
     cands = space.from_digits(np.asarray(rows))
     measured = {space.from_digits(np.asarray([[1, 2, 3]]))[0].key}
     for _ in range(4):  # successive batches: nothing measured before, nothing twice within a batch
@@ -185,8 +189,9 @@ class _BumpModel(CostModel):
 
 def test_release_tuner_with_any_cost_model(matmul_task, replay_option):
     model = _BumpModel()
-    tuner = ReleaseTuner(matmul_task, plan_size=16, cost_model=model, seed=0,
-                         agent_options={"parallel_size": 16, "step_cap": 8})
+    tuner = ReleaseTuner(
+        matmul_task, plan_size=16, cost_model=model, seed=0, agent_options={"parallel_size": 16, "step_cap": 8}
+    )
     tuner.tune(n_trial=64, measure_option=replay_option, batch_size=16)
     measured = [t.index for t in tuner.trials]
     assert len(measured) == 64 and len(set(measured)) == 64

@@ -1,6 +1,7 @@
 """CPU targets: ``cpu_info`` reads the ISA from LLVM's features for the target's CPU (never from TVM's
 vector width, which says 512 bits for AVX2-only CPUs), caches from the OS for this machine, and the
 public target helpers keep working."""
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,17 @@ ZEN4 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4", "num-co
 SKX = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512", "num-cores": 4}
 
 
-@pytest.mark.parametrize("spec,isa,bits,regs", [
-    (AVX2, "avx2", 256, 16),
-    (ZEN4, "avx512", 512, 32),
-    (SKX, "avx512", 512, 32),
-    ({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "haswell"}, "avx2", 256, 16),
-    ({"kind": "llvm", "mtriple": "x86_64-linux-gnu"}, "sse2", 128, 16),  # no mcpu: generic x86-64 code
-    ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-n1"}, "neon", 128, 32),
-])
+@pytest.mark.parametrize(
+    "spec,isa,bits,regs",
+    [
+        (AVX2, "avx2", 256, 16),
+        (ZEN4, "avx512", 512, 32),
+        (SKX, "avx512", 512, 32),
+        ({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "haswell"}, "avx2", 256, 16),
+        ({"kind": "llvm", "mtriple": "x86_64-linux-gnu"}, "sse2", 128, 16),  # no mcpu: generic x86-64 code
+        ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-n1"}, "neon", 128, 32),
+    ],
+)
 def test_isa_comes_from_the_cpus_llvm_features(spec: dict, isa: str, bits: int, regs: int) -> None:
     info = target.cpu_info(spec)
     assert (info.isa, info.vector_bits, info.vector_registers) == (isa, bits, regs)
@@ -57,8 +61,18 @@ def test_host_reads_caches_and_model_from_the_os() -> None:
 
 def test_describe_host_is_json_and_names_what_benchmarks_need() -> None:
     d = target.describe_host()
-    for key in ("model", "mcpu", "isa", "fp32_lanes", "vector_registers", "l1d_bytes", "l2_bytes", "l3_bytes",
-                "cores", "llvm_version"):
+    for key in (
+        "model",
+        "mcpu",
+        "isa",
+        "fp32_lanes",
+        "vector_registers",
+        "l1d_bytes",
+        "l2_bytes",
+        "l3_bytes",
+        "cores",
+        "llvm_version",
+    ):
         assert key in d, key
     assert json.loads(json.dumps(d)) == d
     assert d["fp32_lanes"] == d["vector_bits"] // 32

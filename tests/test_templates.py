@@ -1,5 +1,6 @@
 """Built-in templates and workloads: every x86 template builds and matches numpy on several configs,
 every CUDA template compiles with nvcc, and the workload registry creates tasks for both targets."""
+
 from __future__ import annotations
 
 import math
@@ -39,11 +40,16 @@ CUDA_CASES = [
 ]
 
 
-DIRECT_CALLS = {"dense.x86": dense.dense_x86, "batch_matmul.x86": batch_matmul.batch_matmul_x86,
-                "conv2d_nchw.x86": conv2d.conv2d_x86}
+DIRECT_CALLS = {
+    "dense.x86": dense.dense_x86,
+    "batch_matmul.x86": batch_matmul.batch_matmul_x86,
+    "conv2d_nchw.x86": conv2d.conv2d_x86,
+}
 AVX2 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3", "num-cores": 2}
-AVX512 = [{"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4", "num-cores": 2},
-          {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512", "num-cores": 4}]
+AVX512 = [
+    {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4", "num-cores": 2},
+    {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512", "num-cores": 4},
+]
 
 
 def _configs(task: adatune.task.Task, n_random: int, seed: int = 0) -> list[int]:
@@ -90,8 +96,10 @@ def _run_against_numpy(task: adatune.task.Task, sch: Any, what: str, seed: int =
     """Build a schedule, run it on random inputs, compare every output with the numpy reference."""
     lib = tvm.tirx.build(sch.mod, task.target)
     rng = np.random.default_rng(seed)
-    host = [np.zeros(s.shape, s.dtype) if s.is_output else rng.uniform(-1, 1, s.shape).astype(s.dtype)
-            for s in task.arg_specs]
+    host = [
+        np.zeros(s.shape, s.dtype) if s.is_output else rng.uniform(-1, 1, s.shape).astype(s.dtype)
+        for s in task.arg_specs
+    ]
     args = [tvm.runtime.tensor(a, tvm.cpu()) for a in host]
     lib["main"](*args)
     want = task.reference_outputs([a for a, s in zip(host, task.arg_specs) if not s.is_output])
@@ -101,8 +109,9 @@ def _run_against_numpy(task: adatune.task.Task, sch: Any, what: str, seed: int =
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=f"{task.name}{task.args} {what}")
 
 
-@pytest.mark.parametrize("name,args", X86_CASES, ids=[f"{n}{a[:-1] if a[-1] == 'float32' else a}"
-                                                         for n, a in X86_CASES])
+@pytest.mark.parametrize(
+    "name,args", X86_CASES, ids=[f"{n}{a[:-1] if a[-1] == 'float32' else a}" for n, a in X86_CASES]
+)
 def test_x86_random_good_and_fallback_configs_match_numpy(name: str, args: tuple) -> None:
     task = adatune.task.create(name, args, HOST)
     assert len(task.config_space) > 1 and task.flop > 0
@@ -117,8 +126,9 @@ def test_x86_random_good_and_fallback_configs_match_numpy(name: str, args: tuple
 
 @pytest.fixture(scope="module")
 def cpu_option():
-    opt = adatune.measure_option(adatune.LocalBuilder(timeout=60),
-                                 adatune.LocalRunner(number=1, repeat=1, timeout=60, check_correctness=True))
+    opt = adatune.measure_option(
+        adatune.LocalBuilder(timeout=60), adatune.LocalRunner(number=1, repeat=1, timeout=60, check_correctness=True)
+    )
     yield opt
     opt.close()
 
@@ -141,16 +151,26 @@ def test_references_agree_with_torch() -> None:
         task = adatune.task.create("conv2d_nchw.x86", args, HOST)
         x = rng.uniform(-1, 1, task.arg_specs[0].shape).astype("float32")
         w = rng.uniform(-1, 1, task.arg_specs[1].shape).astype("float32")
-        want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=args[7],
-                                          padding=args[8]).numpy()
+        want = torch.nn.functional.conv2d(
+            torch.from_numpy(x), torch.from_numpy(w), stride=args[7], padding=args[8]
+        ).numpy()
         np.testing.assert_allclose(task.reference_outputs([x, w])[0], want, rtol=1e-4, atol=1e-4)
     a, b = rng.uniform(size=(2, 4, 3)).astype("float32"), rng.uniform(size=(2, 5, 3)).astype("float32")
     task = adatune.task.create("batch_matmul.x86", (2, 4, 5, 3, "NT", "float32"), HOST)
     np.testing.assert_allclose(task.reference_outputs([a, b])[0], a @ b.transpose(0, 2, 1), rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["conv2d-resnet18-L1", "conv2d-resnet18-L6", "conv2d-resnet18-L11",
-                                  "conv2d-resnet18-L12", "dense-1024", "bmm-bert-nt"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "conv2d-resnet18-L1",
+        "conv2d-resnet18-L6",
+        "conv2d-resnet18-L11",
+        "conv2d-resnet18-L12",
+        "dense-1024",
+        "bmm-bert-nt",
+    ],
+)
 def test_full_size_random_configs_instantiate(name: str) -> None:
     """Real shapes: random configs instantiate (cheap), and one of them builds."""
     task = workloads.get(name).create_task(HOST)
@@ -181,8 +201,9 @@ def test_cuda_template_compiles_with_nvcc(name: str, args: tuple) -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not tvm.cuda(0).exist, reason="no CUDA device")
 def test_cuda_templates_run_correctly_on_gpu() -> None:
-    opt = adatune.measure_option(adatune.LocalBuilder(timeout=120),
-                                 adatune.LocalRunner(number=2, repeat=2, timeout=60, check_correctness=True))
+    opt = adatune.measure_option(
+        adatune.LocalBuilder(timeout=120), adatune.LocalRunner(number=2, repeat=2, timeout=60, check_correctness=True)
+    )
     try:
         for name, args in CUDA_CASES:
             task = adatune.task.create(name, args, adatune.target.cuda(_local_arch()))
@@ -199,8 +220,13 @@ def _local_arch() -> str:
     return f"sm_{major}{minor}"
 
 
-REQUIRED = ["dense-1024", "bmm-bert-nn", "bmm-bert-nt", "conv2d-resnet18-L6-small",
-            *[f"conv2d-resnet18-L{i}" for i in range(1, 13)]]
+REQUIRED = [
+    "dense-1024",
+    "bmm-bert-nn",
+    "bmm-bert-nt",
+    "conv2d-resnet18-L6-small",
+    *[f"conv2d-resnet18-L{i}" for i in range(1, 13)],
+]
 
 
 def test_workloads_are_listed_and_create_tasks_for_both_targets() -> None:
@@ -263,8 +289,9 @@ def test_every_config_fits_the_register_file_and_keeps_cores_busy(tgt: dict, nam
         if not small:  # enough independent accumulators, no more loads than FMAs per step
             assert rows * vecs >= _x86.FMA_CHAINS and rows + vecs <= rows * vecs, f"config {i}: {rows}x{vecs}"
         if name.startswith("conv2d"):
-            parallel = cfg["tile_f"].size[0] * (1 if cfg["pack_kernel"].val == "outer"
-                                                else cfg["tile_y"].size[0] * cfg["tile_x"].size[0])
+            parallel = cfg["tile_f"].size[0] * (
+                1 if cfg["pack_kernel"].val == "outer" else cfg["tile_y"].size[0] * cfg["tile_x"].size[0]
+            )
         else:
             batch = args[0] if name.startswith("batch") else 1
             parallel = batch * cfg["tile_y"].size[0] * cfg["tile_x"].size[0]
@@ -278,10 +305,13 @@ def test_every_config_fits_the_register_file_and_keeps_cores_busy(tgt: dict, nam
 def test_avx2_and_avx512_spaces_differ_where_the_isas_do() -> None:
     """dense-1024: on AVX2 the 4x16 and 2x32 fp32 tiles (8 accumulators of 16 ymm); on AVX-512 tiles up
     to 16 accumulators of 32 zmm, none of which would fit 16 registers."""
+
     def tiles(tgt: dict) -> set[tuple[int, int]]:
         task = adatune.task.create("dense.x86", (1024, 1024, 1024, "float32"), tgt)
-        return {(task.config_space.get(i)["tile_y"].size[-1], task.config_space.get(i)["tile_x"].size[-1])
-                for i in _valid_configs(task)}
+        return {
+            (task.config_space.get(i)["tile_y"].size[-1], task.config_space.get(i)["tile_x"].size[-1])
+            for i in _valid_configs(task)
+        }
 
     assert tiles(AVX2) == {(4, 16), (2, 32)}
     wide = tiles(AVX512[0])

@@ -1,4 +1,5 @@
 """Trace search: trace spaces as tasks (probabilistic templates, TVM's rule design spaces) and TraceSearchTuner."""
+
 from __future__ import annotations
 
 import json
@@ -78,8 +79,9 @@ def softmax_task() -> TraceTask:
 
 
 def _option() -> adatune.measure.MeasureOption:
-    return adatune.measure_option(adatune.LocalBuilder(n_parallel=1),
-                                  adatune.LocalRunner(number=3, repeat=2, timeout=60, check_correctness=True))
+    return adatune.measure_option(
+        adatune.LocalBuilder(n_parallel=1), adatune.LocalRunner(number=3, repeat=2, timeout=60, check_correctness=True)
+    )
 
 
 def _run(mod: tvm.IRModule, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray:
@@ -121,13 +123,16 @@ def test_trace_candidates_compute_the_right_thing(matmul_task):
         np.testing.assert_allclose(_run(c.mod, [a, b], (64, 64)), a @ b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("data, why", [
-    ({"kind": "trace", "space": 0, "decisions": [[3, 8], [8, 8], 1]}, "does not replay as recorded"),
-    ({"kind": "trace", "space": 0, "decisions": [[8, 8], [8, 8], 7]}, "does not replay"),
-    ({"kind": "trace", "space": 0, "decisions": [[8, 8], [8, 8]]}, "samples 3 decisions"),
-    ({"kind": "trace", "space": 2, "decisions": [[8, 8], [8, 8], 1]}, "design space index"),
-    ({"kind": "knob", "index": 3}, "not a trace candidate"),
-])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        ({"kind": "trace", "space": 0, "decisions": [[3, 8], [8, 8], 1]}, "does not replay as recorded"),
+        ({"kind": "trace", "space": 0, "decisions": [[8, 8], [8, 8], 7]}, "does not replay"),
+        ({"kind": "trace", "space": 0, "decisions": [[8, 8], [8, 8]]}, "samples 3 decisions"),
+        ({"kind": "trace", "space": 2, "decisions": [[8, 8], [8, 8], 1]}, "design space index"),
+        ({"kind": "knob", "index": 3}, "not a trace candidate"),
+    ],
+)
 def test_invalid_traces_are_rejected_with_a_reason(matmul_task, data, why):
     with pytest.raises(ValueError, match=why):
         matmul_task.candidate_from_json(data)
@@ -147,9 +152,15 @@ def test_gpu_verification_rejects_programs_before_any_build(tmp_path):
     ok = task.candidate_from_json({"kind": "trace", "space": 0, "decisions": [[8, 1024]]})
     assert ok.decisions == [[8, 1024]]
     # a record of a rejected program is skipped on resume, never measured
-    bad = {"v": 2, "target": adatune.target.to_json(task.target), "task": [task.name, list(task.args)],
-           "kind": "trace", "key": "bad", "config": {"kind": "trace", "space": 0, "decisions": [[1, 8192]]},
-           "result": MeasureResult((1e-5,), MeasureErrorNo.NO_ERROR, 0.1, time.time()).to_json()}
+    bad = {
+        "v": 2,
+        "target": adatune.target.to_json(task.target),
+        "task": [task.name, list(task.args)],
+        "kind": "trace",
+        "key": "bad",
+        "config": {"kind": "trace", "space": 0, "decisions": [[1, 8192]]},
+        "result": MeasureResult((1e-5,), MeasureErrorNo.NO_ERROR, 0.1, time.time()).to_json(),
+    }
     (tmp_path / "bad.jsonl").write_text(json.dumps(bad) + "\n")
     assert TraceSearchTuner(task, seed=0).load_history(load_from_file(str(tmp_path / "bad.jsonl"))) == 0
 
@@ -165,8 +176,9 @@ def test_softmax_without_template_tunes_and_matches_numpy(softmax_task):
     best = tuner.best_config
     assert isinstance(best, TraceCandidate)
     x = np.random.default_rng(2).standard_normal((128, 256), dtype=np.float32)
-    np.testing.assert_allclose(_run(softmax_task.scheduled_module(best), [x], (128, 256)), _softmax_numpy(x),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        _run(softmax_task.scheduled_module(best), [x], (128, 256)), _softmax_numpy(x), rtol=1e-5, atol=1e-6
+    )
     same = TraceTask.from_module(softmax(128, 256), adatune.target.host())
     assert same.name.startswith("trace/rules/ir-")
     assert adatune.task.create(same.name, (), adatune.target.host()) is same
@@ -208,8 +220,9 @@ def _synthetic(task: TraceTask, cands: list) -> list[MeasureResult]:
 def test_search_is_deterministic_never_repeats_and_learns(matmul_task, model):
     runs = []
     for _ in range(2):
-        tuner = TraceSearchTuner(matmul_task, cost_model=model, plan_size=8, population_size=24,
-                                 genetic_num_iters=2, n_trees=16, seed=11)
+        tuner = TraceSearchTuner(
+            matmul_task, cost_model=model, plan_size=8, population_size=24, genetic_num_iters=2, n_trees=16, seed=11
+        )
         while len(tuner.trials) < 40:
             batch = tuner.next_batch(8)
             assert batch and all(c.key not in tuner.visited for c in batch)

@@ -1,12 +1,12 @@
 """One conformance suite that every tuner passes, on the replay runner (fast and deterministic)."""
+
 from __future__ import annotations
 
 import pytest
+from tuner_factories import TUNER_FACTORIES
 
 import adatune
 from adatune.records import load_from_file
-
-from tuner_factories import TUNER_FACTORIES
 
 NAMES = sorted(TUNER_FACTORIES)
 
@@ -29,8 +29,12 @@ def test_calls_callbacks_and_writes_records(name, matmul_task, replay_option, tm
     seen = []
     log = tmp_path / "log.jsonl"
     tuner = TUNER_FACTORIES[name](matmul_task, 1)
-    tuner.tune(n_trial=20, measure_option=replay_option, batch_size=5,
-               callbacks=[lambda t, i, r: seen.append(len(r)), adatune.callback.log_to_file(str(log))])
+    tuner.tune(
+        n_trial=20,
+        measure_option=replay_option,
+        batch_size=5,
+        callbacks=[lambda t, i, r: seen.append(len(r)), adatune.callback.log_to_file(str(log))],
+    )
     assert sum(seen) == 20 and len(seen) == 4
     recs = list(load_from_file(str(log)))
     assert [r.config_index for r in recs] == [t.index for t in tuner.trials]

@@ -1,21 +1,29 @@
 """Every tuner the library ships, as ``name -> factory(task, seed)``; the conformance suite runs them all.
 Add a new tuner here and it is tested like the others."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import adatune
 from adatune.tuners import GridSearchTuner, RandomTuner, ReleaseTuner, RFEITuner, Tuner, XGBTuner
+from adatune.tuners._trace import TraceSearchTuner
 
 TUNER_FACTORIES: dict[str, Callable[[adatune.task.Task, int], Tuner]] = {
     "random": lambda task, seed: RandomTuner(task, seed=seed),
     "grid": lambda task, seed: GridSearchTuner(task, seed=seed),
     "xgb": lambda task, seed: XGBTuner(task, plan_size=16, seed=seed),
-    "xgb-rank-diverse": lambda task, seed: XGBTuner(task, plan_size=16, loss_type="rank",
-                                                    diversity_filter_ratio=2, seed=seed),
+    "xgb-rank-diverse": lambda task, seed: XGBTuner(
+        task, plan_size=16, loss_type="rank", diversity_filter_ratio=2, seed=seed
+    ),
     "xgb-adaptive": lambda task, seed: XGBTuner(task, plan_size=16, sampler="adaptive", seed=seed),
     "release": lambda task, seed: ReleaseTuner(task, plan_size=16, seed=seed),
     "rfei": lambda task, seed: RFEITuner(task, plan_size=16, n_trees=32, seed=seed),
-    "rfei-sa-trees": lambda task, seed: RFEITuner(task, plan_size=16, n_trees=32, uncertainty="trees",
-                                                  contextual=False, seed=seed),
+    "rfei-sa-trees": lambda task, seed: RFEITuner(
+        task, plan_size=16, n_trees=32, uncertainty="trees", contextual=False, seed=seed
+    ),
+    # trace search's evolutionary loop uses only the candidate protocol, so it also runs on the knob fixture
+    "trace-search": lambda task, seed: TraceSearchTuner(
+        task, plan_size=16, population_size=32, genetic_num_iters=1, seed=seed
+    ),
 }

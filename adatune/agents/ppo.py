@@ -10,12 +10,14 @@ increment}, clamped to the knob's range (a factored categorical). Reward: the co
 throughput of the config reached. A shared layer feeds a policy head and a value head; PPO with GAE
 trains both after every episode. Many walkers move in parallel, like SA's chains.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -127,12 +129,28 @@ class PPOAgent(ModelOptimizer):
     standardised per episode; gradients are clipped to ``max_grad_norm`` (None: off).
     """
 
-    def __init__(self, space: DiscreteSpace, rng: np.random.Generator | None = None, seed: int | None = None,
-                 parallel_size: int = 64, step_cap: int = 32, max_episodes: int = 4, stop_ratio: float = 0.9,
-                 restart_ratio: float = 1.0, hidden: int = 64, lr: float = 1e-3, gamma: float = 0.9,
-                 gae_lambda: float = 0.99, epochs: int = 3, clip: float = 0.3, value_coef: float = 1.0,
-                 entropy_coef: float = 0.1, minibatch_size: int = 64, max_grad_norm: float | None = 0.5,
-                 num_threads: int | None = 1):
+    def __init__(
+        self,
+        space: DiscreteSpace,
+        rng: np.random.Generator | None = None,
+        seed: int | None = None,
+        parallel_size: int = 64,
+        step_cap: int = 32,
+        max_episodes: int = 4,
+        stop_ratio: float = 0.9,
+        restart_ratio: float = 1.0,
+        hidden: int = 64,
+        lr: float = 1e-3,
+        gamma: float = 0.9,
+        gae_lambda: float = 0.99,
+        epochs: int = 3,
+        clip: float = 0.3,
+        value_coef: float = 1.0,
+        entropy_coef: float = 0.1,
+        minibatch_size: int = 64,
+        max_grad_norm: float | None = 0.5,
+        num_threads: int | None = 1,
+    ):
         if not 0 < stop_ratio <= 1:
             raise ValueError(f"stop_ratio must be in (0, 1], got {stop_ratio}")
         if not 0 <= restart_ratio <= 1:
@@ -235,8 +253,17 @@ class PPOAgent(ModelOptimizer):
         raw_rewards = np.stack(raws)
         self.reward_scale.update(raw_rewards)
         rewards = torch.as_tensor(raw_rewards / (self.reward_scale.std + 1e-8), dtype=torch.float32)
-        ep = Episode(torch.stack(states), torch.stack(actions), torch.stack(log_probs), torch.stack(values),
-                     rewards, last_value, raw_rewards, np.stack(visited), points)
+        ep = Episode(
+            torch.stack(states),
+            torch.stack(actions),
+            torch.stack(log_probs),
+            torch.stack(values),
+            rewards,
+            last_value,
+            raw_rewards,
+            np.stack(visited),
+            points,
+        )
         self.reward_history.append(ep.mean_reward)
         return ep
 
@@ -265,7 +292,7 @@ class PPOAgent(ModelOptimizer):
         for _ in range(self.epochs):
             order = torch.randperm(n, generator=self.generator)
             for lo in range(0, n, size):
-                mb = order[lo:lo + size]
+                mb = order[lo : lo + size]
                 logits, value = self.net(states[mb])
                 ratio = torch.exp(self._log_prob(logits, actions[mb]) - old_lp[mb])
                 clipped = torch.clamp(ratio, 1.0 - self.clip, 1.0 + self.clip)
@@ -278,8 +305,7 @@ class PPOAgent(ModelOptimizer):
                 if self.max_grad_norm is not None:
                     nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
                 self.optimizer.step()
-                stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                         "entropy": entropy.item()}
+                stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
         return stats
 
     def train_episode(self, score: DigitScoreFn, start: np.ndarray) -> Episode:
@@ -328,8 +354,7 @@ class PPOAgent(ModelOptimizer):
         self.points = points
         self.last_steps = steps
         self.steps_history.append(steps)
-        logger.debug("PPO: %d steps, %d candidates seen, mean reward %.4g", steps, len(pool),
-                     self.reward_history[-1])
+        logger.debug("PPO: %d steps, %d candidates seen, mean reward %.4g", steps, len(pool), self.reward_history[-1])
         return top
 
     @staticmethod
@@ -341,7 +366,7 @@ class PPOAgent(ModelOptimizer):
         ranked = sorted(pool.values(), key=lambda t: (-t[0], t[1].tolist()))
         out: list[Any] = []
         for start in range(0, len(ranked), max(num, 16)):
-            chunk = ranked[start:start + max(num, 16)]
+            chunk = ranked[start : start + max(num, 16)]
             for cand in self.space.from_digits(np.stack([r for _, r in chunk])):
                 if str(cand.key) not in exclusive:
                     out.append(cand)

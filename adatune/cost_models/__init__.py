@@ -3,14 +3,23 @@
 ``COST_MODELS`` names every model the library ships, as ``name -> factory(task=None, seed=None)``; the cost-model
 conformance suite runs them all, and tuners that take a model by name (trace search) look it up here.
 """
-from typing import Any, Callable
+
+from collections.abc import Callable
+from typing import Any
 
 from ._base import CostModel
 from ._xgb import XGBoostCostModel, average_recall_score
 from .rfei import RFEICostModel, expected_improvement
 
-__all__ = ["CostModel", "XGBoostCostModel", "average_recall_score", "RFEICostModel", "expected_improvement",
-           "COST_MODELS", "create_cost_model"]
+__all__ = [
+    "CostModel",
+    "XGBoostCostModel",
+    "average_recall_score",
+    "RFEICostModel",
+    "expected_improvement",
+    "COST_MODELS",
+    "create_cost_model",
+]
 
 COST_MODELS: dict[str, Callable[..., CostModel]] = {
     "xgb": lambda task=None, seed=None, **kw: XGBoostCostModel(task, loss_type="reg", seed=seed, **kw),

@@ -4,10 +4,12 @@ Cost models see feature matrices only, so one model serves knob configs, traces 
 Models made with a task (AutoTVM's ``XGBoostCostModel(task, feature_type)``) also accept candidates or knob
 config indices and featurize them with that task.
 """
+
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -1,9 +1,11 @@
 """AutoTVM's XGBoost cost model: gradient-boosted trees on knob or itervar features, regression or
 pairwise-rank loss, early-stopped on the average recall of the true top configs."""
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,25 +38,40 @@ class XGBoostCostModel(CostModel):
     its predictions become this model's base margin.
     """
 
-    def __init__(self, task: TuningTask | None = None, feature_type: str = "knob", loss_type: str = "reg",
-                 num_threads: int | None = None, seed: int | None = None):
+    def __init__(
+        self,
+        task: TuningTask | None = None,
+        feature_type: str = "knob",
+        loss_type: str = "reg",
+        num_threads: int | None = None,
+        seed: int | None = None,
+    ):
         if loss_type not in ("reg", "rank"):
             raise ValueError(f"loss_type must be 'reg' or 'rank', got {loss_type!r}")
         self._bind(task, feature_type)
         self.feature_type = feature_type
         self.loss_type = loss_type
-        self.params = {"max_depth": 3, "gamma": 0.0001, "min_child_weight": 1, "subsample": 1.0, "eta": 0.3,
-                       "lambda": 1.0, "alpha": 0.0, "tree_method": "hist", "verbosity": 0,
-                       "disable_default_eval_metric": 1,
-                       "objective": "reg:squarederror" if loss_type == "reg" else "rank:pairwise",
-                       "seed": 0 if seed is None else int(seed) % (2**31)}
+        self.params = {
+            "max_depth": 3,
+            "gamma": 0.0001,
+            "min_child_weight": 1,
+            "subsample": 1.0,
+            "eta": 0.3,
+            "lambda": 1.0,
+            "alpha": 0.0,
+            "tree_method": "hist",
+            "verbosity": 0,
+            "disable_default_eval_metric": 1,
+            "objective": "reg:squarederror" if loss_type == "reg" else "rank:pairwise",
+            "seed": 0 if seed is None else int(seed) % (2**31),
+        }
         # one thread by default: on small training sets threads only add overhead (3x slower measured on
         # this 2-core machine under load) and the trees stay identical run to run
         self.params["nthread"] = int(num_threads) if num_threads else 1
         self.booster: Any = None
         self.base_model: XGBoostCostModel | None = None
 
-    def load_basemodel(self, base_model: "XGBoostCostModel") -> None:
+    def load_basemodel(self, base_model: XGBoostCostModel) -> None:
         """Use a model fitted on earlier records as the base of this one (AutoTVM's transfer learning)."""
         self.base_model = base_model
 
@@ -81,9 +98,16 @@ class XGBoostCostModel(CostModel):
         def recall(pred: np.ndarray, dm: object) -> tuple[str, float]:
             return f"a-recall@{plan_size}", average_recall_score(y, pred, plan_size)
 
-        self.booster = xgb.train(self.params, dtrain, num_boost_round=8000, evals=[(dtrain, "tr")],
-                                 custom_metric=recall, maximize=True, early_stopping_rounds=50,
-                                 verbose_eval=False)
+        self.booster = xgb.train(
+            self.params,
+            dtrain,
+            num_boost_round=8000,
+            evals=[(dtrain, "tr")],
+            custom_metric=recall,
+            maximize=True,
+            early_stopping_rounds=50,
+            verbose_eval=False,
+        )
         logger.debug("XGB fit on %d candidates: %d rounds", len(y), self.booster.num_boosted_rounds())
 
     def predict(self, xs: Any) -> np.ndarray:

@@ -14,11 +14,13 @@ in-bag matrix computed once per fit, and fits forestci's empirical-Bayes calibra
 fixed reference sample of the space, then applies it to every query. With ``calibrate=False`` the variance
 equals ``forestci.random_forest_error(..., calibrate=False)`` clipped at zero (tested).
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 from scipy.stats import norm
@@ -54,8 +56,9 @@ def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.n
     (mu - f+) Phi(Z) + sigma phi(Z), Z = (mu - f+) / sigma.
 
     Where sigma = 0, f(x) is certain and eq. (1) is max(0, mu - f+); this is computed directly, never through
-    Z, so there is no division by zero, overflow, NaN or warning (also for tiny sigma). (A forest's mean never exceeds the best training
-    target, so for this model that value is 0, the sigma = 0 branch of the paper's eq. (2).)
+    Z, so there is no division by zero, overflow, NaN or warning (also for tiny sigma). (A forest's mean
+    never exceeds the best training target, so for this model that value is 0, the sigma = 0 branch of the
+    paper's eq. (2).)
     """
     mu = np.asarray(mu, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64)
@@ -83,10 +86,19 @@ class RFEICostModel(CostModel):
     ``predict_mean_std`` returns mean and standard deviation in FLOP/s.
     """
 
-    def __init__(self, task: TuningTask | None = None, n_trees: int = 100, uncertainty: str = "forestci",
-                 feature_type: str = "knob", calibrate: bool = True, max_features: float | str | None = 1.0,
-                 min_samples_leaf: int = 1, num_threads: int | None = None, seed: int | None = None,
-                 reference: Callable[[np.random.Generator, int], np.ndarray] | None = None):
+    def __init__(
+        self,
+        task: TuningTask | None = None,
+        n_trees: int = 100,
+        uncertainty: str = "forestci",
+        feature_type: str = "knob",
+        calibrate: bool = True,
+        max_features: float | str | None = 1.0,
+        min_samples_leaf: int = 1,
+        num_threads: int | None = None,
+        seed: int | None = None,
+        reference: Callable[[np.random.Generator, int], np.ndarray] | None = None,
+    ):
         if uncertainty not in UNCERTAINTY_SOURCES:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_SOURCES}, got {uncertainty!r}")
         if n_trees < 2:
@@ -97,6 +109,7 @@ class RFEICostModel(CostModel):
 
             def reference(rng: np.random.Generator, n: int) -> np.ndarray:
                 return features(task.space.random_candidates(rng, n))  # type: ignore[misc]
+
         self.reference = reference  # random unmeasured candidates' features, for the calibration
         self.n_trees = int(n_trees)
         self.uncertainty = uncertainty
@@ -122,16 +135,24 @@ class RFEICostModel(CostModel):
 
         x_new = self.as_features(xs)
         base_x, base_y = self._base
-        x_train = np.concatenate([base_x, x_new]) if base_x is not None and len(x_new) else (
-            base_x if base_x is not None else x_new)
+        x_train = (
+            np.concatenate([base_x, x_new])
+            if base_x is not None and len(x_new)
+            else (base_x if base_x is not None else x_new)
+        )
         ys = np.asarray(list(base_y) + list(ys), dtype=np.float64)
         if len(ys) == 0 or not np.isfinite(ys).all() or ys.max() <= 0:
             return
         self.best_flops = float(ys.max())
         self.scale = self.best_flops
-        self.forest = RandomForestRegressor(n_estimators=self.n_trees, max_features=self.max_features,
-                                            min_samples_leaf=self.min_samples_leaf, bootstrap=True,
-                                            n_jobs=self.num_threads, random_state=self.seed + self._n_fits)
+        self.forest = RandomForestRegressor(
+            n_estimators=self.n_trees,
+            max_features=self.max_features,
+            min_samples_leaf=self.min_samples_leaf,
+            bootstrap=True,
+            n_jobs=self.num_threads,
+            random_state=self.seed + self._n_fits,
+        )
         self.forest.fit(x_train, ys / self.scale)
         self._n_fits += 1
         self.x_train_shape = tuple(x_train.shape)  # type: ignore[assignment]
@@ -140,8 +161,12 @@ class RFEICostModel(CostModel):
         self.uncertainty_used = self.uncertainty
         if self.uncertainty == "forestci":
             self._prepare_jackknife()
-        logger.debug("RFEI fit on %d candidates (best %.4g FLOP/s, uncertainty %s)", len(ys), self.best_flops,
-                     self.uncertainty_used)
+        logger.debug(
+            "RFEI fit on %d candidates (best %.4g FLOP/s, uncertainty %s)",
+            len(ys),
+            self.best_flops,
+            self.uncertainty_used,
+        )
 
     def _prepare_jackknife(self) -> None:
         """In-bag matrix and calibration curve, once per fit; falls back to the per-tree spread if forestci
@@ -156,8 +181,12 @@ class RFEICostModel(CostModel):
                 with _one_blas_thread():
                     self._calib = self._fit_calibration()
         except Exception as err:  # noqa: BLE001 - any failure here means: no jackknife for this fit
-            logger.warning("forestci cannot compute the infinitesimal jackknife for this forest (%s: %s); "
-                           "using the spread of per-tree predictions instead", type(err).__name__, err)
+            logger.warning(
+                "forestci cannot compute the infinitesimal jackknife for this forest (%s: %s); "
+                "using the spread of per-tree predictions instead",
+                type(err).__name__,
+                err,
+            )
             self._inbag, self._calib = None, None
             self.uncertainty_used = "trees"
 

@@ -8,6 +8,7 @@
   ``DynamicKernel`` that runs any T, dispatching through C code compiled with the system compiler.
 - ``BertEncoderLayer``: a BERT encoder layer with a symbolic sequence length on DietCode kernels.
 """
+
 from ._bert import BertEncoderLayer, bert_layer_reference, random_bert_weights
 from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels
 from ._kernel import DynamicKernel
@@ -18,9 +19,31 @@ from ._tune import DietCodeResult, DietCodeTuner, Measurement, measure_kernel
 from ._workloads import GEMM_KINDS, DynamicWorkload, bert_workloads, validate_range
 
 __all__ = [
-    "GEMM_KINDS", "PREFIX", "SM80_LIMITS", "BertEncoderLayer", "CudaLimits", "DietCodeResult", "DietCodeTuner",
-    "DynamicKernel", "DynamicWorkload", "Measurement", "MicroKernel", "MicroKernelCostModel", "MicroKernelSpace",
-    "MicroKernelTask", "bert_layer_reference", "bert_workloads", "f_occ", "f_pad", "fit_occupancy_k",
-    "measure_kernel", "microkernel_func", "num_tiles", "random_bert_weights", "sample_shapes",
-    "schedule_microkernel", "select_kernels", "validate_range",
+    "GEMM_KINDS",
+    "PREFIX",
+    "SM80_LIMITS",
+    "BertEncoderLayer",
+    "CudaLimits",
+    "DietCodeResult",
+    "DietCodeTuner",
+    "DynamicKernel",
+    "DynamicWorkload",
+    "Measurement",
+    "MicroKernel",
+    "MicroKernelCostModel",
+    "MicroKernelSpace",
+    "MicroKernelTask",
+    "bert_layer_reference",
+    "bert_workloads",
+    "f_occ",
+    "f_pad",
+    "fit_occupancy_k",
+    "measure_kernel",
+    "microkernel_func",
+    "num_tiles",
+    "random_bert_weights",
+    "sample_shapes",
+    "schedule_microkernel",
+    "select_kernels",
+    "validate_range",
 ]

@@ -6,6 +6,7 @@ GELU and residual layer norms are TE functions of the same symbolic T. Everythin
 one ``tvm.compile``: any T runs without recompiling. Post-LN BERT: ``h = LN(x + Attn(x))``,
 ``out = LN(h + FFN(h))``.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,11 +32,24 @@ Choice = tuple[list[MicroKernel], ShapeDispatcher]
 
 def random_bert_weights(rng: np.random.Generator, hidden: int = 768, ffn: int = 3072) -> dict[str, np.ndarray]:
     """Weights with BERT's shapes (K-major GEMM weights), scaled like a trained layer's."""
+
     def w(*shape: int) -> np.ndarray:
         return (rng.standard_normal(shape) * 0.02).astype(np.float32)
-    return {"w_qkv": w(hidden, 3 * hidden), "b_qkv": w(3 * hidden), "w_o": w(hidden, hidden), "b_o": w(hidden),
-            "ln1_g": (1 + w(hidden)).astype(np.float32), "ln1_b": w(hidden), "w_1": w(hidden, ffn), "b_1": w(ffn),
-            "w_2": w(ffn, hidden), "b_2": w(hidden), "ln2_g": (1 + w(hidden)).astype(np.float32), "ln2_b": w(hidden)}
+
+    return {
+        "w_qkv": w(hidden, 3 * hidden),
+        "b_qkv": w(3 * hidden),
+        "w_o": w(hidden, hidden),
+        "b_o": w(hidden),
+        "ln1_g": (1 + w(hidden)).astype(np.float32),
+        "ln1_b": w(hidden),
+        "w_1": w(hidden, ffn),
+        "b_1": w(ffn),
+        "w_2": w(ffn, hidden),
+        "b_2": w(hidden),
+        "ln2_g": (1 + w(hidden)).astype(np.float32),
+        "ln2_b": w(hidden),
+    }
 
 
 def _layer_norm_np(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-12) -> np.ndarray:
@@ -50,7 +64,7 @@ def bert_layer_reference(x: np.ndarray, w: Mapping[str, np.ndarray], heads: int 
     d = hidden // heads
     x64 = x.astype(np.float64)
     qkv = x64 @ w["w_qkv"] + w["b_qkv"]
-    q, k, v = (qkv[:, i * hidden:(i + 1) * hidden].reshape(t, heads, d).transpose(1, 0, 2) for i in range(3))
+    q, k, v = (qkv[:, i * hidden : (i + 1) * hidden].reshape(t, heads, d).transpose(1, 0, 2) for i in range(3))
     s = q @ k.transpose(0, 2, 1) / math.sqrt(d)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
@@ -97,8 +111,9 @@ def _glue_funcs(hidden: int, heads: int, ffn: int) -> dict[str, tvm.tirx.PrimFun
     y = te.placeholder((t, ffn), f32, name="y")
     b1 = te.placeholder((ffn,), f32, name="b1")
     pre = te.compute((t, ffn), lambda i, j: y[i, j] + b1[j], name="pre")
-    gelu = te.compute((t, ffn), lambda i, j: 0.5 * pre[i, j] * (1.0 + te.erf(pre[i, j] * (1 / math.sqrt(2)))),
-                      name="gelu")
+    gelu = te.compute(
+        (t, ffn), lambda i, j: 0.5 * pre[i, j] * (1.0 + te.erf(pre[i, j] * (1 / math.sqrt(2)))), name="gelu"
+    )
     out["bias_gelu"] = te.create_prim_func([y, b1, gelu, t])
 
     t = te.var("T", dtype="int32")
@@ -123,8 +138,14 @@ def _glue_funcs(hidden: int, heads: int, ffn: int) -> dict[str, tvm.tirx.PrimFun
 class BertEncoderLayer:
     """One BERT-base encoder layer for any T, built once from DietCode choices (kernels + dispatcher per GEMM)."""
 
-    def __init__(self, weights: Mapping[str, np.ndarray], choices: Mapping[str, Choice], t_range: tuple[int, int],
-                 target: _target.TargetLike | None = None, heads: int = 12):
+    def __init__(
+        self,
+        weights: Mapping[str, np.ndarray],
+        choices: Mapping[str, Choice],
+        t_range: tuple[int, int],
+        target: _target.TargetLike | None = None,
+        heads: int = 12,
+    ):
         missing = [g for g in GEMMS if g not in choices]
         if missing:
             raise ValueError(f"no DietCode kernels for {missing}")
@@ -150,8 +171,9 @@ class BertEncoderLayer:
         directory = tempfile.mkdtemp(prefix="dietcode-bert-")
         self.dispatchers = {g: CompiledDispatcher(choices[g][1], f"{g}_dispatch", directory) for g in GEMMS}
         self.dev = device_of(self.target)
-        self.weights = {k: tvm.runtime.tensor(np.ascontiguousarray(v, np.float32), self.dev)
-                        for k, v in weights.items()}
+        self.weights = {
+            k: tvm.runtime.tensor(np.ascontiguousarray(v, np.float32), self.dev) for k, v in weights.items()
+        }
 
     def _gemm(self, gemm: str, t: int, a: tvm.runtime.Tensor, b: tvm.runtime.Tensor) -> tvm.runtime.Tensor:
         shape = self.workloads[gemm].shapes(t)[2]
@@ -177,11 +199,11 @@ class BertEncoderLayer:
         merged = empty(t, self.hidden)
         lib["merge_heads"](ctx, merged, t)
         h = empty(t, self.hidden)
-        lib["bias_residual_layernorm"](self._gemm("attn_out", t, merged, w["w_o"]), w["b_o"], xt, w["ln1_g"],
-                                       w["ln1_b"], h, t)
+        lib["bias_residual_layernorm"](
+            self._gemm("attn_out", t, merged, w["w_o"]), w["b_o"], xt, w["ln1_g"], w["ln1_b"], h, t
+        )
         f = empty(t, self.ffn)
         lib["bias_gelu"](self._gemm("ffn1", t, h, w["w_1"]), w["b_1"], f, t)
         out = empty(t, self.hidden)
-        lib["bias_residual_layernorm"](self._gemm("ffn2", t, f, w["w_2"]), w["b_2"], h, w["ln2_g"], w["ln2_b"],
-                                       out, t)
+        lib["bias_residual_layernorm"](self._gemm("ffn2", t, f, w["w_2"]), w["b_2"], h, w["ln2_g"], w["ln2_b"], out, t)
         return out.numpy()

@@ -10,6 +10,7 @@ CUDA) that shape T needs and ``M`` the cores or SMs:
 - ``f_MK`` depends on the micro-kernel alone; one regressor (xgboost) learns it from every measured shape
   at once, with labels divided by ``f_occ`` and ``f_pad`` so that all shapes speak about the same quantity.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,7 @@ from xgboost import XGBRegressor
 from ._space import MicroKernel, MicroKernelSpace
 from ._workloads import DynamicWorkload
 
-__all__ = ["f_occ", "f_pad", "num_tiles", "fit_occupancy_k", "sample_shapes", "select_kernels",
-           "MicroKernelCostModel"]
+__all__ = ["f_occ", "f_pad", "num_tiles", "fit_occupancy_k", "sample_shapes", "select_kernels", "MicroKernelCostModel"]
 
 
 def num_tiles(wl: DynamicWorkload, mk: MicroKernel, t: int) -> int:
@@ -49,8 +49,9 @@ def f_occ(x: float | np.ndarray, k: float) -> float | np.ndarray:
     return float(out) if np.ndim(out) == 0 else out
 
 
-def fit_occupancy_k(groups: Sequence[Any], x: Sequence[float] | np.ndarray,
-                    cost: Sequence[float] | np.ndarray) -> float:
+def fit_occupancy_k(
+    groups: Sequence[Any], x: Sequence[float] | np.ndarray, cost: Sequence[float] | np.ndarray
+) -> float:
     """Fit k from measurements: ``log cost_i = c_{group_i} + log f_occ(x_i; k)``, one free level per kernel
     (``groups`` names each measurement's kernel), solved with scipy's bounded least squares."""
     g = np.asarray(groups)
@@ -67,9 +68,14 @@ def fit_occupancy_k(groups: Sequence[Any], x: Sequence[float] | np.ndarray,
         return ys - p[1:][inv] + np.log(1.0 - p[0] + p[0] * eff)
 
     levels = np.array([ys[inv == i].mean() for i in range(len(ids))])
-    sol = least_squares(residual, np.concatenate([[0.5], levels]),
-                        bounds=(np.concatenate([[0.0], np.full(len(ids), -np.inf)]),
-                                np.concatenate([[1.0], np.full(len(ids), np.inf)])))
+    sol = least_squares(
+        residual,
+        np.concatenate([[0.5], levels]),
+        bounds=(
+            np.concatenate([[0.0], np.full(len(ids), -np.inf)]),
+            np.concatenate([[1.0], np.full(len(ids), np.inf)]),
+        ),
+    )
     return float(sol.x[0])
 
 
@@ -132,8 +138,9 @@ class MicroKernelCostModel:
         x = np.array([self._x(mk, t) for mk, t in zip(kernels, ts)])
         self.k = fit_occupancy_k([mk.key for mk in kernels], x, per_flop / pad)
         labels = np.log(per_flop / pad / np.asarray(f_occ(x, self.k)))
-        self._reg = XGBRegressor(n_estimators=200, max_depth=4, learning_rate=0.1, random_state=self.seed,
-                                 n_jobs=1, verbosity=0)
+        self._reg = XGBRegressor(
+            n_estimators=200, max_depth=4, learning_rate=0.1, random_state=self.seed, n_jobs=1, verbosity=0
+        )
         self._reg.fit(self.space.featurize(kernels), labels)
         return self
 
@@ -148,6 +155,10 @@ class MicroKernelCostModel:
         out = np.empty((len(kernels), len(ts)))
         for a, mk in enumerate(kernels):
             for b, t in enumerate(ts):
-                out[a, b] = (mk_cost[a] * float(f_occ(self._x(mk, t), self.k)) * f_pad(self.workload, mk, t)
-                             * self.workload.flop(t))
+                out[a, b] = (
+                    mk_cost[a]
+                    * float(f_occ(self._x(mk, t), self.k))
+                    * f_pad(self.workload, mk, t)
+                    * self.workload.flop(t)
+                )
         return out

@@ -5,6 +5,7 @@ Every micro-kernel pads locally, so any positive T gets a correct answer; a T ou
 warns, since the choice was not tuned there. ``export(directory)`` writes what a deployment loads: the
 kernels' shared library, the dispatcher's C source and shared library and a JSON manifest.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,14 @@ def kernel_name(workload: DynamicWorkload, index: int) -> str:
 class DynamicKernel:
     """Selected micro-kernels (``kernels[i]`` serves dispatcher label ``i``) compiled once for all T."""
 
-    def __init__(self, workload: DynamicWorkload, kernels: list[MicroKernel], dispatcher: ShapeDispatcher,
-                 target: _target.TargetLike, directory: str | None = None):
+    def __init__(
+        self,
+        workload: DynamicWorkload,
+        kernels: list[MicroKernel],
+        dispatcher: ShapeDispatcher,
+        target: _target.TargetLike,
+        directory: str | None = None,
+    ):
         if [k.key for k in kernels] != list(dispatcher.labels):
             raise ValueError("kernels must follow the dispatcher's labels, in order")
         self.workload = workload
@@ -65,13 +72,19 @@ class DynamicKernel:
         t = check_extent(t)
         shapes = self.workload.shapes(t)
         if tuple(a.shape) != shapes[0] or tuple(b.shape) != shapes[1]:
-            raise ValueError(f"{self.workload.name} at T={t} takes inputs of shapes {shapes[0]} and {shapes[1]}, "
-                             f"got {a.shape} and {b.shape}")
+            raise ValueError(
+                f"{self.workload.name} at T={t} takes inputs of shapes {shapes[0]} and {shapes[1]}, "
+                f"got {a.shape} and {b.shape}"
+            )
         fn = self.function(t)
         dev = self.device
         c = tvm.runtime.tensor(np.zeros(shapes[2], self.workload.dtype), dev)
-        fn(tvm.runtime.tensor(np.ascontiguousarray(a, self.workload.dtype), dev),
-           tvm.runtime.tensor(np.ascontiguousarray(b, self.workload.dtype), dev), c, t)
+        fn(
+            tvm.runtime.tensor(np.ascontiguousarray(a, self.workload.dtype), dev),
+            tvm.runtime.tensor(np.ascontiguousarray(b, self.workload.dtype), dev),
+            c,
+            t,
+        )
         return c.numpy()
 
     def export(self, directory: str) -> str:
@@ -79,10 +92,14 @@ class DynamicKernel:
         os.makedirs(directory, exist_ok=True)
         self.lib.export_library(os.path.join(directory, "kernels.so"))
         CompiledDispatcher(self.dispatcher, f"{self.workload.name}_dispatch", directory)
-        manifest = {"workload": self.workload.to_json(), "target": _target.to_json(self.target),
-                    "functions": self.names, "kernels": [k.to_json() for k in self.kernels],
-                    "dispatcher": self.dispatcher.to_json(),
-                    "dispatch_symbol": f"{self.workload.name}_dispatch"}
+        manifest = {
+            "workload": self.workload.to_json(),
+            "target": _target.to_json(self.target),
+            "functions": self.names,
+            "kernels": [k.to_json() for k in self.kernels],
+            "dispatcher": self.dispatcher.to_json(),
+            "dispatch_symbol": f"{self.workload.name}_dispatch",
+        }
         path = os.path.join(directory, "manifest.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=1)

@@ -10,6 +10,7 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
   limit), each accumulating ``mr x nr`` outputs in registers; the ``mt x kt`` and ``kt x nt`` operand tiles
   staged in shared memory must fit it.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -54,8 +55,15 @@ class MicroKernel:
         return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "microkernel", "device": self.device, "mt": self.mt, "nt": self.nt, "kt": self.kt,
-                "mr": self.mr, "nr": self.nr}
+        return {
+            "kind": "microkernel",
+            "device": self.device,
+            "mt": self.mt,
+            "nt": self.nt,
+            "kt": self.kt,
+            "mr": self.mr,
+            "nr": self.nr,
+        }
 
     @property
     def threads(self) -> int:
@@ -101,8 +109,9 @@ def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> list[MicroK
 def _cuda_kernels(limits: CudaLimits, dtype: str) -> list[MicroKernel]:
     nbytes = tvm.DataType(dtype).bits // 8
     out = []
-    for mr, nr, ty, tx, kt in itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (2, 4, 8, 16, 32), (4, 8, 16, 32),
-                                                (4, 8, 16, 32)):
+    for mr, nr, ty, tx, kt in itertools.product(
+        (1, 2, 4, 8), (1, 2, 4, 8), (2, 4, 8, 16, 32), (4, 8, 16, 32), (4, 8, 16, 32)
+    ):
         threads = ty * tx
         if threads % limits.warp or threads > limits.max_threads or threads < 64:
             continue
@@ -120,11 +129,27 @@ class MicroKernelSpace(CandidateSpace):
 
     kind: ClassVar[str] = "microkernel"
     FEATURE_NAMES: ClassVar[tuple[str, ...]] = (
-        "log2_mt", "log2_nt", "log2_kt", "log2_mr", "log2_nr", "log2_threads", "log2_tile_elems",
-        "log2_reg_elems", "arith_intensity", "reg_intensity", "log2_panel_bytes", "panel_over_cache")
+        "log2_mt",
+        "log2_nt",
+        "log2_kt",
+        "log2_mr",
+        "log2_nr",
+        "log2_threads",
+        "log2_tile_elems",
+        "log2_reg_elems",
+        "arith_intensity",
+        "reg_intensity",
+        "log2_panel_bytes",
+        "panel_over_cache",
+    )
 
-    def __init__(self, target: tvm.target.Target, dtype: str = "float32", static_k: int | None = None,
-                 cuda_limits: CudaLimits = SM80_LIMITS):
+    def __init__(
+        self,
+        target: tvm.target.Target,
+        dtype: str = "float32",
+        static_k: int | None = None,
+        cuda_limits: CudaLimits = SM80_LIMITS,
+    ):
         self.target = target
         self.dtype = dtype
         self.device = "cuda" if target.kind.name == "cuda" else "cpu"
@@ -168,8 +193,7 @@ class MicroKernelSpace(CandidateSpace):
         out = []
         fields = ("mt", "nt", "kt", "mr", "nr")
         for cand in candidates:
-            neighbours = [k for k in self.kernels
-                          if sum(getattr(k, f) != getattr(cand, f) for f in fields) == 1]
+            neighbours = [k for k in self.kernels if sum(getattr(k, f) != getattr(cand, f) for f in fields) == 1]
             out.append(neighbours[int(rng.integers(len(neighbours)))] if neighbours else cand)
         return out
 
@@ -179,18 +203,31 @@ class MicroKernelSpace(CandidateSpace):
         rows = []
         for k in candidates:
             panel = (k.mt + k.nt) * k.kt * nbytes
-            rows.append([math.log2(k.mt), math.log2(k.nt), math.log2(k.kt), math.log2(k.mr), math.log2(k.nr),
-                         math.log2(k.threads), math.log2(k.mt * k.nt), math.log2(k.mr * k.nr),
-                         k.mt * k.nt / (k.mt + k.nt), k.mr * k.nr / (k.mr + k.nr), math.log2(panel),
-                         panel / self.cache_bytes])
+            rows.append(
+                [
+                    math.log2(k.mt),
+                    math.log2(k.nt),
+                    math.log2(k.kt),
+                    math.log2(k.mr),
+                    math.log2(k.nr),
+                    math.log2(k.threads),
+                    math.log2(k.mt * k.nt),
+                    math.log2(k.mr * k.nr),
+                    k.mt * k.nt / (k.mt + k.nt),
+                    k.mr * k.nr / (k.mr + k.nr),
+                    math.log2(panel),
+                    panel / self.cache_bytes,
+                ]
+            )
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(self.FEATURE_NAMES))
 
     def decode(self, data: dict[str, Any]) -> MicroKernel:
         if not isinstance(data, dict) or data.get("kind") != "microkernel":
             raise ValueError(f"not a micro-kernel record: {data!r}")
         try:
-            k = MicroKernel(str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]),
-                            int(data["mr"]), int(data["nr"]))
+            k = MicroKernel(
+                str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]), int(data["mr"]), int(data["nr"])
+            )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed micro-kernel record {data!r}: {err}") from err
         return self.get(k.key)

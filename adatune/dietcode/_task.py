@@ -4,6 +4,7 @@ Task names are ``dietcode/<kind>``; the arguments are the workload's JSON form f
 candidate gives is the shape-generic kernel specialised to that T (the same schedule, T bound), so the
 standard builder and runner can measure it too; ``adatune.task.create`` recreates it from a record.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,8 +33,9 @@ def static_k(wl: DynamicWorkload) -> int:
 class MicroKernelTask(TuningTask):
     """``workload`` at ``T = t``; its candidates are the workload's micro-kernels."""
 
-    def __init__(self, workload: DynamicWorkload, t: int, target: _target.TargetLike,
-                 space: MicroKernelSpace | None = None):
+    def __init__(
+        self, workload: DynamicWorkload, t: int, target: _target.TargetLike, space: MicroKernelSpace | None = None
+    ):
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
             raise ValueError(f"T must be a positive integer, got {t!r}")
         self.dynamic = workload
@@ -44,8 +46,11 @@ class MicroKernelTask(TuningTask):
         self.workload_key = workload_key(self.name, self.args)
         self.flop = workload.flop(self.t)
         shapes = workload.shapes(self.t)
-        self.arg_specs = [ArgSpec(shapes[0], workload.dtype, False), ArgSpec(shapes[1], workload.dtype, False),
-                          ArgSpec(shapes[2], workload.dtype, True)]
+        self.arg_specs = [
+            ArgSpec(shapes[0], workload.dtype, False),
+            ArgSpec(shapes[1], workload.dtype, False),
+            ArgSpec(shapes[2], workload.dtype, True),
+        ]
         self._space = space or MicroKernelSpace(self.target, workload.dtype, static_k(workload))
 
     @property

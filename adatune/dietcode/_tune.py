@@ -6,6 +6,7 @@ propose the next batch from the model (each sampled shape's predicted best unmea
 exploration). At the end the model predicts every measured kernel at every T of the range, a greedy cover
 picks a few kernels, each T votes for its predicted best among them and a decision tree learns the votes.
 """
+
 from __future__ import annotations
 
 import time
@@ -69,9 +70,16 @@ def _device(target: tvm.target.Target) -> Any:
     return dev
 
 
-def measure_kernel(wl: DynamicWorkload, mk: MicroKernel, ts: list[int], target: tvm.target.Target,
-                   rng: np.random.Generator, number: int = 1, repeat: int = 3,
-                   min_repeat_ms: int = 10) -> tuple[list[Measurement], list[MeasureResult]]:
+def measure_kernel(
+    wl: DynamicWorkload,
+    mk: MicroKernel,
+    ts: list[int],
+    target: tvm.target.Target,
+    rng: np.random.Generator,
+    number: int = 1,
+    repeat: int = 3,
+    min_repeat_ms: int = 10,
+) -> tuple[list[Measurement], list[MeasureResult]]:
     """Compile ``mk`` once and time it at every T of ``ts`` (each run checked against numpy first)."""
     dev = _device(target)
     t0 = time.time()
@@ -89,30 +97,55 @@ def measure_kernel(wl: DynamicWorkload, mk: MicroKernel, ts: list[int], target: 
         start = time.time()
         a, b = wl.random_inputs(t, rng)
         ref = wl.reference(a, b)
-        args = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev),
-                tvm.runtime.tensor(np.zeros(ref.shape, wl.dtype), dev)]
+        args = [
+            tvm.runtime.tensor(a, dev),
+            tvm.runtime.tensor(b, dev),
+            tvm.runtime.tensor(np.zeros(ref.shape, wl.dtype), dev),
+        ]
         lib["main"](*args, t)
         if not np.allclose(args[2].numpy(), ref, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(ref).max()))):
             msg = f"wrong answer at T={t}"
             out.append(Measurement(mk, t, float("inf"), msg))
-            results.append(MeasureResult((), MeasureErrorNo.WRONG_ANSWER, time.time() - start, time.time(), msg,
-                                         build_time=build_time))
+            results.append(
+                MeasureResult(
+                    (), MeasureErrorNo.WRONG_ANSWER, time.time() - start, time.time(), msg, build_time=build_time
+                )
+            )
             continue
         costs = tuple(float(c) for c in evaluator(*args, t).results)
         out.append(Measurement(mk, t, float(np.median(costs))))
-        results.append(MeasureResult(costs, MeasureErrorNo.NO_ERROR, time.time() - start + build_time / len(ts),
-                                     time.time(), build_time=build_time, run_time=time.time() - start,
-                                     runs=number * repeat))
+        results.append(
+            MeasureResult(
+                costs,
+                MeasureErrorNo.NO_ERROR,
+                time.time() - start + build_time / len(ts),
+                time.time(),
+                build_time=build_time,
+                run_time=time.time() - start,
+                runs=number * repeat,
+            )
+        )
     return out, results
 
 
 class DietCodeTuner:
     """Tune one dynamic workload for its whole T range (see the module docstring)."""
 
-    def __init__(self, workload: DynamicWorkload, target: _target.TargetLike | None = None, n_shapes: int = 8,
-                 rounds: int = 3, kernels_per_round: int = 8, max_kernels: int = 4, explore: float = 0.25,
-                 seed: int = 0, log_file: str | None = None, number: int = 1, repeat: int = 3,
-                 min_repeat_ms: int = 10):
+    def __init__(
+        self,
+        workload: DynamicWorkload,
+        target: _target.TargetLike | None = None,
+        n_shapes: int = 8,
+        rounds: int = 3,
+        kernels_per_round: int = 8,
+        max_kernels: int = 4,
+        explore: float = 0.25,
+        seed: int = 0,
+        log_file: str | None = None,
+        number: int = 1,
+        repeat: int = 3,
+        min_repeat_ms: int = 10,
+    ):
         if rounds < 1 or kernels_per_round < 1 or max_kernels < 1:
             raise ValueError("rounds, kernels_per_round and max_kernels must be at least 1")
         self.workload = workload
@@ -163,8 +196,9 @@ class DietCodeTuner:
                 if len(picks) >= self.per_round:
                     break
         chosen = list(picks.values())[: self.per_round - n_random] if picks else []
-        rest = self.space.random_candidates(self.rng, self.per_round - len(chosen),
-                                            exclude=measured | {k.key for k in chosen})
+        rest = self.space.random_candidates(
+            self.rng, self.per_round - len(chosen), exclude=measured | {k.key for k in chosen}
+        )
         return chosen + rest
 
     def tune(self, callback: Callable[[int, list[Measurement]], None] | None = None) -> DietCodeResult:
@@ -201,5 +235,14 @@ class DietCodeTuner:
         dispatcher = ShapeDispatcher.fit(ts, votes, (lo, hi), random_state=self.seed)
         kernels = [next(k for k in chosen if k.key == label) for label in dispatcher.labels]
         predicted = {t: float(sub[:, i].min()) for i, t in enumerate(ts)}
-        return DietCodeResult(self.workload, self.target, kernels, dispatcher, self.model, list(self.measurements),
-                              shapes, seconds, predicted)
+        return DietCodeResult(
+            self.workload,
+            self.target,
+            kernels,
+            dispatcher,
+            self.model,
+            list(self.measurements),
+            shapes,
+            seconds,
+            predicted,
+        )

@@ -6,6 +6,7 @@ Relax's FoldConstant leaves them), ``bmm_nt`` (``S[B, T, T] = Q[B, T, D] @ K[B, 
 ``T`` as its last, explicit argument: TVM only binds a shape variable from a buffer shape when it appears
 alone, and passing it keeps one calling convention for every kind.
 """
+
 from __future__ import annotations
 
 import math
@@ -122,8 +123,9 @@ class DynamicWorkload:
     def from_json(cls, data: Any) -> DynamicWorkload:
         try:
             name, kind, dims, t_range, dtype = data
-            return cls(str(name), str(kind), (int(dims[0]), int(dims[1])), (int(t_range[0]), int(t_range[1])),
-                       str(dtype))
+            return cls(
+                str(name), str(kind), (int(dims[0]), int(dims[1])), (int(t_range[0]), int(t_range[1])), str(dtype)
+            )
         except (TypeError, ValueError, IndexError) as err:
             raise ValueError(f"not a DynamicWorkload description: {data!r} ({err})") from err
 
@@ -131,19 +133,22 @@ class DynamicWorkload:
         return f"{self.name}[{self.kind} {self.dims[0]}x{self.dims[1]}, T in {self.t_range}]"
 
 
-def bert_workloads(t_range: Any = DEFAULT_RANGE, hidden: int = 768, heads: int = 12,
-                   ffn: int = 3072) -> dict[str, DynamicWorkload]:
+def bert_workloads(
+    t_range: Any = DEFAULT_RANGE, hidden: int = 768, heads: int = 12, ffn: int = 3072
+) -> dict[str, DynamicWorkload]:
     """BERT-base's dynamic GEMMs with ``T`` tokens: the four dense layers and the two attention GEMMs."""
     lo, hi = validate_range(t_range)
     if hidden % heads:
         raise ValueError(f"hidden size {hidden} is not a multiple of {heads} heads")
     d = hidden // heads
-    wl = [DynamicWorkload("qkv", "dense", (hidden, 3 * hidden), (lo, hi)),
-          DynamicWorkload("attn_out", "dense", (hidden, hidden), (lo, hi)),
-          DynamicWorkload("ffn1", "dense", (hidden, ffn), (lo, hi)),
-          DynamicWorkload("ffn2", "dense", (ffn, hidden), (lo, hi)),
-          DynamicWorkload("scores", "bmm_nt", (heads, d), (lo, hi)),
-          DynamicWorkload("context", "bmm_nn", (heads, d), (lo, hi))]
+    wl = [
+        DynamicWorkload("qkv", "dense", (hidden, 3 * hidden), (lo, hi)),
+        DynamicWorkload("attn_out", "dense", (hidden, hidden), (lo, hi)),
+        DynamicWorkload("ffn1", "dense", (hidden, ffn), (lo, hi)),
+        DynamicWorkload("ffn2", "dense", (ffn, hidden), (lo, hi)),
+        DynamicWorkload("scores", "bmm_nt", (heads, d), (lo, hi)),
+        DynamicWorkload("context", "bmm_nn", (heads, d), (lo, hi)),
+    ]
     return {w.name: w for w in wl}
 
 

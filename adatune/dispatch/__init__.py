@@ -3,6 +3,7 @@
 - ``apply_history_best(log)``: a context manager; template calls inside it use the best record of their
   workload on the current target (AutoTVM's ``ApplyHistoryBest``), with a fallback that warns once per workload.
 """
+
 from ._dietcode import CompiledDispatcher, ShapeDispatcher, check_extent
 from ._history import ApplyHistoryBest, DispatchContext, apply_history_best, query_config
 

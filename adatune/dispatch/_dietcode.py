@@ -6,6 +6,7 @@ kernel predicted best for it. Every T of the tuned range votes for its kernel, a
 as nested ``if``s: a Python function and a C function compiled with the system C compiler into a tiny
 shared library that deployments call. Data in, data out: kernels are named by plain string labels.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -31,8 +32,12 @@ def check_extent(t: Any, t_range: tuple[int, int] | None = None, what: str = "T"
     if t < 1:
         raise ValueError(f"{what} must be a positive integer, got {t}")
     if t_range is not None and not t_range[0] <= t <= t_range[1]:
-        warnings.warn(f"{what}={t} is outside the tuned range {list(t_range)}: dispatching to the kernel of the "
-                      "nearest tuned extent", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{what}={t} is outside the tuned range {list(t_range)}: dispatching to the kernel of the "
+            "nearest tuned extent",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return int(t)
 
 
@@ -48,8 +53,9 @@ class ShapeDispatcher:
         self._fn: Callable[[int], int] | None = None
 
     @classmethod
-    def fit(cls, ts: Sequence[int], votes: Sequence[str], t_range: tuple[int, int] | None = None,
-            random_state: int = 0) -> ShapeDispatcher:
+    def fit(
+        cls, ts: Sequence[int], votes: Sequence[str], t_range: tuple[int, int] | None = None, random_state: int = 0
+    ) -> ShapeDispatcher:
         """Learn the votes: ``votes[i]`` is the label T = ``ts[i]`` wants. The tree grows until it is exact."""
         if len(ts) != len(votes) or not ts:
             raise ValueError(f"need one vote per T, got {len(ts)} extents and {len(votes)} votes")
@@ -83,6 +89,7 @@ class ShapeDispatcher:
     def n_leaves(self) -> int:
         def count(node: dict[str, Any]) -> int:
             return 1 if "leaf" in node else count(node["left"]) + count(node["right"])
+
         return count(self.tree)
 
     # ---------------------------------------------------------------- exports
@@ -102,8 +109,10 @@ class ShapeDispatcher:
         """``int name(long long t)``: the kernel index, or -1 for a non-positive T."""
         labels = "\n".join(f"/* {i}: {label} */" for i, label in enumerate(self.labels))
         body = _c_ifs(self.tree, 1)
-        return (f"/* DietCode dispatcher for T in [{self.t_range[0]}, {self.t_range[1]}] */\n{labels}\n"
-                f"int {name}(long long t) {{\n    if (t < 1) return -1;\n" + "\n".join(body) + "\n}\n")
+        return (
+            f"/* DietCode dispatcher for T in [{self.t_range[0]}, {self.t_range[1]}] */\n{labels}\n"
+            f"int {name}(long long t) {{\n    if (t < 1) return -1;\n" + "\n".join(body) + "\n}\n"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {"labels": list(self.labels), "tree": self.tree, "t_range": list(self.t_range)}
@@ -120,16 +129,25 @@ def _python_ifs(node: dict[str, Any], depth: int) -> list[str]:
     pad = "    " * depth
     if "leaf" in node:
         return [f"{pad}return {int(node['leaf'])}"]
-    return ([f"{pad}if t <= {int(node['le'])}:"] + _python_ifs(node["left"], depth + 1)
-            + [f"{pad}else:"] + _python_ifs(node["right"], depth + 1))
+    return (
+        [f"{pad}if t <= {int(node['le'])}:"]
+        + _python_ifs(node["left"], depth + 1)
+        + [f"{pad}else:"]
+        + _python_ifs(node["right"], depth + 1)
+    )
 
 
 def _c_ifs(node: dict[str, Any], depth: int) -> list[str]:
     pad = "    " * depth
     if "leaf" in node:
         return [f"{pad}return {int(node['leaf'])};"]
-    return ([f"{pad}if (t <= {int(node['le'])}LL) {{"] + _c_ifs(node["left"], depth + 1)
-            + [f"{pad}}} else {{"] + _c_ifs(node["right"], depth + 1) + [f"{pad}}}"])
+    return (
+        [f"{pad}if (t <= {int(node['le'])}LL) {{"]
+        + _c_ifs(node["left"], depth + 1)
+        + [f"{pad}}} else {{"]
+        + _c_ifs(node["right"], depth + 1)
+        + [f"{pad}}}"]
+    )
 
 
 def _export(clf: DecisionTreeClassifier) -> dict[str, Any]:
@@ -148,8 +166,13 @@ def _export(clf: DecisionTreeClassifier) -> dict[str, Any]:
 class CompiledDispatcher:
     """The dispatcher's C source compiled with the system C compiler into a shared library, called via ctypes."""
 
-    def __init__(self, dispatcher: ShapeDispatcher, name: str = "dietcode_dispatch", directory: str | None = None,
-                 cc: str | None = None):
+    def __init__(
+        self,
+        dispatcher: ShapeDispatcher,
+        name: str = "dietcode_dispatch",
+        directory: str | None = None,
+        cc: str | None = None,
+    ):
         compiler = cc or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
         if not compiler:
             raise RuntimeError("no C compiler found (set CC) to build the dispatcher")
@@ -159,8 +182,11 @@ class CompiledDispatcher:
         self.library_path = os.path.join(self.directory, f"lib{name}.so")
         with open(self.source_path, "w", encoding="utf-8") as f:
             f.write(dispatcher.to_c_source(name))
-        proc = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", self.library_path, self.source_path],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [compiler, "-O2", "-shared", "-fPIC", "-o", self.library_path, self.source_path],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"compiling the dispatcher failed: {proc.stderr.strip()[-2000:]}")
         self._lib = ctypes.CDLL(self.library_path)

@@ -5,11 +5,13 @@ workload and the current target (``with target:`` or the host CPU). Records for 
 a workload with no record gets a fallback config (each knob's first entity) and one warning per workload.
 Records of any candidate kind are applied through their task's ``candidate_from_json``.
 """
+
 from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .. import target as _target
 from ..records import Record, as_records
@@ -18,7 +20,7 @@ from ..task import TuningTask, set_config_resolver, workload_key
 
 __all__ = ["DispatchContext", "ApplyHistoryBest", "apply_history_best", "query_config"]
 
-_STACK: list["DispatchContext"] = []
+_STACK: list[DispatchContext] = []
 _WARNED: set[str] = set()
 
 
@@ -31,7 +33,7 @@ class DispatchContext:
     def query(self, target: Any, workload: Sequence[Any]) -> Any:
         raise NotImplementedError
 
-    def __enter__(self) -> "DispatchContext":
+    def __enter__(self) -> DispatchContext:
         _STACK.append(self)
         return self
 
@@ -64,8 +66,11 @@ class ApplyHistoryBest(DispatchContext):
         try:
             return rec.create_task().candidate_from_json(rec.config)
         except ValueError as err:
-            warnings.warn(f"the best record for {workload[0]}{tuple(workload[1:])} does not fit its task's "
-                          f"current space ({err}); it is ignored", stacklevel=3)
+            warnings.warn(
+                f"the best record for {workload[0]}{tuple(workload[1:])} does not fit its task's "
+                f"current space ({err}); it is ignored",
+                stacklevel=3,
+            )
             return None
 
 
@@ -86,8 +91,10 @@ def query_config(name: str, args: Sequence[Any]) -> Any:
     key = workload_key(name, args) + "@" + str(tgt.kind.name)
     if key not in _WARNED:
         _WARNED.add(key)
-        warnings.warn(f"no tuned record for {name}{tuple(args)} on {tgt.kind.name}: using a fallback config, "
-                      "which may be slow", stacklevel=3)
+        warnings.warn(
+            f"no tuned record for {name}{tuple(args)} on {tgt.kind.name}: using a fallback config, which may be slow",
+            stacklevel=3,
+        )
     return FallbackConfig()
 
 

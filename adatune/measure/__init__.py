@@ -1,9 +1,23 @@
 """Measurement: builders, runners, results and ``measure_option``."""
+
 from ._builder import Builder, LocalBuilder, NoBuilder
 from ._option import MeasureOption, measure_option
 from ._replay import ReplayRunner
 from ._runner import LocalRunner, Runner
 from ._types import BuildResult, MeasureBatch, MeasureErrorNo, MeasureInput, MeasureResult
 
-__all__ = ["Builder", "LocalBuilder", "NoBuilder", "Runner", "LocalRunner", "ReplayRunner", "MeasureOption",
-           "measure_option", "MeasureBatch", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult"]
+__all__ = [
+    "Builder",
+    "LocalBuilder",
+    "NoBuilder",
+    "Runner",
+    "LocalRunner",
+    "ReplayRunner",
+    "MeasureOption",
+    "measure_option",
+    "MeasureBatch",
+    "MeasureInput",
+    "MeasureResult",
+    "MeasureErrorNo",
+    "BuildResult",
+]

@@ -5,17 +5,18 @@ fresh processes on every call and pays 20-40 s of imports each time. Candidates 
 program in the parent (a few ms), only the scheduled IRModule travels to the worker. Given the runner's
 device limits, a CUDA candidate that breaks them is rejected before it is compiled.
 """
+
 from __future__ import annotations
 
 import abc
 import shutil
 import tempfile
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
-from ..devices import DeviceLimits
 from tvm.support.popen_pool import PopenPoolExecutor
 
+from ..devices import DeviceLimits
 from . import _worker
 from ._types import BuildResult, MeasureErrorNo, MeasureInput
 
@@ -62,9 +63,12 @@ class LocalBuilder(Builder):
     @property
     def pool(self) -> PopenPoolExecutor:
         if self._pool is None:
-            self._pool = PopenPoolExecutor(max_workers=self.n_parallel, timeout=self.timeout,
-                                           initializer=_worker.warm_up,
-                                           maximum_process_uses=self._maximum_process_uses)
+            self._pool = PopenPoolExecutor(
+                max_workers=self.n_parallel,
+                timeout=self.timeout,
+                initializer=_worker.warm_up,
+                maximum_process_uses=self._maximum_process_uses,
+            )
         return self._pool
 
     def build(self, inputs: Sequence[MeasureInput], device_limits: DeviceLimits | None = None) -> list[BuildResult]:
@@ -81,9 +85,12 @@ class LocalBuilder(Builder):
             if device_limits is not None and target.kind.name == "cuda":
                 broken = _worker.gpu_limit_violation(mod, device_limits.verify_gpu_code_kwargs())
                 if broken:
-                    results[i] = BuildResult(None, MeasureErrorNo.INSTANTIATION_ERROR,
-                                             f"breaks the limits of {device_limits.name}: {broken}",
-                                             time.perf_counter() - t0)
+                    results[i] = BuildResult(
+                        None,
+                        MeasureErrorNo.INSTANTIATION_ERROR,
+                        f"breaks the limits of {device_limits.name}: {broken}",
+                        time.perf_counter() - t0,
+                    )
                     continue
             host = target.host.export() if target.host is not None else None
             tjson = dict(target.export())
@@ -98,8 +105,12 @@ class LocalBuilder(Builder):
         try:
             out = fut.result()  # type: ignore[attr-defined]
         except TimeoutError:
-            return BuildResult(None, MeasureErrorNo.BUILD_TIMEOUT,
-                               f"build did not finish within {self.timeout:g} s", inst_time + self.timeout)
+            return BuildResult(
+                None,
+                MeasureErrorNo.BUILD_TIMEOUT,
+                f"build did not finish within {self.timeout:g} s",
+                inst_time + self.timeout,
+            )
         except ChildProcessError as err:
             return BuildResult(None, MeasureErrorNo.COMPILE_HOST, f"build worker crashed: {err}", inst_time)
         except Exception as err:  # noqa: BLE001
@@ -121,4 +132,3 @@ class LocalBuilder(Builder):
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
-

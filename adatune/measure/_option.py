@@ -1,8 +1,9 @@
 """``measure_option``: a builder and a runner combined into one thing a tuner calls."""
+
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from ._builder import Builder, LocalBuilder, NoBuilder
 from ._runner import LocalRunner, Runner
@@ -40,8 +41,9 @@ class MeasureOption:
         self.runner.close()
 
 
-def measure_option(builder: Builder | None = None, runner: Runner | None = None,
-                   min_converge_coef: float | None = None) -> MeasureOption:
+def measure_option(
+    builder: Builder | None = None, runner: Runner | None = None, min_converge_coef: float | None = None
+) -> MeasureOption:
     """Combine a builder and a runner (defaults: ``LocalBuilder()``, ``LocalRunner()``).
 
     ``min_converge_coef`` switches to AdaTune's adaptive evaluator: a candidate's measurement stops once the

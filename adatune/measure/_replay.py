@@ -4,10 +4,11 @@ Strategies can then be compared over many seeds quickly and deterministically. E
 its recorded build and measurement time, and ``done_at`` reports those recorded seconds, so the tuner's
 clock advances as it would have on hardware. The table is keyed by (workload key, candidate key).
 """
+
 from __future__ import annotations
 
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ._runner import Runner
 from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
@@ -30,12 +31,12 @@ class ReplayRunner(Runner):
         self.served = 0
 
     @classmethod
-    def from_records(cls, records: Iterable) -> "ReplayRunner":
+    def from_records(cls, records: Iterable) -> ReplayRunner:
         """Build the table from ``adatune.records`` entries (the last record of a candidate wins):
         ``ReplayRunner.from_records(adatune.load_from_file(path))``."""
         return cls({(r.workload_key, r.key): r.result for r in records})
 
-    def with_min_converge_coef(self, coef: float | None) -> "ReplayRunner":
+    def with_min_converge_coef(self, coef: float | None) -> ReplayRunner:
         """Recorded timings are replayed as they were; the evaluator setting has no effect here."""
         return self
 
@@ -52,10 +53,29 @@ class ReplayRunner(Runner):
         for inp in inputs:
             rec = self.table.get((inp.task.workload_key, inp.config.key))
             if rec is None:
-                out.append(MeasureResult((), MeasureErrorNo.UNKNOWN_ERROR, 0.0, time.time(),
-                                         f"candidate {inp.config.key} is not in the recorded table"))
+                out.append(
+                    MeasureResult(
+                        (),
+                        MeasureErrorNo.UNKNOWN_ERROR,
+                        0.0,
+                        time.time(),
+                        f"candidate {inp.config.key} is not in the recorded table",
+                    )
+                )
                 continue
             self.served += 1
-            out.append(MeasureResult(rec.costs, rec.error_no, rec.all_cost, time.time(), rec.error_msg,
-                                     rec.build_time, rec.run_time, rec.runs, rec.cv, dict(rec.extra)))
+            out.append(
+                MeasureResult(
+                    rec.costs,
+                    rec.error_no,
+                    rec.all_cost,
+                    time.time(),
+                    rec.error_msg,
+                    rec.build_time,
+                    rec.run_time,
+                    rec.runs,
+                    rec.cv,
+                    dict(rec.extra),
+                )
+            )
         return out

@@ -3,6 +3,7 @@
 ``LocalRunner`` runs one candidate at a time in a single persistent worker process, so timings do not
 compete with each other and a kernel that crashes or hangs only costs that worker (restarted lazily).
 """
+
 from __future__ import annotations
 
 import abc
@@ -11,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import tvm
@@ -25,8 +26,11 @@ from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 
 __all__ = ["Runner", "LocalRunner"]
 
-_KIND = {"runtime_device": MeasureErrorNo.RUNTIME_DEVICE, "wrong_answer": MeasureErrorNo.WRONG_ANSWER,
-         "compile_host": MeasureErrorNo.COMPILE_HOST}
+_KIND = {
+    "runtime_device": MeasureErrorNo.RUNTIME_DEVICE,
+    "wrong_answer": MeasureErrorNo.WRONG_ANSWER,
+    "compile_host": MeasureErrorNo.COMPILE_HOST,
+}
 
 
 class Runner(abc.ABC):
@@ -36,10 +40,9 @@ class Runner(abc.ABC):
     needs_build = True
 
     @abc.abstractmethod
-    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
-        ...
+    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]: ...
 
-    def with_min_converge_coef(self, coef: float | None) -> "Runner":
+    def with_min_converge_coef(self, coef: float | None) -> Runner:
         """A copy of this runner that uses the adaptive evaluator (None: fixed number of runs)."""
         raise ValueError(f"{type(self).__name__} does not support the adaptive evaluator")
 
@@ -76,14 +79,26 @@ class LocalRunner(Runner):
     ``min_converge_coef`` enables AdaTune's adaptive evaluator (see ``adatune.evaluator``).
     """
 
-    def __init__(self, number: int = 5, repeat: int = 3, min_repeat_ms: float = 0.0, timeout: float = 10.0,
-                 cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
-                 check_correctness: bool = False, min_converge_coef: float | None = None,
-                 micro_batch: int = 50, min_micro_batches: int = 3, rtol: float | None = None, atol: float | None = None):
+    def __init__(
+        self,
+        number: int = 5,
+        repeat: int = 3,
+        min_repeat_ms: float = 0.0,
+        timeout: float = 10.0,
+        cooldown_interval: float = 0.0,
+        enable_cpu_cache_flush: bool = False,
+        check_correctness: bool = False,
+        min_converge_coef: float | None = None,
+        micro_batch: int = 50,
+        min_micro_batches: int = 3,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ):
         if timeout <= 0:
             raise ValueError(f"LocalRunner timeout must be positive, got {timeout}")
-        self.eval_config = EvaluatorConfig(number, repeat, min_repeat_ms, enable_cpu_cache_flush,
-                                           min_converge_coef, micro_batch, min_micro_batches)
+        self.eval_config = EvaluatorConfig(
+            number, repeat, min_repeat_ms, enable_cpu_cache_flush, min_converge_coef, micro_batch, min_micro_batches
+        )
         self.timeout = float(timeout)
         self.cooldown_interval = float(cooldown_interval)
         self.check_correctness = bool(check_correctness)
@@ -92,7 +107,7 @@ class LocalRunner(Runner):
         self._dir = tempfile.mkdtemp(prefix="adatune-ref-")
         self._refs: dict[str, str] = {}
 
-    def with_min_converge_coef(self, coef: float | None) -> "LocalRunner":
+    def with_min_converge_coef(self, coef: float | None) -> LocalRunner:
         other = LocalRunner.__new__(LocalRunner)
         other.__dict__.update(self.__dict__)
         other.eval_config = dataclasses.replace(self.eval_config, min_converge_coef=coef)
@@ -147,8 +162,11 @@ class LocalRunner(Runner):
         results = []
         for k, (inp, build) in enumerate(zip(inputs, builds)):
             if build.error_no != MeasureErrorNo.NO_ERROR:
-                results.append(MeasureResult((), build.error_no, build.time_cost, time.time(), build.error_msg,
-                                             build_time=build.time_cost))
+                results.append(
+                    MeasureResult(
+                        (), build.error_no, build.time_cost, time.time(), build.error_msg, build_time=build.time_cost
+                    )
+                )
                 continue
             if k and self.cooldown_interval > 0:
                 time.sleep(self.cooldown_interval)
@@ -160,8 +178,17 @@ class LocalRunner(Runner):
         ref = self.reference_path(task) if self.check_correctness else None
         specs = [s.to_json() for s in task.arg_specs]
         t0 = time.perf_counter()
-        fut = self.pool.submit(_worker.run_candidate, build.artifact, build.suffix, _device_type(task), specs, ref,
-                               self.check_correctness, self.eval_config, *self.tolerances(task))
+        fut = self.pool.submit(
+            _worker.run_candidate,
+            build.artifact,
+            build.suffix,
+            _device_type(task),
+            specs,
+            ref,
+            self.check_correctness,
+            self.eval_config,
+            *self.tolerances(task),
+        )
         err_no, msg, out = MeasureErrorNo.NO_ERROR, "", None
         try:
             out = fut.result()
@@ -175,11 +202,19 @@ class LocalRunner(Runner):
         if out is not None and "error" in out:
             err_no, msg = _KIND.get(out["error"], MeasureErrorNo.UNKNOWN_ERROR), out["msg"]
         if err_no != MeasureErrorNo.NO_ERROR or out is None:
-            return MeasureResult((), err_no, build.time_cost + run_time, time.time(), msg,
-                                 build_time=build.time_cost, run_time=run_time)
-        return MeasureResult(tuple(out["costs"]), MeasureErrorNo.NO_ERROR, build.time_cost + run_time,
-                             time.time(), build_time=build.time_cost, run_time=run_time, runs=int(out["runs"]),
-                             cv=out["cv"])
+            return MeasureResult(
+                (), err_no, build.time_cost + run_time, time.time(), msg, build_time=build.time_cost, run_time=run_time
+            )
+        return MeasureResult(
+            tuple(out["costs"]),
+            MeasureErrorNo.NO_ERROR,
+            build.time_cost + run_time,
+            time.time(),
+            build_time=build.time_cost,
+            run_time=run_time,
+            runs=int(out["runs"]),
+            cv=out["cv"],
+        )
 
     def close(self) -> None:
         if self._pool is not None:

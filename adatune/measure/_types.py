@@ -1,10 +1,12 @@
 """What goes into a measurement and what comes out of it."""
+
 from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..task import TuningTask
@@ -59,8 +61,11 @@ class MeasureInput:
         return (self.target, self.task, self.config)[k]
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, MeasureInput) and other.task.workload_key == self.task.workload_key
-                and other.config.key == self.config.key)
+        return (
+            isinstance(other, MeasureInput)
+            and other.task.workload_key == self.task.workload_key
+            and other.config.key == self.config.key
+        )
 
     def __hash__(self) -> int:
         return hash((self.task.workload_key, self.config.key))
@@ -113,9 +118,15 @@ class MeasureResult:
         return task_flop / self.mean_cost if self.ok and self.mean_cost > 0 else 0.0
 
     def to_json(self) -> dict:
-        out = {"costs": list(self.costs), "error_no": int(self.error_no), "all_cost": self.all_cost,
-               "timestamp": self.timestamp, "build_time": self.build_time, "run_time": self.run_time,
-               "runs": self.runs}
+        out = {
+            "costs": list(self.costs),
+            "error_no": int(self.error_no),
+            "all_cost": self.all_cost,
+            "timestamp": self.timestamp,
+            "build_time": self.build_time,
+            "run_time": self.run_time,
+            "runs": self.runs,
+        }
         if self.error_msg:
             out["error_msg"] = self.error_msg[-2000:]
         if self.cv is not None:
@@ -125,12 +136,19 @@ class MeasureResult:
         return out
 
     @classmethod
-    def from_json(cls, d: dict) -> "MeasureResult":
-        return cls(costs=tuple(float(c) for c in d["costs"]), error_no=MeasureErrorNo(int(d["error_no"])),
-                   all_cost=float(d["all_cost"]), timestamp=float(d["timestamp"]),
-                   error_msg=d.get("error_msg", ""), build_time=float(d.get("build_time", 0.0)),
-                   run_time=float(d.get("run_time", 0.0)), runs=int(d.get("runs", 0)), cv=d.get("cv"),
-                   extra=d.get("extra", {}))
+    def from_json(cls, d: dict) -> MeasureResult:
+        return cls(
+            costs=tuple(float(c) for c in d["costs"]),
+            error_no=MeasureErrorNo(int(d["error_no"])),
+            all_cost=float(d["all_cost"]),
+            timestamp=float(d["timestamp"]),
+            error_msg=d.get("error_msg", ""),
+            build_time=float(d.get("build_time", 0.0)),
+            run_time=float(d.get("run_time", 0.0)),
+            runs=int(d.get("runs", 0)),
+            cv=d.get("cv"),
+            extra=d.get("extra", {}),
+        )
 
 
 @dataclass

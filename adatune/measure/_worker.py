@@ -3,6 +3,7 @@
 They take and return only plain data (paths, JSON, lists) so a crash or hang costs only the worker.
 Failures are returned as ``(error_kind, message)`` rather than raised, so the parent can classify them.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,11 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
             artifact = f.read()
         os.remove(path)
     except Exception as err:  # noqa: BLE001
-        return {"error": "compile_host", "msg": f"export/link failed: {type(err).__name__}: {err}"[-4000:],
-                "time": time.perf_counter() - t0}
+        return {
+            "error": "compile_host",
+            "msg": f"export/link failed: {type(err).__name__}: {err}"[-4000:],
+            "time": time.perf_counter() - t0,
+        }
     return {"artifact": artifact, "time": time.perf_counter() - t0}
 
 
@@ -62,10 +66,15 @@ def gpu_limit_violation(mod: Any, limits: dict) -> str:
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
         try:
-            lowered = tvm.transform.Sequential([
-                tvm.s_tir.transform.LowerInitBlock(), tvm.s_tir.transform.ConvertBlocksToOpaque(),
-                tvm.s_tir.transform.CompactBufferAllocation(), tvm.s_tir.transform.LowerOpaqueBlock(),
-                tvm.tirx.transform.FlattenBuffer()])(tvm.IRModule({"main": func}))
+            lowered = tvm.transform.Sequential(
+                [
+                    tvm.s_tir.transform.LowerInitBlock(),
+                    tvm.s_tir.transform.ConvertBlocksToOpaque(),
+                    tvm.s_tir.transform.CompactBufferAllocation(),
+                    tvm.s_tir.transform.LowerOpaqueBlock(),
+                    tvm.tirx.transform.FlattenBuffer(),
+                ]
+            )(tvm.IRModule({"main": func}))
             ok = verify_gpu_code(lowered["main"], limits)
         except Exception as err:  # noqa: BLE001 - a function the analysis cannot read is judged at build time
             return "" if "verify" not in str(err).lower() else f"{gv.name_hint}: {err}"
@@ -98,8 +107,17 @@ def _load_reference(ref_path: str) -> dict[str, np.ndarray]:
     return _REF_CACHE[ref_path]
 
 
-def run_candidate(artifact: bytes, suffix: str, device_type: str, arg_specs: list, ref_path: str | None,
-                  check_correctness: bool, eval_cfg: Any, rtol: float, atol: float) -> dict:
+def run_candidate(
+    artifact: bytes,
+    suffix: str,
+    device_type: str,
+    arg_specs: list,
+    ref_path: str | None,
+    check_correctness: bool,
+    eval_cfg: Any,
+    rtol: float,
+    atol: float,
+) -> dict:
     """Load, optionally check against the reference, and time one candidate."""
     import tvm
 
@@ -107,13 +125,17 @@ def run_candidate(artifact: bytes, suffix: str, device_type: str, arg_specs: lis
 
     t0 = time.perf_counter()
     if device_type != "cpu" and not tvm.runtime.enabled(device_type):
-        return {"error": "runtime_device",
-                "msg": f"no {device_type.upper()} device: this TVM runtime was built without {device_type.upper()} "
-                       "support (the PyPI wheel is CPU-only), so the kernel was compiled but cannot run here"}
+        return {
+            "error": "runtime_device",
+            "msg": f"no {device_type.upper()} device: this TVM runtime was built without {device_type.upper()} "
+            "support (the PyPI wheel is CPU-only), so the kernel was compiled but cannot run here",
+        }
     dev = tvm.runtime.device(device_type, 0)
     if not dev.exist:
-        return {"error": "runtime_device",
-                "msg": f"no {device_type.upper()} device on this machine: the kernel was built but cannot run here"}
+        return {
+            "error": "runtime_device",
+            "msg": f"no {device_type.upper()} device on this machine: the kernel was built but cannot run here",
+        }
     fd, lib_path = tempfile.mkstemp(suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -144,9 +166,11 @@ def run_candidate(artifact: bytes, suffix: str, device_type: str, arg_specs: lis
                 want = ref[f"out{i}"]
                 if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol):
                     diff = float(np.max(np.abs(got.astype(np.float64) - want))) if got.shape == want.shape else -1.0
-                    return {"error": "wrong_answer",
-                            "msg": f"output {i} differs from the reference (max abs error {diff:.3g}, "
-                                   f"rtol={rtol}, atol={atol})"}
+                    return {
+                        "error": "wrong_answer",
+                        "msg": f"output {i} differs from the reference (max abs error {diff:.3g}, "
+                        f"rtol={rtol}, atol={atol})",
+                    }
         outcome = evaluate(time_fn_for(module, dev, args, eval_cfg.enable_cpu_cache_flush), eval_cfg)
     except Exception as err:  # noqa: BLE001
         return {"error": "runtime_device", "msg": f"{type(err).__name__}: {err}\n{traceback.format_exc()}"[-4000:]}

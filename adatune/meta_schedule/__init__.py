@@ -8,10 +8,17 @@ Pass them to ``ms.tune_tir``, ``ms.tune_tasks`` or Relax tuning in place of the 
 * ``AdaptiveRunner`` (``runner=``): stops timing a candidate once its throughput is stable;
 * ``FastBuilder`` (``builder=``): a warm build pool instead of fresh processes per call.
 """
+
 from ._builder import FastBuilder
 from ._cost_model import RFEICostModel, aggregate_store_features
 from ._runner import AdaptiveRunner, error_kind
 from ._search import ContextualEvolutionarySearch
 
-__all__ = ["AdaptiveRunner", "ContextualEvolutionarySearch", "FastBuilder", "RFEICostModel",
-           "aggregate_store_features", "error_kind"]
+__all__ = [
+    "AdaptiveRunner",
+    "ContextualEvolutionarySearch",
+    "FastBuilder",
+    "RFEICostModel",
+    "aggregate_store_features",
+    "error_kind",
+]

@@ -8,6 +8,7 @@ intrinsics only when ``tensorize=True``, once per worker, in the pool initialize
 format (a tar of objects named ``tvm_tmp_mod.tar`` in a directory of its own), so every meta_schedule runner
 loads them and ``RemoveBuildArtifact`` cleans them up.
 """
+
 from __future__ import annotations
 
 from tvm.ir.utils import derived_object
@@ -31,8 +32,13 @@ class FastBuilder(PyBuilder):
     ``n_built`` and ``n_failed`` count candidates over the builder's life; ``n_calls`` counts ``build`` calls.
     """
 
-    def __init__(self, max_workers: int | None = None, timeout_sec: float = 30.0, tensorize: bool = False,
-                 maximum_process_uses: int = 256):
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        timeout_sec: float = 30.0,
+        tensorize: bool = False,
+        maximum_process_uses: int = 256,
+    ):
         super().__init__()
         if max_workers is not None and (isinstance(max_workers, bool) or int(max_workers) < 1):
             raise ValueError(f"FastBuilder: max_workers must be a positive integer or None, got {max_workers!r}")
@@ -42,8 +48,13 @@ class FastBuilder(PyBuilder):
             raise ValueError(f"FastBuilder: maximum_process_uses must be at least 1, got {maximum_process_uses!r}")
         self.timeout_sec = float(timeout_sec)
         self.tensorize = bool(tensorize)
-        self.pool = PopenPoolExecutor(max_workers=max_workers, timeout=self.timeout_sec, initializer=warm_builder,
-                                      initargs=(self.tensorize,), maximum_process_uses=int(maximum_process_uses))
+        self.pool = PopenPoolExecutor(
+            max_workers=max_workers,
+            timeout=self.timeout_sec,
+            initializer=warm_builder,
+            initargs=(self.tensorize,),
+            maximum_process_uses=int(maximum_process_uses),
+        )
         self.n_calls = 0
         self.n_built = 0
         self.n_failed = 0

@@ -7,6 +7,7 @@ variance, expected improvement) is fitted on those rows. Targets are throughputs
 (best measured cost / cost, 0 for failures), as meta_schedule's XGB model does, so one model can serve every
 task of ``tune_tasks`` and each workload's best measured candidate scores 1.
 """
+
 from __future__ import annotations
 
 import os
@@ -70,16 +71,26 @@ class RFEICostModel(PyCostModel):
     training data (``.npz``, no pickle); loading refits the forest.
     """
 
-    def __init__(self, n_trees: int = 100, predict: str = "ei", uncertainty: str = "forestci",
-                 calibrate: bool = True, seed: int = 0):
+    def __init__(
+        self,
+        n_trees: int = 100,
+        predict: str = "ei",
+        uncertainty: str = "forestci",
+        calibrate: bool = True,
+        seed: int = 0,
+    ):
         super().__init__()
         if predict not in PREDICT_MODES:
             raise ValueError(f"RFEICostModel: predict must be one of {PREDICT_MODES}, got {predict!r}")
         self.predict_mode = predict
         self.extractor = PerStoreFeature(extract_workload=False)
         self.width = int(self.extractor.feature_vector_length)
-        self.rfei_options = {"n_trees": int(n_trees), "uncertainty": uncertainty, "calibrate": bool(calibrate),
-                             "seed": int(seed)}
+        self.rfei_options = {
+            "n_trees": int(n_trees),
+            "uncertainty": uncertainty,
+            "calibrate": bool(calibrate),
+            "seed": int(seed),
+        }
         self.rfei = ForestEIModel(**self.rfei_options, reference=self._reference_rows)  # type: ignore[arg-type]
         self.features = np.zeros((0, _AGGREGATES * self.width))
         self.costs = np.zeros(0)  # mean seconds per run; inf for failed candidates
@@ -166,8 +177,13 @@ class RFEICostModel(PyCostModel):
     def save(self, path: str) -> None:
         """Write the training data (features, costs, workloads) to ``path`` as ``.npz``."""
         with open(path, "wb") as fh:
-            np.savez(fh, features=self.features, costs=self.costs, workloads=np.asarray(self.workloads, dtype=str),
-                     width=np.asarray(self.width))
+            np.savez(
+                fh,
+                features=self.features,
+                costs=self.costs,
+                workloads=np.asarray(self.workloads, dtype=str),
+                width=np.asarray(self.width),
+            )
 
     def load(self, path: str) -> None:
         """Read what ``save`` wrote and refit the forest on it."""
@@ -180,7 +196,9 @@ class RFEICostModel(PyCostModel):
         except (KeyError, ValueError, OSError) as err:
             raise ValueError(f"RFEICostModel.load: {path} is not a file RFEICostModel.save wrote ({err})") from err
         if width != self.width or features.shape != (len(costs), _AGGREGATES * width) or len(workloads) != len(costs):
-            raise ValueError(f"RFEICostModel.load: {path} holds features of shape {features.shape} for {len(costs)} "
-                             f"costs; this model needs ({len(costs)}, {_AGGREGATES * self.width})")
+            raise ValueError(
+                f"RFEICostModel.load: {path} holds features of shape {features.shape} for {len(costs)} "
+                f"costs; this model needs ({len(costs)}, {_AGGREGATES * self.width})"
+            )
         self.features, self.costs, self.workloads = features.astype(np.float64), costs.astype(np.float64), workloads
         self._refit()

@@ -7,6 +7,7 @@ cost a few micro-batches. One worker process measures one candidate at a time (m
 must not overlap); a candidate that crashes the worker or runs past ``timeout_sec`` comes back as a
 ``RunnerResult`` error, the worker is replaced, and the next candidate goes on in a fresh one.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -60,11 +61,15 @@ class _AdaptiveFuture(PyRunnerFuture):
         try:
             value = self.future.result()
         except TimeoutError:
-            entry = {"error": MeasureErrorNo.RUN_TIMEOUT.name,
-                     "msg": f"killed after {self.timeout_sec:g} s; a fresh worker takes the next candidate"}
+            entry = {
+                "error": MeasureErrorNo.RUN_TIMEOUT.name,
+                "msg": f"killed after {self.timeout_sec:g} s; a fresh worker takes the next candidate",
+            }
         except ChildProcessError as err:
-            entry = {"error": MeasureErrorNo.RUNTIME_DEVICE.name,
-                     "msg": f"the worker process died ({err}); a fresh worker takes the next candidate"}
+            entry = {
+                "error": MeasureErrorNo.RUNTIME_DEVICE.name,
+                "msg": f"the worker process died ({err}); a fresh worker takes the next candidate",
+            }
         except Exception as err:  # noqa: BLE001 - the worker's exception, with its traceback text
             entry = {"error": MeasureErrorNo.RUNTIME_DEVICE.name, "msg": f"{type(err).__name__}: {err}"}
         else:
@@ -87,15 +92,27 @@ class AdaptiveRunner(PyRunner):
     ``min_converge_coef=None`` selects the deterministic evaluator (``number`` runs, ``repeat`` times).
     """
 
-    def __init__(self, min_converge_coef: float | None = 0.1, number: int = 20, repeat: int = 5,
-                 micro_batch: int = 10, min_micro_batches: int = 3, enable_cpu_cache_flush: bool = False,
-                 timeout_sec: float = 30.0):
+    def __init__(
+        self,
+        min_converge_coef: float | None = 0.1,
+        number: int = 20,
+        repeat: int = 5,
+        micro_batch: int = 10,
+        min_micro_batches: int = 3,
+        enable_cpu_cache_flush: bool = False,
+        timeout_sec: float = 30.0,
+    ):
         super().__init__()
         if not timeout_sec > 0:
             raise ValueError(f"AdaptiveRunner: timeout_sec must be positive, got {timeout_sec!r}")
-        self.config = EvaluatorConfig(number=number, repeat=repeat, min_converge_coef=min_converge_coef,
-                                      micro_batch=micro_batch, min_micro_batches=min_micro_batches,
-                                      enable_cpu_cache_flush=enable_cpu_cache_flush)
+        self.config = EvaluatorConfig(
+            number=number,
+            repeat=repeat,
+            min_converge_coef=min_converge_coef,
+            micro_batch=micro_batch,
+            min_micro_batches=min_micro_batches,
+            enable_cpu_cache_flush=enable_cpu_cache_flush,
+        )
         self.timeout_sec = float(timeout_sec)
         self.pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout_sec, initializer=warm_runner)
         self.log: list[dict[str, Any]] = []

@@ -15,6 +15,7 @@ sampling parents in proportion to their score and mutating their sampled decisio
 mutators; each child is replayed and must pass the context's postprocessors. Candidates are deduplicated
 by ``tvm_ffi.structural_hash`` of their scheduled module, and a candidate is never measured twice.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -83,13 +84,29 @@ class ContextualEvolutionarySearch(PySearchStrategy):
     and where it came from, how many picks came from the model and how many were random, the population size.
     """
 
-    def __init__(self, population_size: int = 64, init_measured_ratio: float = 0.2, genetic_num_iters: int = 2,
-                 genetic_mutate_prob: float = 0.85, max_fail_count: int = 5, n_context: int = 32,
-                 eps_greedy: float = 0.05, seed: int | None = None, history: list[dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        population_size: int = 64,
+        init_measured_ratio: float = 0.2,
+        genetic_num_iters: int = 2,
+        genetic_mutate_prob: float = 0.85,
+        max_fail_count: int = 5,
+        n_context: int = 32,
+        eps_greedy: float = 0.05,
+        seed: int | None = None,
+        history: list[dict[str, Any]] | None = None,
+    ):
         super().__init__()
-        self.params = EvolutionParams(int(population_size), float(init_measured_ratio), int(genetic_num_iters),
-                                      float(genetic_mutate_prob), int(max_fail_count), int(n_context),
-                                      float(eps_greedy), seed)
+        self.params = EvolutionParams(
+            int(population_size),
+            float(init_measured_ratio),
+            int(genetic_num_iters),
+            float(genetic_mutate_prob),
+            int(max_fail_count),
+            int(n_context),
+            float(eps_greedy),
+            seed,
+        )
         self.history: list[dict[str, Any]] = history if history is not None else []
         self.context: Any = None
         self.rng = np.random.default_rng(seed)
@@ -102,8 +119,14 @@ class ContextualEvolutionarySearch(PySearchStrategy):
             seed = int(context.rand_state)
         self.rng = np.random.default_rng(seed)
 
-    def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: list, database: Any = None,
-                   cost_model: Any = None) -> None:
+    def pre_tuning(
+        self,
+        max_trials: int,
+        num_trials_per_iter: int,
+        design_spaces: list,
+        database: Any = None,
+        cost_model: Any = None,
+    ) -> None:
         if self.context is None:
             raise RuntimeError("ContextualEvolutionarySearch: pre_tuning before the tune context was attached")
         self.max_trials, self.per_iter = int(max_trials), int(num_trials_per_iter)
@@ -137,8 +160,9 @@ class ContextualEvolutionarySearch(PySearchStrategy):
         scored = self._evolve(population)
         eps, source = self._exploration_rate(randoms)
         n_random = min(n, int(np.floor(eps * n + self.rng.random())))  # stochastic rounding: E = eps * n
-        ranked = [c for c, _ in sorted((v for v in scored.values() if v[0].key not in self.measured),
-                                       key=lambda v: -v[1])]
+        ranked = [
+            c for c, _ in sorted((v for v in scored.values() if v[0].key not in self.measured), key=lambda v: -v[1])
+        ]
         picks = ranked[: n - n_random]
         taken = {c.key for c in picks}
         n_model = len(picks)
@@ -152,10 +176,25 @@ class ContextualEvolutionarySearch(PySearchStrategy):
                 picks.append(c)
                 taken.add(c.key)
                 n_model += 1
-        self.history.append({"workload": self.context.task_name, "eps": eps, "eps_source": source, "n": n,
-                             "n_model": n_model, "n_random": len(picks) - n_model, "population": len(population)})
-        logger.info("contextual evolutionary search: eps_t=%.3f (%s) -> %d model + %d random of %d", eps, source,
-                    n_model, len(picks) - n_model, n)
+        self.history.append(
+            {
+                "workload": self.context.task_name,
+                "eps": eps,
+                "eps_source": source,
+                "n": n,
+                "n_model": n_model,
+                "n_random": len(picks) - n_model,
+                "population": len(population),
+            }
+        )
+        logger.info(
+            "contextual evolutionary search: eps_t=%.3f (%s) -> %d model + %d random of %d",
+            eps,
+            source,
+            n_model,
+            len(picks) - n_model,
+            n,
+        )
         if not picks:
             return None
         self.measured.update(taken)
@@ -211,8 +250,9 @@ class ContextualEvolutionarySearch(PySearchStrategy):
     def _score(self, cands: list[_Candidate]) -> np.ndarray:
         if self.cost_model is None or not cands:
             return np.zeros(len(cands))
-        scores = np.asarray(self.cost_model.predict(self.context, [c.measure_candidate() for c in cands]),
-                            dtype=np.float64)
+        scores = np.asarray(
+            self.cost_model.predict(self.context, [c.measure_candidate() for c in cands]), dtype=np.float64
+        )
         return np.where(np.isfinite(scores), scores, 0.0)
 
     def _mutate(self, parent: _Candidate) -> _Candidate | None:

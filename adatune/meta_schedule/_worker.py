@@ -5,6 +5,7 @@ The workers are ``python -m tvm.exec.popen_worker`` processes that stay alive be
 once per candidate. These functions take and return plain data, so a crash or a hang costs only the worker.
 adatune is installed in the interpreter the workers run, so they are pickled by reference.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,8 +1,10 @@
 """The model-optimizer interface (AutoTVM's ``ModelOptimizer``): find candidates the cost model scores best."""
+
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -3,11 +3,13 @@
 It walks with the space's own one-step mutation (``space.mutate``), so it searches knob configs, traces and
 micro-kernels alike.
 """
+
 from __future__ import annotations
 
 import heapq
 import logging
-from typing import Any, Collection
+from collections.abc import Collection
+from typing import Any
 
 import numpy as np
 
@@ -24,9 +26,16 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
     exp((new - old) / t), t cooling linearly over ``n_iter`` steps; stops after ``early_stop`` steps
     without a new top-``num`` point. With ``persistent`` the chains continue from the last call."""
 
-    def __init__(self, space: CandidateSpace, rng: np.random.Generator, n_iter: int = 500,
-                 temp: tuple[float, float] = (1.0, 0.0), persistent: bool = True, parallel_size: int = 128,
-                 early_stop: int = 50):
+    def __init__(
+        self,
+        space: CandidateSpace,
+        rng: np.random.Generator,
+        n_iter: int = 500,
+        temp: tuple[float, float] = (1.0, 0.0),
+        persistent: bool = True,
+        parallel_size: int = 128,
+        early_stop: int = 50,
+    ):
         self.space, self.rng = space, rng
         self.n_iter, self.temp, self.persistent = n_iter, temp, persistent
         self.parallel_size = max(1, min(parallel_size, space.size))

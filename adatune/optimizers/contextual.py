@@ -9,10 +9,12 @@ and fill the next plan of b configs with (1 - eps_t) * b of simulated annealing'
 candidates and eps_t * b random unmeasured configs. Early on, when the forest knows little, plans are mostly
 random; as it learns, they become mostly exploitation.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Collection, Protocol, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,8 +32,7 @@ class UncertaintyModel(Protocol):
 
     best_flops: float
 
-    def predict_mean_std(self, xs: Any) -> tuple[np.ndarray, np.ndarray]:
-        ...
+    def predict_mean_std(self, xs: Any) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def exploration_rate(sigma: np.ndarray, best_flops: float) -> float:
@@ -50,9 +51,16 @@ class ContextualSimulatedAnnealing(ModelOptimizer):
     Extra keyword arguments go to the underlying ``SimulatedAnnealingOptimizer``.
     """
 
-    def __init__(self, space: CandidateSpace, rng: np.random.Generator, model: UncertaintyModel,
-                 featurize: Callable[[Sequence[Any]], np.ndarray], n_context: int = 64,
-                 explore_rng: np.random.Generator | None = None, **sa_kwargs: object):
+    def __init__(
+        self,
+        space: CandidateSpace,
+        rng: np.random.Generator,
+        model: UncertaintyModel,
+        featurize: Callable[[Sequence[Any]], np.ndarray],
+        n_context: int = 64,
+        explore_rng: np.random.Generator | None = None,
+        **sa_kwargs: object,
+    ):
         if n_context < 1:
             raise ValueError(f"n_context must be at least 1, got {n_context}")
         self.space, self.rng, self.model, self.featurize = space, rng, model, featurize
@@ -83,6 +91,12 @@ class ContextualSimulatedAnnealing(ModelOptimizer):
         taken = set(exclusive)
         taken.update(str(p.key) for p in picked)
         randoms = self.space.random_candidates(self.explore_rng, num - len(picked), exclude=taken)
-        logger.info("contextual SA round %d: eps_t=%.3f -> %d annealing + %d random of %d", len(self.eps_history),
-                    eps, len(picked), len(randoms), num)
+        logger.info(
+            "contextual SA round %d: eps_t=%.3f -> %d annealing + %d random of %d",
+            len(self.eps_history),
+            eps,
+            len(picked),
+            len(randoms),
+            num,
+        )
         return picked + randoms

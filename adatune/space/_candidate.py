@@ -13,10 +13,12 @@ annealing and evolutionary search walk with), features and decoding. Spaces with
 discrete choices per dimension (knob configs, trace decisions, micro-kernel tiles) can also offer
 ``DiscreteSpace``'s digit encoding, which the PPO agent and k-means sampling move in.
 """
+
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar, Collection, Protocol, Sequence, runtime_checkable
+from collections.abc import Collection, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 

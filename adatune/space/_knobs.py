@@ -4,27 +4,56 @@ A knob is a finite, ordered list of entities. A split entity splits one loop int
 a reorder entity permutes loops; an annotate entity marks loops unroll/vectorize/parallel; an "other
 option" entity is a plain value. Every entity knows how to apply itself to a ``tvm.s_tir.Schedule``.
 """
+
 from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = [
-    "KnobSpace", "SplitSpace", "ReorderSpace", "AnnotateSpace", "OtherOptionSpace",
-    "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity", "extent_of",
+    "KnobSpace",
+    "SplitSpace",
+    "ReorderSpace",
+    "AnnotateSpace",
+    "OtherOptionSpace",
+    "SplitEntity",
+    "ReorderEntity",
+    "AnnotateEntity",
+    "OtherOptionEntity",
+    "VirtualAxis",
+    "extent_of",
 ]
 
 
+class VirtualAxis:
+    """AutoTVM's ``cfg.axis(...)``: a named loop extent a knob can be defined over (no schedule needed)."""
+
+    _count = 0
+
+    def __init__(self, var: Any, name: str | None = None):
+        self.length = extent_of(var)
+        if name is None:
+            name = getattr(getattr(var, "var", None), "name", None) or f"axis_{VirtualAxis._count}"
+            VirtualAxis._count += 1
+        self.name = str(name)
+
+    def __repr__(self) -> str:
+        return f"vaxis({self.name}, {self.length})"
+
+
 def extent_of(axis: Any, sch: Any = None) -> int:
-    """Integer extent of an int, a loop (For node / LoopRV with its schedule), a Range or an IterVar."""
+    """Integer extent of an int, a ``cfg.axis``, a loop (For node / LoopRV with its schedule), a Range or an
+    IterVar."""
     if isinstance(axis, (int,)) and not isinstance(axis, bool):
         return int(axis)
+    if isinstance(axis, VirtualAxis):
+        return axis.length
     if sch is not None and type(axis).__name__ == "LoopRV":
         axis = sch.get(axis)
     if type(axis).__name__ == "LoopRV":
-        raise TypeError("a LoopRV needs its schedule to know its extent: pass sch=... "
-                        "or the loop node sch.get(loop)")
+        raise TypeError("a LoopRV needs its schedule to know its extent: pass sch=... or the loop node sch.get(loop)")
     if hasattr(axis, "extent"):  # a For node or a Range
         return int(axis.extent)
     if hasattr(axis, "dom"):  # te.IterVar
@@ -34,17 +63,24 @@ def extent_of(axis: Any, sch: Any = None) -> int:
     raise TypeError(f"cannot take the extent of {axis!r}: expected an int, a loop or an IterVar")
 
 
+def _loops_arg(args: tuple) -> Any:
+    """``apply(sch, loops)`` on TIR, or AutoTVM's ``apply(sch, op, loops)`` (the op is not needed on TIR)."""
+    if len(args) not in (1, 2):
+        raise TypeError(f"apply takes (sch, loop[s]) or (sch, op, loop[s]), got {len(args) + 1} arguments")
+    return args[-1]
+
+
 # ----------------------------------------------------------------------------------------- entities
 class SplitEntity:
     """Split factors, outermost first; ``size[0] == -1`` means "whatever is left" (a non-perfect split)."""
 
     def __init__(self, size: Sequence[int]):
-        self.size = tuple(int(s) for s in size)
+        self.size = [int(s) for s in size]
 
-    def apply(self, sch: Any, loop: Any) -> list:
-        """Split ``loop`` of ``sch`` and return the new loops, outermost first."""
+    def apply(self, sch: Any, *op_and_loop: Any) -> list:
+        """Split the loop (``apply(sch, loop)`` or AutoTVM's ``apply(sch, op, loop)``); new loops, outermost first."""
         factors = [None if s == -1 else s for s in self.size]
-        return list(sch.split(loop, factors))
+        return list(sch.split(_loops_arg(op_and_loop), factors))
 
     def to_json(self) -> list:
         return list(self.size)
@@ -53,22 +89,23 @@ class SplitEntity:
         return isinstance(other, SplitEntity) and self.size == other.size
 
     def __hash__(self) -> int:
-        return hash(("split", self.size))
+        return hash(("sp", tuple(self.size)))
 
     def __repr__(self) -> str:
-        return f"sp{list(self.size)}"
+        return str(self.size)
 
 
 class ReorderEntity:
     """A permutation of loop positions."""
 
     def __init__(self, perm: Sequence[int]):
-        self.perm = tuple(int(p) for p in perm)
+        self.perm = [int(p) for p in perm]
 
-    def apply(self, sch: Any, loops: Sequence[Any]) -> list:
-        """Reorder ``loops`` (given in their current order) and return them in the new order."""
-        ordered = [loops[i] for i in self.perm]
-        if list(self.perm) != sorted(self.perm):
+    def apply(self, sch: Any, *op_and_loops: Any) -> list:
+        """Reorder the loops (given in their current order) and return them in the new order."""
+        loops = _loops_arg(op_and_loops)
+        ordered = [loops[i] for i in self.perm if i < len(loops)]
+        if [i for i in self.perm if i < len(loops)] != sorted(i for i in self.perm if i < len(loops)):
             sch.reorder(*ordered)
         return ordered
 
@@ -79,19 +116,21 @@ class ReorderEntity:
         return isinstance(other, ReorderEntity) and self.perm == other.perm
 
     def __hash__(self) -> int:
-        return hash(("re", self.perm))
+        return hash(("re", tuple(self.perm)))
 
     def __repr__(self) -> str:
-        return f"re{list(self.perm)}"
+        return str(self.perm)
 
 
 class AnnotateEntity:
     """One annotation per loop: 'none', 'unroll', 'vec' or 'parallel'."""
 
     def __init__(self, anns: Sequence[str]):
-        self.anns = tuple(str(a) for a in anns)
+        self.anns = [str(a) for a in anns]
 
-    def apply(self, sch: Any, loops: Sequence[Any]) -> None:
+    def apply(self, sch: Any, *op_and_loops: Any) -> list:
+        """Annotate the loops (``apply(sch, loops)`` or ``apply(sch, op, loops)``) and return them."""
+        loops = list(_loops_arg(op_and_loops))
         for loop, ann in zip(loops, self.anns):
             if ann == "unroll":
                 sch.unroll(loop)
@@ -101,6 +140,7 @@ class AnnotateEntity:
                 sch.parallel(loop)
             elif ann != "none":
                 raise ValueError(f"unknown annotation {ann!r}")
+        return loops
 
     def to_json(self) -> list:
         return list(self.anns)
@@ -109,10 +149,10 @@ class AnnotateEntity:
         return isinstance(other, AnnotateEntity) and self.anns == other.anns
 
     def __hash__(self) -> int:
-        return hash(("an", self.anns))
+        return hash(("an", tuple(self.anns)))
 
     def __repr__(self) -> str:
-        return f"an{list(self.anns)}"
+        return str(self.anns)
 
 
 class OtherOptionEntity:
@@ -131,7 +171,7 @@ class OtherOptionEntity:
         return hash(("ot", repr(self.val)))
 
     def __repr__(self) -> str:
-        return f"ot({self.val!r})"
+        return str(self.val)
 
 
 # ------------------------------------------------------------------------------------------ spaces
@@ -182,18 +222,28 @@ def _split_sizes(n: int, num_outputs: int, allowed: Callable[[int], list[int]]) 
 
 class SplitSpace(KnobSpace):
     """Ways to split a loop of a given extent (AutoTVM policies ``factors``, ``power2``, ``verbose``,
-    ``candidate``). Inner factors are limited by ``max_factor``; ``filter`` drops entities."""
+    ``candidate``). Inner factors are limited by ``max_factor``; ``filter`` drops entities; ``no_tail`` keeps
+    only splits whose factors multiply to the extent (the default for ``factors``)."""
 
     kind = "split"
 
-    def __init__(self, extent: int, num_outputs: int = 2, policy: str = "factors",
-                 max_factor: int | None = None, filter: Callable[[SplitEntity], bool] | None = None,
-                 candidate: Sequence[Sequence[int]] | None = None):
+    def __init__(
+        self,
+        extent: int,
+        num_outputs: int = 2,
+        policy: str = "factors",
+        max_factor: int | None = None,
+        filter: Callable[[SplitEntity], bool] | None = None,
+        candidate: Sequence[Sequence[int]] | None = None,
+        no_tail: bool | None = None,
+    ):
         if extent < 1:
             raise ValueError(f"split extent must be positive, got {extent}")
         if num_outputs < 2:
             raise ValueError(f"num_outputs must be at least 2, got {num_outputs}")
         self.extent, self.num_outputs, self.policy = extent, num_outputs, policy
+        self.product, self.num_output = extent, num_outputs  # AutoTVM's names
+        no_tail = policy == "factors" if no_tail is None else no_tail
         cap = max_factor if max_factor is not None else extent
         if policy == "factors":
             sizes = _split_sizes(extent, num_outputs, lambda m: [d for d in _factors(m) if d <= cap])
@@ -206,7 +256,7 @@ class SplitSpace(KnobSpace):
             sizes = []
             for combo in itertools.product(inner_list, repeat=num_outputs - 1):
                 prod = math.prod(combo)
-                if prod > extent:
+                if prod > extent or (no_tail and extent % prod):
                     continue
                 outer = extent // prod if extent % prod == 0 else -1
                 sizes.append((outer,) + tuple(combo))
@@ -233,15 +283,27 @@ class SplitSpace(KnobSpace):
 
 
 class ReorderSpace(KnobSpace):
-    """Permutations of ``n`` loops: ``all``, ``identity``, or an explicit ``candidate`` list."""
+    """Permutations of ``n`` loops: ``all``, ``identity``, ``interval_all`` (every order of the loops in
+    ``interval=(begin, end)``, the others kept) or an explicit ``candidate`` list."""
 
     kind = "reorder"
 
-    def __init__(self, n: int, policy: str = "all", candidate: Sequence[Sequence[int]] | None = None):
+    def __init__(
+        self,
+        n: int,
+        policy: str = "all",
+        candidate: Sequence[Sequence[int]] | None = None,
+        interval: tuple[int, int] | None = None,
+    ):
         if policy == "all":
             perms = list(itertools.permutations(range(n)))
         elif policy == "identity":
             perms = [tuple(range(n))]
+        elif policy == "interval_all":
+            if interval is None or not 0 <= interval[0] <= interval[1] <= n:
+                raise ValueError(f"policy='interval_all' needs interval=(begin, end) within [0, {n}], got {interval}")
+            begin, end = interval
+            perms = [tuple(range(begin)) + p + tuple(range(end, n)) for p in itertools.permutations(range(begin, end))]
         elif policy == "candidate":
             if not candidate:
                 raise ValueError("policy='candidate' needs candidate=[[...], ...]")
@@ -250,26 +312,44 @@ class ReorderSpace(KnobSpace):
                 if sorted(p) != list(range(n)):
                     raise ValueError(f"candidate {list(p)} is not a permutation of range({n})")
         else:
-            raise ValueError(f"unknown reorder policy {policy!r}: use all, identity or candidate")
+            raise ValueError(f"unknown reorder policy {policy!r}: use all, identity, interval_all or candidate")
         super().__init__([ReorderEntity(p) for p in perms])
+
+    def numeric(self, i: int) -> list[float]:
+        return [float(p) for p in self.entities[i].perm]
 
     def entity_from_json(self, value: Any) -> ReorderEntity:
         return ReorderEntity(value)
 
 
+def _annotation_choices(policy: str) -> list[str] | None:
+    """AutoTVM's policy names: ``try`` means "or none", the rest are annotations joined by ``_``
+    (``try_unroll_vec`` -> none, unroll, vec); ``try_parallel`` is adatune's CPU addition."""
+    choices = policy.replace("try", "none").split("_")
+    return choices if choices and all(c in ("none", "unroll", "vec", "parallel") for c in choices) else None
+
+
 class AnnotateSpace(KnobSpace):
-    """Annotation choices for ``n`` loops; ``policy`` is a list of allowed annotations per loop set,
-    e.g. ``["none", "unroll"]`` applies to every loop, or ``"try_unroll"``/``"try_vec"``/``"try_unroll_vec"``."""
+    """Annotation choices for ``n`` loops, at most one of them vectorised (as AutoTVM). ``policy`` is a name
+    (``"try_unroll"``, ``"try_vec"``, ``"try_unroll_vec"``, ``"unroll"``, ``"try_parallel"``) or a list of
+    allowed annotations for every loop."""
 
     kind = "annotate"
-    _NAMED = {"try_unroll": ["none", "unroll"], "try_vec": ["none", "vec"],
-              "try_unroll_vec": ["none", "unroll", "vec"], "try_parallel": ["none", "parallel"]}
 
     def __init__(self, n: int, policy: str | Sequence[str] = "try_unroll"):
-        choices = self._NAMED.get(policy) if isinstance(policy, str) else list(policy)
-        if choices is None:
-            raise ValueError(f"unknown annotate policy {policy!r}: use {sorted(self._NAMED)} or a list")
-        super().__init__([AnnotateEntity(c) for c in itertools.product(choices, repeat=n)])
+        choices = _annotation_choices(policy) if isinstance(policy, str) else list(policy)
+        if not choices:
+            raise ValueError(
+                f"unknown annotate policy {policy!r}: use e.g. try_unroll, try_vec, try_unroll_vec, "
+                f"try_parallel or a list of annotations"
+            )
+        anns = [c for c in itertools.product(choices, repeat=n) if c.count("vec") <= 1]
+        super().__init__([AnnotateEntity(c) for c in anns])
+
+    _CODES = {"none": 0.0, "vec": 1.0, "unroll": 2.0, "parallel": 3.0}
+
+    def numeric(self, i: int) -> list[float]:
+        return [self._CODES[a] for a in self.entities[i].anns]
 
     def entity_from_json(self, value: Any) -> AnnotateEntity:
         return AnnotateEntity(value)

@@ -11,6 +11,7 @@ template               arguments                                                
 The knobs of each template are listed in its module's docstring. ``adatune.workloads`` names the
 standard shapes (``dense-1024``, ``conv2d-resnet18-L6``, ...).
 """
+
 from . import batch_matmul, conv2d, conv2d_cuda, dense
 
 __all__ = ["dense", "batch_matmul", "conv2d", "conv2d_cuda"]

@@ -3,12 +3,21 @@ per-block limits as config filters, cooperative shared-memory fetch, and unroll 
 
 The limits are checked on the knobs so that every config a tuner samples compiles and launches.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["MAX_THREADS", "SHARED_BYTES", "MAX_ACCUMULATORS", "MIN_THREADS", "define_unroll", "apply_unroll",
-           "cooperative_fetch"]
+__all__ = [
+    "MAX_THREADS",
+    "SHARED_BYTES",
+    "MAX_ACCUMULATORS",
+    "MIN_THREADS",
+    "define_unroll",
+    "apply_unroll",
+    "cooperative_fetch",
+]
 
 MAX_THREADS = 1024  # threads per block on every CUDA architecture since sm_20
 SHARED_BYTES = 48 * 1024  # static shared memory per block without opt-in
@@ -35,9 +44,9 @@ def cooperative_fetch(sch: Any, block: Any, at: Any, threads: Sequence[int]) -> 
     at_sref = sch.get_sref(at)
     loops = list(sch.get_loops(block))
     pos = next(i for i, loop in enumerate(loops) if sch.get_sref(loop).same_as(at_sref))
-    copy = loops[pos + 1:]
+    copy = loops[pos + 1 :]
     fused = sch.fuse(*copy) if len(copy) > 1 else copy[0] if copy else sch.add_unit_loop(block)
-    tags = [f"threadIdx.{a}" for a in "zyx"[-len(threads):]]
+    tags = [f"threadIdx.{a}" for a in "zyx"[-len(threads) :]]
     parts = sch.split(fused, [None, *threads])
     for loop, tag in zip(parts[1:], tags):
         sch.bind(loop, tag)

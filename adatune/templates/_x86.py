@@ -7,6 +7,7 @@ vectors`` accumulators must fit the register file beside one row of operand vect
 must hold enough independent accumulators to keep the FMA pipes busy. Configs outside these limits spill
 or stall; the spaces leave them out rather than spending trials on them.
 """
+
 from __future__ import annotations
 
 import math
@@ -75,12 +76,20 @@ def vector_sizes(extent: int, lanes: int, max_vectors: int) -> list[int]:
     return whole if whole else divisors
 
 
-def define_vector_split(cfg: Any, name: str, extent: int, lanes: int, num_outputs: int,
-                        max_vectors: int = 4, keep: Callable[[Any], bool] | None = None) -> None:
+def define_vector_split(
+    cfg: Any,
+    name: str,
+    extent: int,
+    lanes: int,
+    num_outputs: int,
+    max_vectors: int = 4,
+    keep: Callable[[Any], bool] | None = None,
+) -> None:
     """A split whose innermost factor is one of ``vector_sizes`` (and passes ``keep``, if given)."""
     sizes = set(vector_sizes(extent, lanes, max_vectors))
-    cfg.define_split(name, extent, num_outputs=num_outputs,
-                     filter=lambda e: e.size[-1] in sizes and (keep is None or keep(e)))
+    cfg.define_split(
+        name, extent, num_outputs=num_outputs, filter=lambda e: e.size[-1] in sizes and (keep is None or keep(e))
+    )
 
 
 def define_unroll(cfg: Any, steps: Sequence[int] = (0, 16, 64, 512)) -> None:
@@ -114,8 +123,12 @@ def _reuse(rows: int, cols: int) -> float:
 def _reuse_floor(n_i: int, n_j: int, k_bytes: int, info: CpuInfo) -> float:
     """Least reuse a cache tile must reach: half of the best tile whose panels fit in L2, at most 16
     (a 32x32 tile). Thin tiles stream B from L3 once per few rows of A and run at half speed."""
-    fitting = [_reuse(r, c) for r in _divisors(n_i, n_i) for c in _divisors(n_j, n_j)
-               if _panel_bytes(r, c, k_bytes) <= info.l2_bytes]
+    fitting = [
+        _reuse(r, c)
+        for r in _divisors(n_i, n_i)
+        for c in _divisors(n_j, n_j)
+        if _panel_bytes(r, c, k_bytes) <= info.l2_bytes
+    ]
     return min(16.0, max(fitting, default=0.0) / 2)
 
 
@@ -125,8 +138,18 @@ def _tile_can_reach(size: int, others: list[int], floor: float) -> bool:
     return any(_reuse(size, o) >= floor for o in others)
 
 
-def schedule_gemm(sch: Any, cfg: Any, block: Any, batch: Sequence[Any], i: Any, j: Any, k: Any,
-                  pack_map: Callable[[int], Callable], info: CpuInfo, dtype: str) -> None:
+def schedule_gemm(
+    sch: Any,
+    cfg: Any,
+    block: Any,
+    batch: Sequence[Any],
+    i: Any,
+    j: Any,
+    k: Any,
+    pack_map: Callable[[int], Callable],
+    info: CpuInfo,
+    dtype: str,
+) -> None:
     """Schedule ``C[.., i, j] += A[.., i, k] * B[..]`` as a packed, register-blocked GEMM.
 
     Loops: ``batch, i0, j0`` (parallel) / ``i1, j1`` (cache tiles, order is a knob) / ``k0, k1`` (``k1``
@@ -153,10 +176,12 @@ def schedule_gemm(sch: Any, cfg: Any, block: Any, batch: Sequence[Any], i: Any, 
     col_set = {c for c in cols if any(math.ceil(c / lanes) == v for _, v in tiles)}
     row_tiles = {r for r in _divisors(n_i, n_i) if _tile_can_reach(r, _divisors(n_j, n_j), reuse_floor)}
     col_tiles = {c for c in _divisors(n_j, n_j) if _tile_can_reach(c, _divisors(n_i, n_i), reuse_floor)}
-    cfg.define_split("tile_y", n_i, num_outputs=3,
-                     filter=lambda e: e.size[-1] in row_set and e.size[1] * e.size[2] in row_tiles)
-    cfg.define_split("tile_x", n_j, num_outputs=3,
-                     filter=lambda e: e.size[-1] in col_set and e.size[1] * e.size[2] in col_tiles)
+    cfg.define_split(
+        "tile_y", n_i, num_outputs=3, filter=lambda e: e.size[-1] in row_set and e.size[1] * e.size[2] in row_tiles
+    )
+    cfg.define_split(
+        "tile_x", n_j, num_outputs=3, filter=lambda e: e.size[-1] in col_set and e.size[1] * e.size[2] in col_tiles
+    )
     cfg.define_split("tile_k", n_k, num_outputs=2, max_factor=8)
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("pack_b", ["global", "tile"])
@@ -167,11 +192,13 @@ def schedule_gemm(sch: Any, cfg: Any, block: Any, batch: Sequence[Any], i: Any, 
     def keep(c: Any) -> bool:
         y, x = c["tile_y"].size, c["tile_x"].size
         rows, cols = y[1] * y[2], x[1] * x[2]  # one parallel chunk's cache tile
-        return ((y[2], math.ceil(x[2] / lanes)) in tiles
-                and (_panel_bytes(rows, cols, n_k * nbytes) <= info.l2_bytes or y[1] * x[1] == 1)
-                and _reuse(rows, cols) >= reuse_floor
-                and (c["pack_b"].val == "global" or y[0] == 1)  # a packed panel per row tile repeats work
-                and parallel_ok(nbatch * y[0] * x[0], info.cores, limit))
+        return (
+            (y[2], math.ceil(x[2] / lanes)) in tiles
+            and (_panel_bytes(rows, cols, n_k * nbytes) <= info.l2_bytes or y[1] * x[1] == 1)
+            and _reuse(rows, cols) >= reuse_floor
+            and (c["pack_b"].val == "global" or y[0] == 1)  # a packed panel per row tile repeats work
+            and parallel_ok(nbatch * y[0] * x[0], info.cores, limit)
+        )
 
     cfg.multi_filter(keep)
 

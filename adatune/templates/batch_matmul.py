@@ -8,6 +8,7 @@
   layout, so NT costs no strided gathers.
 - ``batch_matmul.cuda``: knobs of ``dense.cuda``; the batch is bound to ``blockIdx.z``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,8 +27,9 @@ __all__ = ["batch_matmul_compute", "batch_matmul_x86", "batch_matmul_cuda", "bat
 _LAYOUTS = ("NN", "NT")
 
 
-def batch_matmul_compute(B: int, M: int, N: int, K: int, transpose_b: str = "NN",
-                         dtype: str = "float32") -> list[te.Tensor]:
+def batch_matmul_compute(
+    B: int, M: int, N: int, K: int, transpose_b: str = "NN", dtype: str = "float32"
+) -> list[te.Tensor]:
     if transpose_b not in _LAYOUTS:
         raise ValueError(f"transpose_b must be 'NN' or 'NT', got {transpose_b!r}")
     a = te.placeholder((B, M, K), dtype, name="A")

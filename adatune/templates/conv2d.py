@@ -25,6 +25,7 @@ to about two thousand configs (one to one and a half thousand valid), small enou
 exhaustively for replay experiments; it keeps every register tile that fits the registers, slow ones
 too, so that tuners have a spread of speeds to tell apart.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -51,8 +52,9 @@ def conv2d_flop(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stri
     return 2.0 * N * CO * output_size(H, KH, stride, pad) * output_size(W, KW, stride, pad) * CI * KH * KW
 
 
-def conv2d_compute(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int,
-                   dtype: str = "float32") -> list[te.Tensor]:
+def conv2d_compute(
+    N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int, dtype: str = "float32"
+) -> list[te.Tensor]:
     """``data[N,CI,H,W]``, ``kernel[CO,CI,KH,KW]`` -> ``conv2d_nchw[N,CO,OH,OW]`` (zero padding ``pad``)."""
     if stride < 1 or pad < 0 or min(N, CI, H, W, CO, KH, KW) < 1:
         raise ValueError(f"invalid conv2d arguments {(N, CI, H, W, CO, KH, KW, stride, pad)}")
@@ -64,15 +66,23 @@ def conv2d_compute(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, s
     src = data
     if pad:
         zero = tvm.tirx.const(0, dtype)
-        src = te.compute((N, CI, H + 2 * pad, W + 2 * pad), lambda n, c, y, x: te.if_then_else(
-            te.all(y >= pad, y < H + pad, x >= pad, x < W + pad), data[n, c, y - pad, x - pad], zero),
-            name="pad_temp")
+        src = te.compute(
+            (N, CI, H + 2 * pad, W + 2 * pad),
+            lambda n, c, y, x: te.if_then_else(
+                te.all(y >= pad, y < H + pad, x >= pad, x < W + pad), data[n, c, y - pad, x - pad], zero
+            ),
+            name="pad_temp",
+        )
     rc = te.reduce_axis((0, CI), name="rc")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
-    out = te.compute((N, CO, OH, OW), lambda n, f, y, x: te.sum(
-        src[n, rc, y * stride + ry, x * stride + rx] * kernel[f, rc, ry, rx], axis=[rc, ry, rx]),
-        name="conv2d_nchw")
+    out = te.compute(
+        (N, CO, OH, OW),
+        lambda n, f, y, x: te.sum(
+            src[n, rc, y * stride + ry, x * stride + rx] * kernel[f, rc, ry, rx], axis=[rc, ry, rx]
+        ),
+        name="conv2d_nchw",
+    )
     return [data, kernel, out]
 
 
@@ -140,8 +150,11 @@ def _define_knobs(cfg: Any, args: tuple[int, ...], info: CpuInfo, dtype: str, sm
         # one cache tile reads its kernel slice and input patch; keep them in L2 (or use the smallest tile)
         kernel = f[1] * f[2] * CI * KH * KW
         patch = CI * ((y[1] * y[2] - 1) * stride + KH) * ((x[1] * x[2] - 1) * stride + KW)
-        return ((y[2] * x[2], vecs(f[2])) in tiles and _x86.parallel_ok(par, info.cores, limit)
-                and ((kernel + patch) * nbytes <= info.l2_bytes or f[1] * y[1] * x[1] == 1))
+        return (
+            (y[2] * x[2], vecs(f[2])) in tiles
+            and _x86.parallel_ok(par, info.cores, limit)
+            and ((kernel + patch) * nbytes <= info.l2_bytes or f[1] * y[1] * x[1] == 1)
+        )
 
     cfg.multi_filter(keep)
 
@@ -149,7 +162,7 @@ def _define_knobs(cfg: Any, args: tuple[int, ...], info: CpuInfo, dtype: str, sm
 def _loops_under(sch, block, loop) -> list:
     loops = list(sch.get_loops(block))
     at = sch.get_sref(loop)
-    return loops[next(i for i, lp in enumerate(loops) if sch.get_sref(lp).same_as(at)) + 1:]
+    return loops[next(i for i, lp in enumerate(loops) if sch.get_sref(lp).same_as(at)) + 1 :]
 
 
 def _pack_in_write_order(sch, loops: list, f_extent: int, nr: int):
@@ -168,8 +181,19 @@ def _pack_in_write_order(sch, loops: list, f_extent: int, nr: int):
 
 
 @template("conv2d_nchw.x86", reference=conv2d_reference)
-def conv2d_x86(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int,
-               dtype: str = "float32", space: str = "full"):
+def conv2d_x86(
+    N: int,
+    CI: int,
+    H: int,
+    W: int,
+    CO: int,
+    KH: int,
+    KW: int,
+    stride: int,
+    pad: int,
+    dtype: str = "float32",
+    space: str = "full",
+):
     if space not in _SPACES:
         raise ValueError(f"space must be one of {_SPACES}, got {space!r}")
     tensors = conv2d_compute(N, CI, H, W, CO, KH, KW, stride, pad, dtype)

@@ -9,6 +9,7 @@ thread accumulates its outputs in registers. ``auto_unroll_max_step`` [0, 512, 1
 accumulators per thread, or under one warp of threads (when the output has that many
 points), are filtered out.
 """
+
 from __future__ import annotations
 
 import tvm
@@ -21,8 +22,17 @@ from .conv2d import conv2d_compute, conv2d_flop, conv2d_reference
 __all__ = ["conv2d_cuda"]
 
 
-def _define_knobs(cfg, CO: int, OH: int, OW: int, CI: int, KH: int, KW: int, stride: int,  # noqa: ANN001
-                  nbytes: int) -> None:
+def _define_knobs(
+    cfg,
+    CO: int,
+    OH: int,
+    OW: int,
+    CI: int,
+    KH: int,
+    KW: int,
+    stride: int,  # noqa: ANN001
+    nbytes: int,
+) -> None:
     cfg.define_split("tile_f", CO, num_outputs=4)
     cfg.define_split("tile_y", OH, num_outputs=4)
     cfg.define_split("tile_x", OW, num_outputs=4)
@@ -40,15 +50,19 @@ def _define_knobs(cfg, CO: int, OH: int, OW: int, CI: int, KH: int, KW: int, str
         data = rc * ((block_y - 1) * stride + ry) * ((block_x - 1) * stride + rx)
         weight = f[1] * f[2] * f[3] * rc * ry * rx
         acc = f[1] * f[3] * y[1] * y[3] * x[1] * x[3]
-        return (min_threads <= threads <= _cuda.MAX_THREADS and (data + weight) * nbytes <= _cuda.SHARED_BYTES
-                and acc <= _cuda.MAX_ACCUMULATORS)
+        return (
+            min_threads <= threads <= _cuda.MAX_THREADS
+            and (data + weight) * nbytes <= _cuda.SHARED_BYTES
+            and acc <= _cuda.MAX_ACCUMULATORS
+        )
 
     cfg.multi_filter(launchable)
 
 
 @template("conv2d_nchw.cuda", reference=conv2d_reference)
-def conv2d_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int,
-                dtype: str = "float32"):
+def conv2d_cuda(
+    N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int, dtype: str = "float32"
+):
     tensors = conv2d_compute(N, CI, H, W, CO, KH, KW, stride, pad, dtype)
     OH, OW = (int(s) for s in tensors[-1].shape[2:])
     sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
@@ -68,8 +82,14 @@ def conv2d_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stri
     sch.bind(sch.fuse(n, bf), "blockIdx.z")
     sch.bind(by, "blockIdx.y")
     sch.bind(bx, "blockIdx.x")
-    for loop, tag in ((vf, "vthread.z"), (vy, "vthread.y"), (vx, "vthread.x"),
-                      (tf, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+    for loop, tag in (
+        (vf, "vthread.z"),
+        (vy, "vthread.y"),
+        (vx, "vthread.x"),
+        (tf, "threadIdx.z"),
+        (ty, "threadIdx.y"),
+        (tx, "threadIdx.x"),
+    ):
         sch.bind(loop, tag)
 
     acc = sch.cache_write(conv, 0, "local")

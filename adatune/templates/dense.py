@@ -17,6 +17,7 @@ layout (``transpose_b="NT"``).
   <= 48 KiB shared memory, <= 64 accumulators per thread and >= 32 threads (when there are
   that many outputs).
 """
+
 from __future__ import annotations
 
 import tvm
@@ -50,8 +51,18 @@ def dense_x86(N: int, L: int, M: int, dtype: str = "float32"):
     cfg.add_flop(2.0 * N * L * M)
     block = sch.get_sblock("C")
     i, j, k = sch.get_loops(block)
-    _x86.schedule_gemm(sch, cfg, block, [], i, j, k, lambda nr: (lambda kk, jj: (jj // nr, kk, jj % nr)),
-                       _target.cpu_info(_target.current()), dtype)
+    _x86.schedule_gemm(
+        sch,
+        cfg,
+        block,
+        [],
+        i,
+        j,
+        k,
+        lambda nr: lambda kk, jj: (jj // nr, kk, jj % nr),
+        _target.cpu_info(_target.current()),
+        dtype,
+    )
     return sch, tensors
 
 
@@ -68,8 +79,11 @@ def define_gemm_cuda(cfg, y_extent: int, x_extent: int, k_extent: int, bytes_per
         threads = y[2] * x[2]
         shared = kk * (y[1] * y[2] * y[3] + x[1] * x[2] * x[3]) * bytes_per_elem
         acc = y[1] * y[3] * x[1] * x[3]
-        return (min_threads <= threads <= _cuda.MAX_THREADS and shared <= _cuda.SHARED_BYTES
-                and acc <= _cuda.MAX_ACCUMULATORS)
+        return (
+            min_threads <= threads <= _cuda.MAX_THREADS
+            and shared <= _cuda.SHARED_BYTES
+            and acc <= _cuda.MAX_ACCUMULATORS
+        )
 
     cfg.multi_filter(launchable)
 

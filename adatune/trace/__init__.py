@@ -13,17 +13,18 @@ tuners, records, ``apply_history_best`` and resume treat them as they treat knob
     task = adatune.task.create("trace/matmul-sampled", (512,), adatune.target.host())
     rules = adatune.trace.TraceTask.from_module(my_prim_func, adatune.target.host())  # no template at all
 """
+
 from ._candidate import TraceCandidate
 from ._space import TraceSpace
 from ._task import PREFIX, RULES_PREFIX, TraceTask, create_trace_task, probabilistic_template, workload
 
 __all__ = [
-           "PREFIX",
-           "RULES_PREFIX",
-           "TraceCandidate",
-           "TraceSpace",
-           "TraceTask",
-           "create_trace_task",
-           "probabilistic_template",
-           "workload",
+    "PREFIX",
+    "RULES_PREFIX",
+    "TraceCandidate",
+    "TraceSpace",
+    "TraceTask",
+    "create_trace_task",
+    "probabilistic_template",
+    "workload",
 ]

@@ -5,6 +5,7 @@ came from one design space with every ``sample_*`` instruction decided, already 
 structural hash of the scheduled module, so two decision vectors that give the same program (an unroll depth on
 a loop nest with nothing to unroll, a compute location that is equivalent) count as one candidate.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -73,8 +74,11 @@ class TraceCandidate:
         return self.schedule.mod
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": "trace", "space": self.space,
-                                "decisions": [list(d) if isinstance(d, list) else d for d in self.decisions]}
+        data: dict[str, Any] = {
+            "kind": "trace",
+            "space": self.space,
+            "decisions": [list(d) if isinstance(d, list) else d for d in self.decisions],
+        }
         if self.custom:
             data["trace"] = trace_to_json(self.trace.as_json(remove_postproc=True))
         return data

@@ -11,6 +11,7 @@ context's mutators (tile sizes, compute locations, unroll depths, parallel exten
 ``sample_categorical`` decision, which TVM's mutators cover only when the choice feeds an unroll or a thread
 binding. Features are TVM's ``PerStoreFeature`` rows, aggregated to a fixed width.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,6 +37,7 @@ _MAX_FEATURE_CACHE = 200_000
 
 def _tile_choices(extent: int, n: int, max_innermost: int) -> int:
     """Ordered factorisations of ``extent`` into ``n`` factors whose innermost is at most ``max_innermost``."""
+
     def ordered(x: int, k: int) -> int:  # ways to write x as a product of k ordered factors
         if k == 1:
             return 1
@@ -62,22 +64,33 @@ class TraceSpace(CandidateSpace):
 
     kind = "trace"
 
-    def __init__(self, mod: tvm.IRModule, target: tvm.target.Target, space_generator: ms.SpaceGenerator,
-                 categorical_mutation: float = 0.1, max_tries: int = 8):
+    def __init__(
+        self,
+        mod: tvm.IRModule,
+        target: tvm.target.Target,
+        space_generator: ms.SpaceGenerator,
+        categorical_mutation: float = 0.1,
+        max_tries: int = 8,
+    ):
         if categorical_mutation < 0 or max_tries < 1:
-            raise ValueError(f"need categorical_mutation >= 0 and max_tries >= 1 (got {categorical_mutation}, "
-                             f"{max_tries})")
+            raise ValueError(
+                f"need categorical_mutation >= 0 and max_tries >= 1 (got {categorical_mutation}, {max_tries})"
+            )
         if target.kind.name == "cuda":
-            missing = [a for a in ("max_threads_per_block", "max_shared_memory_per_block")
-                       if target.attrs.get(a) is None]
+            missing = [
+                a for a in ("max_threads_per_block", "max_shared_memory_per_block") if target.attrs.get(a) is None
+            ]
             if missing:
-                raise ValueError(f"MetaSchedule's CUDA rules and GPU verification need the target's {missing}; "
-                                 "use a target that states them, e.g. tvm.target.Target('nvidia/nvidia-a100', "
-                                 "host=adatune.target.host())")
+                raise ValueError(
+                    f"MetaSchedule's CUDA rules and GPU verification need the target's {missing}; "
+                    "use a target that states them, e.g. tvm.target.Target('nvidia/nvidia-a100', "
+                    "host=adatune.target.host())"
+                )
         self.mod = mod
         self.target = target
-        self.context = ms.TuneContext(mod=mod, target=target, space_generator=space_generator, task_name="main",
-                                      rand_state=0, num_threads=1)
+        self.context = ms.TuneContext(
+            mod=mod, target=target, space_generator=space_generator, task_name="main", rand_state=0, num_threads=1
+        )
         generator = self.context.space_generator
         self.postprocs: list[ms.Postproc] = list(generator.postprocs or [])
         if target.kind.name == "cuda" and not any(isinstance(p, ms.postproc.VerifyGPUCode) for p in self.postprocs):
@@ -89,8 +102,7 @@ class TraceSpace(CandidateSpace):
         if not self.design_spaces:
             raise ValueError("the space generator made no design space for this module")
         self._samples = [[inst for inst in tr.insts if inst in tr.decisions] for tr in self.design_spaces]
-        self._insts_json = [json.dumps(trace_to_json(tr.as_json(remove_postproc=True))[0])
-                            for tr in self.design_spaces]
+        self._insts_json = [json.dumps(trace_to_json(tr.as_json(remove_postproc=True))[0]) for tr in self.design_spaces]
         self._has_categorical = [any(i.kind.name == "SampleCategorical" for i in s) for s in self._samples]
         self.categorical_mutation = float(categorical_mutation)
         self.max_tries = int(max_tries)
@@ -135,8 +147,9 @@ class TraceSpace(CandidateSpace):
             trace.apply_to_schedule(sch, remove_postproc=True)
         except Exception as err:  # noqa: BLE001 - TVM raises several error kinds for a bad decision
             self.rejected += 1
-            raise ValueError(f"the trace does not replay: {type(err).__name__}: "
-                             f"{str(err).strip().splitlines()[0][:300]}") from None
+            raise ValueError(
+                f"the trace does not replay: {type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"
+            ) from None
         return self._finish(space, sch, custom)
 
     def sample(self, space: int, seed: int) -> TraceCandidate:
@@ -217,8 +230,7 @@ class TraceSpace(CandidateSpace):
             if new is None:
                 continue
             if custom:  # instructions (not only decisions) may now differ from the design space
-                custom = json.dumps(trace_to_json(new.as_json(remove_postproc=True))[0]) != \
-                    self._insts_json[cand.space]
+                custom = json.dumps(trace_to_json(new.as_json(remove_postproc=True))[0]) != self._insts_json[cand.space]
             try:
                 got = self._replay(cand.space, new, seed, custom)
             except ValueError:
@@ -248,7 +260,8 @@ class TraceSpace(CandidateSpace):
                 self._features.clear()
             cands = list(todo.values())
             feats = self._extractor.extract_from(
-                self.context, [ms.MeasureCandidate(c.schedule, self._args_info) for c in cands])
+                self.context, [ms.MeasureCandidate(c.schedule, self._args_info) for c in cands]
+            )
             for c, f in zip(cands, feats):
                 self._features[c.key] = self._aggregate(f.numpy(), c.space)
         width = 2 * 164 + 1 + len(self.design_spaces)
@@ -280,10 +293,15 @@ class TraceSpace(CandidateSpace):
             cand = self.with_decisions(space, decisions)
         wanted = [plain_decision(d) for d in decisions]
         if cand.decisions != wanted:
-            k = next(i for i, (a, b) in enumerate(zip(cand.decisions, wanted)) if a != b) \
-                if len(cand.decisions) == len(wanted) else min(len(cand.decisions), len(wanted))
-            raise ValueError(f"decision {k} does not replay as recorded (recorded {wanted[k:k + 1]}, "
-                             f"replayed {cand.decisions[k:k + 1]})")
+            k = (
+                next(i for i, (a, b) in enumerate(zip(cand.decisions, wanted)) if a != b)
+                if len(cand.decisions) == len(wanted)
+                else min(len(cand.decisions), len(wanted))
+            )
+            raise ValueError(
+                f"decision {k} does not replay as recorded (recorded {wanted[k : k + 1]}, "
+                f"replayed {cand.decisions[k : k + 1]})"
+            )
         return cand
 
     def _from_trace_json(self, space: int, trace_json: Any) -> TraceCandidate:
@@ -292,8 +310,9 @@ class TraceSpace(CandidateSpace):
             tvm.s_tir.Trace.apply_json_to_schedule(trace_json, sch)
         except Exception as err:  # noqa: BLE001
             self.rejected += 1
-            raise ValueError(f"the recorded trace does not replay: {type(err).__name__}: "
-                             f"{str(err).strip().splitlines()[0][:300]}") from None
+            raise ValueError(
+                f"the recorded trace does not replay: {type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"
+            ) from None
         kinds = [i.kind.name for i in sch.trace.insts]
         if kinds != [i.kind.name for i in self.design_spaces[space].insts]:
             raise ValueError(f"the recorded trace is not an instance of design space {space}")

@@ -14,6 +14,7 @@ Two ways to get a trace space:
 
 ``adatune.task.create`` makes all of them once this package is imported.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -103,8 +104,10 @@ def _as_module(value: Any) -> tvm.IRModule:
     if isinstance(value, tvm.IRModule):
         funcs = [f for _, f in value.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
         if len(funcs) != 1 or len(value.functions_items()) != 1:
-            raise ValueError(f"a trace task tunes one PrimFunc; this module holds {len(value.functions_items())} "
-                             f"functions ({len(funcs)} PrimFuncs)")
+            raise ValueError(
+                f"a trace task tunes one PrimFunc; this module holds {len(value.functions_items())} "
+                f"functions ({len(funcs)} PrimFuncs)"
+            )
         value = funcs[0]
     if not isinstance(value, tvm.tirx.PrimFunc):
         raise TypeError(f"expected a PrimFunc, an IRModule or TE tensors, got {type(value).__name__}")
@@ -164,9 +167,16 @@ class TraceTask(TuningTask):
     ("from-target" by default) become the space's.
     """
 
-    def __init__(self, name: str, args: Sequence[Any], target: _target.TargetLike, mod: ModuleLike,
-                 space_generator: ms.SpaceGenerator | None = None, reference: Callable[..., Any] | None = None,
-                 flop: float | None = None):
+    def __init__(
+        self,
+        name: str,
+        args: Sequence[Any],
+        target: _target.TargetLike,
+        mod: ModuleLike,
+        space_generator: ms.SpaceGenerator | None = None,
+        reference: Callable[..., Any] | None = None,
+        flop: float | None = None,
+    ):
         if not name.startswith(PREFIX):
             raise ValueError(f"trace task names start with {PREFIX!r}, got {name!r}")
         self.name = name
@@ -190,8 +200,9 @@ class TraceTask(TuningTask):
         """The task of a registered probabilistic template."""
         short = _short_name(name, PREFIX)
         if short not in _TEMPLATES:
-            raise KeyError(f"no probabilistic template named {short!r} (registered: "
-                           f"{', '.join(sorted(_TEMPLATES)) or 'none'})")
+            raise KeyError(
+                f"no probabilistic template named {short!r} (registered: {', '.join(sorted(_TEMPLATES)) or 'none'})"
+            )
         info = _TEMPLATES[short]
         tgt = _target.create(target)
         with tgt:
@@ -202,8 +213,13 @@ class TraceTask(TuningTask):
         return cls(PREFIX + short, args, tgt, list(tensors), _template_space(sch.trace), info.reference)
 
     @classmethod
-    def from_module(cls, mod: ModuleLike, target: _target.TargetLike, name: str | None = None,
-                    reference: Callable[..., Any] | None = None) -> TraceTask:
+    def from_module(
+        cls,
+        mod: ModuleLike,
+        target: _target.TargetLike,
+        name: str | None = None,
+        reference: Callable[..., Any] | None = None,
+    ) -> TraceTask:
         """Any PrimFunc or one-function IRModule, in the design spaces of TVM's schedule rules. Its name
         (``"trace/rules/ir-<hash>"`` unless given) is registered in this process so records can recreate it."""
         module = _as_module(mod)
@@ -230,10 +246,18 @@ class TraceTask(TuningTask):
             return cls(RULES_PREFIX + short, (), tgt, _MODULES[short])
         if short in registered_templates() or "." in short:
             knob = Task(short, args, tgt)
-            return cls(RULES_PREFIX + short, args, tgt, knob.unscheduled_module(),
-                       reference=_knob_reference(knob), flop=knob.flop)
-        raise KeyError(f"no trace workload, registered module or knob template named {short!r} "
-                       f"(workloads: {', '.join(sorted(_WORKLOADS)) or 'none'})")
+            return cls(
+                RULES_PREFIX + short,
+                args,
+                tgt,
+                knob.unscheduled_module(),
+                reference=_knob_reference(knob),
+                flop=knob.flop,
+            )
+        raise KeyError(
+            f"no trace workload, registered module or knob template named {short!r} "
+            f"(workloads: {', '.join(sorted(_WORKLOADS)) or 'none'})"
+        )
 
     # -- TuningTask -------------------------------------------------------------------------------
     @property

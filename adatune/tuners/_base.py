@@ -1,11 +1,13 @@
 """The one tuning loop every tuner shares (AutoTVM's ``Tuner.tune``), over candidates of any kind."""
+
 from __future__ import annotations
 
 import abc
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -119,8 +121,9 @@ class Tuner(abc.ABC):
             if flops > self.best_flops:
                 self.best_flops, self.best_config, self.best_result = flops, inp.config, res
                 self.best_iter = len(self.trials)
-            self.trials.append(TrialLog(len(self.trials), str(inp.config.key), flops, self.best_flops, stamp,
-                                        int(res.error_no)))
+            self.trials.append(
+                TrialLog(len(self.trials), str(inp.config.key), flops, self.best_flops, stamp, int(res.error_no))
+            )
         self.learn(inputs, results)
 
     def load_history(self, records: Iterable[Any], min_seed_records: int = 1) -> int:
@@ -147,9 +150,16 @@ class Tuner(abc.ABC):
             self.update(inputs, results)
         return len(inputs)
 
-    def tune(self, n_trial: int, measure_option: MeasureOption, early_stopping: int | None = None,
-             callbacks: Sequence[Callback] = (), batch_size: int = 8, time_budget: float | None = None,
-             target_flops: float | None = None) -> None:
+    def tune(
+        self,
+        n_trial: int,
+        measure_option: MeasureOption,
+        early_stopping: int | None = None,
+        callbacks: Sequence[Callback] = (),
+        batch_size: int = 8,
+        time_budget: float | None = None,
+        target_flops: float | None = None,
+    ) -> None:
         """Measure up to ``n_trial`` new candidates, in batches, calling ``callbacks`` after each batch.
 
         The budget: stops when the space is exhausted, after ``n_trial`` trials, with ``early_stopping``
@@ -191,8 +201,12 @@ class Tuner(abc.ABC):
                 cb(self, inputs, batch.results)
             for inp, res in zip(inputs, batch.results):
                 if not res.ok:
-                    logger.debug("candidate %s failed: %s %s", inp.config.key, res.error_no.name,
-                                 res.error_msg.splitlines()[0] if res.error_msg else "")
+                    logger.debug(
+                        "candidate %s failed: %s %s",
+                        inp.config.key,
+                        res.error_no.name,
+                        res.error_msg.splitlines()[0] if res.error_msg else "",
+                    )
             if early_stopping is not None and len(self.trials) - max(self.best_iter, start_trials) >= early_stopping:
                 logger.info("early stopping: no improvement in %d trials", early_stopping)
                 break

@@ -1,9 +1,11 @@
 """AutoTVM's model-based tuning loop: fit a cost model every ``plan_size`` trials, let a model optimizer
 propose the next plan, measure it with epsilon-greedy random exploration. Works on any candidate kind."""
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Collection, Protocol, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -22,8 +24,7 @@ logger = logging.getLogger("adatune.tuner")
 class Sampler(Protocol):
     """Chooses which of the optimizer's candidates to measure (e.g. ReLeASE's adaptive sampling)."""
 
-    def select(self, candidates: Sequence[Any], num: int, visited: Collection[str]) -> list[Any]:
-        ...
+    def select(self, candidates: Sequence[Any], num: int, visited: Collection[str]) -> list[Any]: ...
 
 
 def submodular_pick(scores: np.ndarray, knobs: np.ndarray, n_pick: int, knob_weight: float = 1.0) -> list[int]:
@@ -53,9 +54,18 @@ class ModelBasedTuner(Tuner):
     ``feature_type``: "knob" (the space's own features) or "itervar" (loop structure of the applied program).
     """
 
-    def __init__(self, task: TuningTask, cost_model: CostModel, model_optimizer: ModelOptimizer | None,
-                 plan_size: int = 64, eps_greedy: float = 0.05, diversity_filter_ratio: float | None = None,
-                 sampler: Sampler | None = None, seed: int | None = None, feature_type: str = "knob"):
+    def __init__(
+        self,
+        task: TuningTask,
+        cost_model: CostModel,
+        model_optimizer: ModelOptimizer | None,
+        plan_size: int = 64,
+        eps_greedy: float = 0.05,
+        diversity_filter_ratio: float | None = None,
+        sampler: Sampler | None = None,
+        seed: int | None = None,
+        feature_type: str = "knob",
+    ):
         super().__init__(task, seed)
         if plan_size < 1:
             raise ValueError(f"plan_size must be at least 1, got {plan_size}")
@@ -70,7 +80,8 @@ class ModelBasedTuner(Tuner):
         self.diversity_filter_ratio = diversity_filter_ratio
         self.sampler = sampler
         self.featurize: Callable[[Sequence[Any]], np.ndarray] = (
-            cost_model.features if cost_model.features is not None else FeatureExtractor(task, feature_type))
+            cost_model.features if cost_model.features is not None else FeatureExtractor(task, feature_type)
+        )
         self.plan: list[Any] = self.space.random_candidates(self.streams.plan, plan_size)
         self.plan_pt = 0
         self.train_ct = 0
@@ -97,8 +108,9 @@ class ModelBasedTuner(Tuner):
         while len(out) < batch_size and len(self.visited) + len(out) < self.space.size:
             if sampled and out and len(self.xs) + len(out) >= self._fit_n + self._plan_len():
                 break  # the sampler's plan is measured: stop so update() refits before the next plan
-            while self.plan_pt < len(self.plan) and (self.plan[self.plan_pt].key in self.visited
-                                                     or str(self.plan[self.plan_pt].key) in taken):
+            while self.plan_pt < len(self.plan) and (
+                self.plan[self.plan_pt].key in self.visited or str(self.plan[self.plan_pt].key) in taken
+            ):
                 self.plan_pt += 1
             n_explore = int(self.eps_greedy * self._plan_len()) if self.train_ct > 0 else 0
             if self.plan_pt >= len(self.plan) - n_explore:

@@ -5,6 +5,7 @@ The CLI's ``--tuner``/``--option``, its help text, the README table and ``create
 declarations against the constructors' signatures so they cannot drift. Modules adding a tuner call
 ``register_tuner(TunerSpec(...))`` when imported.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -25,8 +26,16 @@ from ._rfei import RFEITuner
 from ._simple import GridSearchTuner, RandomTuner
 from ._xgb import XGBTuner
 
-__all__ = ["TUNER_NAMES", "TunerOption", "TunerSpec", "create_tuner", "get_tuner_spec", "register_tuner",
-           "signature_mismatches", "tuner_specs"]
+__all__ = [
+    "TUNER_NAMES",
+    "TunerOption",
+    "TunerSpec",
+    "create_tuner",
+    "get_tuner_spec",
+    "register_tuner",
+    "signature_mismatches",
+    "tuner_specs",
+]
 
 _OPTION_TYPES = (int, float, str, bool, dict, tuple, object)
 _TRUE = ("true", "yes", "on", "1")
@@ -111,16 +120,21 @@ class TunerOption:
 
     def _coerce(self, value: Any) -> Any:
         if self.type is tuple:
-            if isinstance(value, (str, Mapping)) or not isinstance(value, Sequence) \
-                    or (self.length is not None and len(value) != self.length):
+            if (
+                isinstance(value, (str, Mapping))
+                or not isinstance(value, Sequence)
+                or (self.length is not None and len(value) != self.length)
+            ):
                 raise self._error(value, self.type_name())
             item = TunerOption(self.name, self.item_type, self.item_type(), self.doc)
             return tuple(item.convert(v) for v in value)
-        ok = {int: isinstance(value, numbers.Integral) and not isinstance(value, bool),
-              float: isinstance(value, numbers.Real) and not isinstance(value, bool),
-              bool: isinstance(value, (bool, np.bool_)),
-              str: isinstance(value, str),
-              dict: isinstance(value, Mapping)}[self.type]
+        ok = {
+            int: isinstance(value, numbers.Integral) and not isinstance(value, bool),
+            float: isinstance(value, numbers.Real) and not isinstance(value, bool),
+            bool: isinstance(value, (bool, np.bool_)),
+            str: isinstance(value, str),
+            dict: isinstance(value, Mapping),
+        }[self.type]
         if not ok:
             raise self._error(value, self.type_name())
         return dict(value) if self.type is dict else self.type(value)
@@ -254,19 +268,29 @@ def create_tuner(name: str, task: TuningTask, seed: int | None = None, **options
 def signature_mismatches(spec: TunerSpec) -> list[str]:
     """Where ``spec`` and its factory's signature disagree: undeclared keywords, declared options the factory
     does not take, defaults that differ. Empty when they agree."""
-    params = {n: p for n, p in inspect.signature(spec.factory).parameters.items()
-              if n not in ("self", "task", "seed") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    params = {
+        n: p
+        for n, p in inspect.signature(spec.factory).parameters.items()
+        if n not in ("self", "task", "seed") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
     declared = {o.name: o for o in spec.options}
-    problems = [f"{spec.name}: keyword {n!r} is not declared" for n in params
-                if n not in declared and n not in spec.fixed_kwargs]
+    problems = [
+        f"{spec.name}: keyword {n!r} is not declared"
+        for n in params
+        if n not in declared and n not in spec.fixed_kwargs
+    ]
     for n, opt in declared.items():
         if n not in params:
             problems.append(f"{spec.name}: option {n!r} is not a keyword of {spec.factory.__name__}")
         elif params[n].default is inspect.Parameter.empty or params[n].default != opt.default:
-            problems.append(f"{spec.name}: option {n!r} declares default {opt.default!r}, "
-                            f"the constructor has {params[n].default!r}")
-    problems += [f"{spec.name}: fixed keyword {n!r} is not a keyword of {spec.factory.__name__}"
-                 for n in spec.fixed_kwargs if n not in params]
+            problems.append(
+                f"{spec.name}: option {n!r} declares default {opt.default!r}, the constructor has {params[n].default!r}"
+            )
+    problems += [
+        f"{spec.name}: fixed keyword {n!r} is not a keyword of {spec.factory.__name__}"
+        for n in spec.fixed_kwargs
+        if n not in params
+    ]
     return problems
 
 
@@ -290,11 +314,21 @@ def _plan_size() -> TunerOption:
 
 def _model_options(loss: bool) -> tuple[TunerOption, ...]:
     """The XGBoost cost model's options shared by xgb, xgb-rank and release."""
-    opts = [TunerOption("feature_type", str, "knob", "cost-model features: knob values or loop (itervar) features",
-                        choices=_FEATURE_TYPES)]
+    opts = [
+        TunerOption(
+            "feature_type",
+            str,
+            "knob",
+            "cost-model features: knob values or loop (itervar) features",
+            choices=_FEATURE_TYPES,
+        )
+    ]
     if loss:
-        opts.append(TunerOption("loss_type", str, "reg", "XGBoost objective: regression or pairwise rank",
-                                choices=("reg", "rank")))
+        opts.append(
+            TunerOption(
+                "loss_type", str, "reg", "XGBoost objective: regression or pairwise rank", choices=("reg", "rank")
+            )
+        )
     opts.append(TunerOption("num_threads", int, None, "XGBoost threads (none: all cores)", minimum=1))
     return tuple(opts)
 
@@ -304,43 +338,103 @@ def _eps_greedy(default: float | None, doc: str) -> TunerOption:
 
 
 def _xgb_options(loss: bool) -> tuple[TunerOption, ...]:
-    return (_plan_size(), *_model_options(loss),
-            TunerOption("optimizer", str, "sa", "model optimizer: parallel simulated annealing", choices=("sa",)),
-            TunerOption("diversity_filter_ratio", float, None,
-                        "ask the optimizer for this many times plan_size candidates, keep a diverse subset",
-                        minimum=1.0),
-            TunerOption("sampler", str, None, "choose each plan by ReLeASE's k-means adaptive sampling",
-                        choices=("adaptive", None), objects=True),
-            _eps_greedy(0.05, "share of each plan measured at random"))
+    return (
+        _plan_size(),
+        *_model_options(loss),
+        TunerOption("optimizer", str, "sa", "model optimizer: parallel simulated annealing", choices=("sa",)),
+        TunerOption(
+            "diversity_filter_ratio",
+            float,
+            None,
+            "ask the optimizer for this many times plan_size candidates, keep a diverse subset",
+            minimum=1.0,
+        ),
+        TunerOption(
+            "sampler",
+            str,
+            None,
+            "choose each plan by ReLeASE's k-means adaptive sampling",
+            choices=("adaptive", None),
+            objects=True,
+        ),
+        _eps_greedy(0.05, "share of each plan measured at random"),
+    )
 
 
 register_tuner(TunerSpec("xgb", XGBTuner, "AutoTVM's XGBoost cost model + simulated annealing", _xgb_options(True)))
-register_tuner(TunerSpec("xgb-rank", XGBTuner, "XGBTuner with the pairwise-rank objective", _xgb_options(False),
-                         fixed_kwargs={"loss_type": "rank"}))
+register_tuner(
+    TunerSpec(
+        "xgb-rank",
+        XGBTuner,
+        "XGBTuner with the pairwise-rank objective",
+        _xgb_options(False),
+        fixed_kwargs={"loss_type": "rank"},
+    )
+)
+
+
 def _range_idx() -> TunerOption:
-    return TunerOption("range_idx", tuple, None, "only knob configs with an index in [first, last] (AutoTVM's)",
-                       item_type=int, length=2)
+    return TunerOption(
+        "range_idx",
+        tuple,
+        None,
+        "only knob configs with an index in [first, last] (AutoTVM's)",
+        item_type=int,
+        length=2,
+    )
 
 
 register_tuner(TunerSpec("random", RandomTuner, "uniform random sampling without repeats", (_range_idx(),)))
 register_tuner(TunerSpec("grid", GridSearchTuner, "every valid config in index order", (_range_idx(),)))
-register_tuner(TunerSpec("rfei", RFEITuner, "AdaTune: random-forest expected improvement, contextual exploration", (
-    _plan_size(),
-    TunerOption("n_trees", int, 100, "trees in the random forest", minimum=1),
-    TunerOption("uncertainty", str, "forestci", "uncertainty source: forestci's jackknife or the per-tree spread",
-                choices=("forestci", "trees")),
-    TunerOption("contextual", bool, True, "exploration share eps_t from the model's uncertainty (AdaTune)"),
-    TunerOption("n_context", int, 64, "unmeasured configs eps_t is estimated on", minimum=1),
-    TunerOption("feature_type", str, "knob", "cost-model features: knob values or loop (itervar) features",
-                choices=_FEATURE_TYPES),
-    TunerOption("calibrate", bool, True, "empirical-Bayes calibration of forestci's variance"),
-    _eps_greedy(None, "fixed random share (none: 0 when contextual, else 0.05)"),
-    TunerOption("num_threads", int, None, "threads for the forest (none: all cores)", minimum=1))))
-register_tuner(TunerSpec("release", ReleaseTuner, "ReLeASE: PPO search agent + adaptive sampling", (
-    _plan_size(),
-    TunerOption("cost_model", object, None, "a CostModel instance (none: AutoTVM's XGBoost model)"),
-    TunerOption("sampler", str, "adaptive", "k-means adaptive sampling, or none for the top plan_size",
-                choices=("adaptive", None), objects=True),
-    _eps_greedy(0.05, "share of each plan measured at random"),
-    *_model_options(True),
-    TunerOption("agent_options", dict, None, "PPOAgent keyword arguments, e.g. {\"step_cap\": 16}"))))
+register_tuner(
+    TunerSpec(
+        "rfei",
+        RFEITuner,
+        "AdaTune: random-forest expected improvement, contextual exploration",
+        (
+            _plan_size(),
+            TunerOption("n_trees", int, 100, "trees in the random forest", minimum=1),
+            TunerOption(
+                "uncertainty",
+                str,
+                "forestci",
+                "uncertainty source: forestci's jackknife or the per-tree spread",
+                choices=("forestci", "trees"),
+            ),
+            TunerOption("contextual", bool, True, "exploration share eps_t from the model's uncertainty (AdaTune)"),
+            TunerOption("n_context", int, 64, "unmeasured configs eps_t is estimated on", minimum=1),
+            TunerOption(
+                "feature_type",
+                str,
+                "knob",
+                "cost-model features: knob values or loop (itervar) features",
+                choices=_FEATURE_TYPES,
+            ),
+            TunerOption("calibrate", bool, True, "empirical-Bayes calibration of forestci's variance"),
+            _eps_greedy(None, "fixed random share (none: 0 when contextual, else 0.05)"),
+            TunerOption("num_threads", int, None, "threads for the forest (none: all cores)", minimum=1),
+        ),
+    )
+)
+register_tuner(
+    TunerSpec(
+        "release",
+        ReleaseTuner,
+        "ReLeASE: PPO search agent + adaptive sampling",
+        (
+            _plan_size(),
+            TunerOption("cost_model", object, None, "a CostModel instance (none: AutoTVM's XGBoost model)"),
+            TunerOption(
+                "sampler",
+                str,
+                "adaptive",
+                "k-means adaptive sampling, or none for the top plan_size",
+                choices=("adaptive", None),
+                objects=True,
+            ),
+            _eps_greedy(0.05, "share of each plan measured at random"),
+            *_model_options(True),
+            TunerOption("agent_options", dict, None, 'PPOAgent keyword arguments, e.g. {"step_cap": 16}'),
+        ),
+    )
+)

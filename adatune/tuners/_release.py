@@ -6,6 +6,7 @@ measures k-means representatives of the agent's candidates instead of the top ``
     tuner = ReleaseTuner(task)                   # RL + adaptive sampling
     tuner = ReleaseTuner(task, sampler=None)     # RL alone, AutoTVM's top-plan_size batches
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,15 +26,28 @@ class ReleaseTuner(ModelBasedTuner):
     ``sampler="adaptive"`` (k-means on the agent's candidates) or ``None``. ``agent_options`` override the
     agent's settings (``PPOAgent``'s keyword arguments: paper hyperparameters, walkers, step cap)."""
 
-    def __init__(self, task: TuningTask, plan_size: int = 64, cost_model: CostModel | None = None,
-                 sampler: Sampler | str | None = "adaptive", eps_greedy: float = 0.05, feature_type: str = "knob",
-                 loss_type: str = "reg", num_threads: int | None = None, agent_options: dict[str, Any] | None = None,
-                 seed: int | None = None):
+    def __init__(
+        self,
+        task: TuningTask,
+        plan_size: int = 64,
+        cost_model: CostModel | None = None,
+        sampler: Sampler | str | None = "adaptive",
+        eps_greedy: float = 0.05,
+        feature_type: str = "knob",
+        loss_type: str = "reg",
+        num_threads: int | None = None,
+        agent_options: dict[str, Any] | None = None,
+        seed: int | None = None,
+    ):
         if cost_model is None:
-            cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
-                                          num_threads=num_threads, seed=RandomStreams(seed).seeds["model"])
-        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy, sampler=None,
-                         seed=seed)
+            cost_model = XGBoostCostModel(
+                task,
+                feature_type=feature_type,
+                loss_type=loss_type,
+                num_threads=num_threads,
+                seed=RandomStreams(seed).seeds["model"],
+            )
+        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy, sampler=None, seed=seed)
         # the agent draws from its own stream, made after the first plan: every scheme of a seed measures
         # the same first plan whatever the agent consumes
         self.agent = PPOAgent(self.space, rng=self.streams.agent, **(agent_options or {}))  # type: ignore[arg-type]

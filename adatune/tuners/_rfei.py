@@ -6,6 +6,7 @@ AutoTVM-style use::
     tuner = RFEITuner(task)
     tuner.tune(n_trial=200, measure_option=measure_option(builder, runner, min_converge_coef=0.1))
 """
+
 from __future__ import annotations
 
 from ..cost_models import RFEICostModel
@@ -27,19 +28,42 @@ class RFEITuner(ModelBasedTuner):
     "RFEI+SA" arm of the paper's ablation.
     """
 
-    def __init__(self, task: TuningTask, plan_size: int = 64, n_trees: int = 100, uncertainty: str = "forestci",
-                 contextual: bool = True, n_context: int = 64, feature_type: str = "knob", calibrate: bool = True,
-                 eps_greedy: float | None = None, num_threads: int | None = None, seed: int | None = None):
-        cost_model = RFEICostModel(task, n_trees=n_trees, uncertainty=uncertainty, feature_type=feature_type,
-                                   calibrate=calibrate, num_threads=num_threads, seed=RandomStreams(seed).seeds["model"])
+    def __init__(
+        self,
+        task: TuningTask,
+        plan_size: int = 64,
+        n_trees: int = 100,
+        uncertainty: str = "forestci",
+        contextual: bool = True,
+        n_context: int = 64,
+        feature_type: str = "knob",
+        calibrate: bool = True,
+        eps_greedy: float | None = None,
+        num_threads: int | None = None,
+        seed: int | None = None,
+    ):
+        cost_model = RFEICostModel(
+            task,
+            n_trees=n_trees,
+            uncertainty=uncertainty,
+            feature_type=feature_type,
+            calibrate=calibrate,
+            num_threads=num_threads,
+            seed=RandomStreams(seed).seeds["model"],
+        )
         if eps_greedy is None:
             eps_greedy = 0.0 if contextual else 0.05
         super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy, seed=seed)
         self.contextual = contextual
         if contextual:
-            self.model_optimizer = ContextualSimulatedAnnealing(self.space, self.streams.search, cost_model,
-                                                                self.featurize, n_context=n_context,
-                                                                explore_rng=self.streams.explore)
+            self.model_optimizer = ContextualSimulatedAnnealing(
+                self.space,
+                self.streams.search,
+                cost_model,
+                self.featurize,
+                n_context=n_context,
+                explore_rng=self.streams.explore,
+            )
         else:
             self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.streams.search)
 

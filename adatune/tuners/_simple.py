@@ -1,4 +1,5 @@
 """Tuners without a model: uniform random sampling and grid search."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,9 @@ def _index_range(task: TuningTask, range_idx: tuple[int, int] | None) -> tuple[i
 def _range_length(task: TuningTask) -> int:
     """Number of mixed-radix indices of a discrete space, valid or not (AutoTVM's ``range_length``)."""
     if not isinstance(task.space, DiscreteSpace):
-        raise ValueError("index ranges need a discrete space (knob configs, digit vectors); this task's "
-                         "candidates have none")
+        raise ValueError(
+            "index ranges need a discrete space (knob configs, digit vectors); this task's candidates have none"
+        )
     return math.prod(task.space.dims)
 
 
@@ -94,5 +96,3 @@ class GridSearchTuner(Tuner):
 
     def has_next(self) -> bool:
         return self._next <= self.range[1] and super().has_next()
-
-

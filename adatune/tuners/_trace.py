@@ -12,6 +12,7 @@ eps_t, the model's mean uncertainty over unmeasured samples relative to the best
 epsilon. The search uses only the ``CandidateSpace`` protocol, so it runs on knob spaces too, but it is made for
 trace spaces (``adatune.trace``), whose mutations are TVM's mutators.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,18 +43,37 @@ class TraceSearchTuner(Tuner):
     ``eps_greedy``: the fixed random share of a plan (default 0.05; 0 with RFEI and ``contextual``).
     """
 
-    def __init__(self, task: TuningTask, cost_model: str | CostModel = "xgb", plan_size: int = 64,
-                 population_size: int = 128, init_measured_ratio: float = 0.2, genetic_num_iters: int = 3,
-                 mutate_prob: float = 0.85, eps_greedy: float | None = None, contextual: bool = True,
-                 n_context: int = 64, n_trees: int = 100, uncertainty: str = "forestci",
-                 num_threads: int | None = None, seed: int | None = None):
+    def __init__(
+        self,
+        task: TuningTask,
+        cost_model: str | CostModel = "xgb",
+        plan_size: int = 64,
+        population_size: int = 128,
+        init_measured_ratio: float = 0.2,
+        genetic_num_iters: int = 3,
+        mutate_prob: float = 0.85,
+        eps_greedy: float | None = None,
+        contextual: bool = True,
+        n_context: int = 64,
+        n_trees: int = 100,
+        uncertainty: str = "forestci",
+        num_threads: int | None = None,
+        seed: int | None = None,
+    ):
         super().__init__(task, seed)
-        for name, value, low in (("plan_size", plan_size, 1), ("population_size", population_size, 2),
-                                 ("genetic_num_iters", genetic_num_iters, 0), ("n_context", n_context, 1)):
+        for name, value, low in (
+            ("plan_size", plan_size, 1),
+            ("population_size", population_size, 2),
+            ("genetic_num_iters", genetic_num_iters, 0),
+            ("n_context", n_context, 1),
+        ):
             if int(value) < low:
                 raise ValueError(f"{name} must be at least {low}, got {value}")
-        for share, ratio in (("init_measured_ratio", init_measured_ratio), ("mutate_prob", mutate_prob),
-                             ("eps_greedy", 0.0 if eps_greedy is None else eps_greedy)):
+        for share, ratio in (
+            ("init_measured_ratio", init_measured_ratio),
+            ("mutate_prob", mutate_prob),
+            ("eps_greedy", 0.0 if eps_greedy is None else eps_greedy),
+        ):
             if not 0.0 <= float(ratio) <= 1.0:
                 raise ValueError(f"{share} must be in [0, 1], got {ratio}")
         self.plan_size = int(plan_size)
@@ -73,15 +93,22 @@ class TraceSearchTuner(Tuner):
         self._fit_n = 0
         self._pool: list[Any] = []  # random unmeasured samples, newest first
 
-    def _make_model(self, cost_model: str | CostModel, n_trees: int, uncertainty: str, num_threads: int | None,
-                    seed: int | None) -> CostModel:
+    def _make_model(
+        self, cost_model: str | CostModel, n_trees: int, uncertainty: str, num_threads: int | None, seed: int | None
+    ) -> CostModel:
         if isinstance(cost_model, CostModel):
             return cost_model
         if cost_model == "xgb":
             return XGBoostCostModel(None, num_threads=num_threads, seed=seed)
         if cost_model == "rfei":
-            return RFEICostModel(None, n_trees=n_trees, uncertainty=uncertainty, num_threads=num_threads,
-                                 seed=seed, reference=self._reference_features)
+            return RFEICostModel(
+                None,
+                n_trees=n_trees,
+                uncertainty=uncertainty,
+                num_threads=num_threads,
+                seed=seed,
+                reference=self._reference_features,
+            )
         raise ValueError(f"unknown cost_model {cost_model!r}: use one of {COST_MODELS} or a CostModel instance")
 
     # -- choosing ---------------------------------------------------------------------------------
@@ -125,8 +152,13 @@ class TraceSearchTuner(Tuner):
             if cand.key not in keys:
                 keys.add(cand.key)
                 plan.append(cand)
-        logger.info("trace search plan %d: eps=%.3f, %d candidates (%d scored)", len(self.eps_history), eps,
-                    len(plan), len(scored))
+        logger.info(
+            "trace search plan %d: eps=%.3f, %d candidates (%d scored)",
+            len(self.eps_history),
+            eps,
+            len(plan),
+            len(scored),
+        )
         return plan
 
     def _evolve(self, randoms: list[Any]) -> dict[str, tuple[float, Any]]:
@@ -139,8 +171,10 @@ class TraceSearchTuner(Tuner):
         for it in range(self.genetic_num_iters + 1):
             if not population:
                 break
-            scores = np.maximum(np.nan_to_num(np.asarray(self.cost_model.predict(self.space.featurize(population)),
-                                                         dtype=np.float64)), 0.0)
+            scores = np.maximum(
+                np.nan_to_num(np.asarray(self.cost_model.predict(self.space.featurize(population)), dtype=np.float64)),
+                0.0,
+            )
             for cand, score in zip(population, scores):
                 if cand.key not in self.visited:
                     scored[cand.key] = (float(score), cand)
@@ -183,21 +217,55 @@ class TraceSearchTuner(Tuner):
             self._ys.append(res.flops(self.task.flop))
 
 
-register_tuner(TunerSpec("trace", TraceSearchTuner, "MetaSchedule evolutionary search over traces + a cost model", (
-    TunerOption("cost_model", str, "xgb", "cost model on the space's features: XGBoost or AdaTune's RFEI",
-                choices=COST_MODELS, objects=True),
-    TunerOption("plan_size", int, 64, "candidates per plan (the model is refit between plans)", minimum=1),
-    TunerOption("population_size", int, 128, "evolutionary population", minimum=2),
-    TunerOption("init_measured_ratio", float, 0.2, "share of the population seeded with the best measured",
-                minimum=0.0, maximum=1.0),
-    TunerOption("genetic_num_iters", int, 3, "rounds of selection and mutation per plan", minimum=0),
-    TunerOption("mutate_prob", float, 0.85, "probability that a selected parent is mutated", minimum=0.0,
-                maximum=1.0),
-    TunerOption("eps_greedy", float, None, "fixed random share (none: 0 with RFEI and contextual, else 0.05)",
-                minimum=0.0, maximum=1.0),
-    TunerOption("contextual", bool, True, "with RFEI: random share eps_t from the model's uncertainty (AdaTune)"),
-    TunerOption("n_context", int, 64, "unmeasured samples eps_t is estimated on", minimum=1),
-    TunerOption("n_trees", int, 100, "trees in RFEI's random forest", minimum=2),
-    TunerOption("uncertainty", str, "forestci", "RFEI's uncertainty: forestci's jackknife or the per-tree spread",
-                choices=("forestci", "trees")),
-    TunerOption("num_threads", int, None, "cost-model threads (none: the model's default)", minimum=1))))
+register_tuner(
+    TunerSpec(
+        "trace",
+        TraceSearchTuner,
+        "MetaSchedule evolutionary search over traces + a cost model",
+        (
+            TunerOption(
+                "cost_model",
+                str,
+                "xgb",
+                "cost model on the space's features: XGBoost or AdaTune's RFEI",
+                choices=COST_MODELS,
+                objects=True,
+            ),
+            TunerOption("plan_size", int, 64, "candidates per plan (the model is refit between plans)", minimum=1),
+            TunerOption("population_size", int, 128, "evolutionary population", minimum=2),
+            TunerOption(
+                "init_measured_ratio",
+                float,
+                0.2,
+                "share of the population seeded with the best measured",
+                minimum=0.0,
+                maximum=1.0,
+            ),
+            TunerOption("genetic_num_iters", int, 3, "rounds of selection and mutation per plan", minimum=0),
+            TunerOption(
+                "mutate_prob", float, 0.85, "probability that a selected parent is mutated", minimum=0.0, maximum=1.0
+            ),
+            TunerOption(
+                "eps_greedy",
+                float,
+                None,
+                "fixed random share (none: 0 with RFEI and contextual, else 0.05)",
+                minimum=0.0,
+                maximum=1.0,
+            ),
+            TunerOption(
+                "contextual", bool, True, "with RFEI: random share eps_t from the model's uncertainty (AdaTune)"
+            ),
+            TunerOption("n_context", int, 64, "unmeasured samples eps_t is estimated on", minimum=1),
+            TunerOption("n_trees", int, 100, "trees in RFEI's random forest", minimum=2),
+            TunerOption(
+                "uncertainty",
+                str,
+                "forestci",
+                "RFEI's uncertainty: forestci's jackknife or the per-tree spread",
+                choices=("forestci", "trees"),
+            ),
+            TunerOption("num_threads", int, None, "cost-model threads (none: the model's default)", minimum=1),
+        ),
+    )
+)

@@ -1,7 +1,9 @@
 """``XGBTuner``: AutoTVM's default model-based tuner, the baseline every new method is measured against."""
+
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -18,15 +20,38 @@ class XGBTuner(ModelBasedTuner):
     """XGBoost cost model + parallel simulated annealing (n_iter=500, parallel_size=128, early_stop=50,
     persistent), plan_size=64, epsilon-greedy 0.05. ``sampler="adaptive"`` uses ReLeASE's k-means sampling."""
 
-    def __init__(self, task: TuningTask, plan_size: int = 64, feature_type: str = "knob", loss_type: str = "reg",
-                 num_threads: int | None = None, optimizer: str = "sa", diversity_filter_ratio: float | None = None,
-                 sampler: Sampler | str | None = None, eps_greedy: float = 0.05, seed: int | None = None):
+    def __init__(
+        self,
+        task: TuningTask,
+        plan_size: int = 64,
+        feature_type: str = "knob",
+        loss_type: str = "reg",
+        num_threads: int | None = None,
+        optimizer: str = "sa",
+        diversity_filter_ratio: float | None = None,
+        sampler: Sampler | str | None = None,
+        eps_greedy: float = 0.05,
+        seed: int | None = None,
+    ):
         if optimizer != "sa":
             raise ValueError(f"unknown optimizer {optimizer!r}: XGBTuner supports 'sa'")
-        cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
-                                      num_threads=num_threads, seed=RandomStreams(seed).seeds["model"])
-        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy,
-                         diversity_filter_ratio=diversity_filter_ratio, sampler=None, seed=seed)
+        cost_model = XGBoostCostModel(
+            task,
+            feature_type=feature_type,
+            loss_type=loss_type,
+            num_threads=num_threads,
+            seed=RandomStreams(seed).seeds["model"],
+        )
+        super().__init__(
+            task,
+            cost_model,
+            None,
+            plan_size=plan_size,
+            eps_greedy=eps_greedy,
+            diversity_filter_ratio=diversity_filter_ratio,
+            sampler=None,
+            seed=seed,
+        )
         self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.streams.search)
         self.sampler = make_sampler(sampler, task, self.streams.sampler)
 
@@ -39,8 +64,8 @@ class XGBTuner(ModelBasedTuner):
         mine = [r for r in recs if r.workload_key == self.task.workload_key]
         n = super().load_history(mine, min_seed_records=1)
         if len(mine) >= min_seed_records:
-            base = XGBoostCostModel(self.task, feature_type=self.cost_model.feature_type,  # type: ignore[attr-defined]
-                                    loss_type=self.cost_model.loss_type)  # type: ignore[attr-defined]
+            model: Any = self.cost_model
+            base = XGBoostCostModel(self.task, feature_type=model.feature_type, loss_type=model.loss_type)
             base.fit_log(mine, self.plan_size)
             self.cost_model.load_basemodel(base)  # type: ignore[attr-defined]
         return n

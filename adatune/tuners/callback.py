@@ -1,8 +1,10 @@
 """Callbacks for ``Tuner.tune``: plain functions ``f(tuner, inputs, results)`` called after every batch."""
+
 from __future__ import annotations
 
 import os
-from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
@@ -20,6 +22,7 @@ Callback = Callable[["Tuner", Sequence[MeasureInput], Sequence[MeasureResult]], 
 def log_to_file(file_out: str | os.PathLike | IO[str]) -> Callback:
     """Append each measured candidate to a JSON-lines log (a path, or an open text file), flushed per batch so
     a killed run loses nothing that was measured."""
+
     def _log(tuner: Any, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         save_to_file(file_out, zip(inputs, results))
 
@@ -31,7 +34,7 @@ def progress_bar(total: int, prefix: str = "", si_prefix: str = "G") -> Callback
     scale = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[si_prefix]
     state: dict = {}
 
-    def _bar(tuner: "Tuner", inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+    def _bar(tuner: Tuner, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         if "bar" not in state or state.get("tuner") is not tuner:
             state["tuner"] = tuner
             state["bar"] = tqdm(total=total, desc=prefix or tuner.task.name, unit="trial", dynamic_ncols=True)

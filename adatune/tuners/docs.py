@@ -2,6 +2,7 @@
 
 ``python -m adatune.tuners.docs`` (or ``adatune tuners --markdown``) prints the Markdown table.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,8 +41,9 @@ def markdown_table(specs: list[TunerSpec] | None = None) -> str:
         for i, opt in enumerate(spec.options):
             doc = opt.doc + ("" if opt.settable_from_text else " (Python only)")
             first = f"`{spec.name}` | {summary}" if i == 0 else " | "
-            rows.append(f"| {first} | `{opt.name}` | `{_cell(opt.type_name())}` | `{_cell(_default(opt))}` | "
-                        f"{_cell(doc)} |")
+            rows.append(
+                f"| {first} | `{opt.name}` | `{_cell(opt.type_name())}` | `{_cell(_default(opt))}` | {_cell(doc)} |"
+            )
     return "\n".join(rows) + "\n"
 
 

@@ -14,6 +14,7 @@ plus build plus measurement); on the replay runner (a recorded sweep) the same s
 trials over many seeds. Run ``python -m benchmarks.ablation --help`` for the options; results go to
 ``benchmarks/results/ablation/``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,10 +30,13 @@ class Scheme:
     adaptive: bool
 
 
-SCHEMES: dict[str, Scheme] = {s.name: s for s in (
-    Scheme("XGB+SA+DE", "xgb", False, False),
-    Scheme("RFEI+SA+DE", "rfei", False, False),
-    Scheme("RFEI+CSA+DE", "rfei", True, False),
-    Scheme("RFEI+CSA+AE", "rfei", True, True),
-)}
+SCHEMES: dict[str, Scheme] = {
+    s.name: s
+    for s in (
+        Scheme("XGB+SA+DE", "xgb", False, False),
+        Scheme("RFEI+SA+DE", "rfei", False, False),
+        Scheme("RFEI+CSA+DE", "rfei", True, False),
+        Scheme("RFEI+CSA+AE", "rfei", True, True),
+    )
+}
 BASELINE = "XGB+SA+DE"

@@ -1,9 +1,10 @@
 """Turning ablation results into the paper's figures (6 and 9), a CSV and a markdown summary."""
+
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -51,10 +52,14 @@ def summarise(runs: list[dict], x: str, horizon: float, n_grid: int = 400) -> di
     for name, c in curves.items():
         t = _first_reach(grid, np.median(c, axis=0), target)
         per_seed = [_first_reach(grid, ci, target) for ci in c]
-        rows[name] = {"final_median": float(np.median(c[:, -1])), "reach": t,
-                      "speedup": t_base / t if math.isfinite(t) and t > 0 else 0.0,
-                      "seeds_reached": int(sum(math.isfinite(p) for p in per_seed)), "n_seeds": len(per_seed),
-                      "per_seed_median": float(np.median(per_seed))}
+        rows[name] = {
+            "final_median": float(np.median(c[:, -1])),
+            "reach": t,
+            "speedup": t_base / t if math.isfinite(t) and t > 0 else 0.0,
+            "seeds_reached": int(sum(math.isfinite(p) for p in per_seed)),
+            "n_seeds": len(per_seed),
+            "per_seed_median": float(np.median(per_seed)),
+        }
     return {"grid": grid, "curves": curves, "target": target, "rows": rows}
 
 
@@ -73,8 +78,14 @@ def plot_best_vs(panels: list[tuple[str, dict]], path: str, xlabel: str) -> None
                 continue
             c = summ["curves"][name]
             ax.plot(grid, np.median(c, axis=0), color=_COLORS[name], label=f"{name} (n={len(c)})")
-            ax.fill_between(grid, np.percentile(c, _LO, axis=0), np.percentile(c, _HI, axis=0),
-                            color=_COLORS[name], alpha=0.15, linewidth=0)
+            ax.fill_between(
+                grid,
+                np.percentile(c, _LO, axis=0),
+                np.percentile(c, _HI, axis=0),
+                color=_COLORS[name],
+                alpha=0.15,
+                linewidth=0,
+            )
         if summ.get("target"):
             ax.axhline(summ["target"], color="k", linestyle=":", linewidth=0.8, label="baseline final (median)")
         ax.set_title(title, fontsize=10)
@@ -145,24 +156,30 @@ def _fmt_t(t: float, unit: str) -> str:
 
 
 def summary_table(summ: dict, unit: str) -> list[str]:
-    lines = [f"| scheme | median final best GFLOPS | {unit} to reach baseline's final best (median curve) | "
-             f"speedup vs {BASELINE} | seeds reaching it | median per-seed {unit} |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| scheme | median final best GFLOPS | {unit} to reach baseline's final best (median curve) | "
+        f"speedup vs {BASELINE} | seeds reaching it | median per-seed {unit} |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name in SCHEMES:
         row = summ["rows"].get(name)
         if row is None:
             continue
-        lines.append(f"| {name} | {row['final_median']:.2f} | {_fmt_t(row['reach'], unit)} | "
-                     f"{row['speedup']:.2f}x | {row['seeds_reached']}/{row['n_seeds']} | "
-                     f"{_fmt_t(row['per_seed_median'], unit)} |")
+        lines.append(
+            f"| {name} | {row['final_median']:.2f} | {_fmt_t(row['reach'], unit)} | "
+            f"{row['speedup']:.2f}x | {row['seeds_reached']}/{row['n_seeds']} | "
+            f"{_fmt_t(row['per_seed_median'], unit)} |"
+        )
     return lines
 
 
 def measurement_table(runs: list[dict]) -> list[str]:
     """Per scheme: mean kernel runs and runner seconds per successfully measured candidate."""
-    lines = ["| scheme | candidates measured (all seeds) | mean kernel runs / candidate | "
-             "mean measurement s / candidate | mean build s / candidate | total search s (median seed) |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| scheme | candidates measured (all seeds) | mean kernel runs / candidate | "
+        "mean measurement s / candidate | mean build s / candidate | total search s (median seed) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     by: dict[str, list] = defaultdict(list)
     for r in runs:
         by[r["scheme"]].append(r)
@@ -174,23 +191,32 @@ def measurement_table(runs: list[dict]) -> list[str]:
         if not ok:
             lines.append(f"| {name} | 0 | - | - | - | {search:.1f} |")
             continue
-        lines.append(f"| {name} | {len(ok)} | {np.mean([t['runs'] for t in ok]):.0f} | "
-                     f"{np.mean([t['run_time'] for t in ok]):.3f} | {np.mean([t['build_time'] for t in ok]):.3f} | "
-                     f"{search:.1f} |")
+        lines.append(
+            f"| {name} | {len(ok)} | {np.mean([t['runs'] for t in ok]):.0f} | "
+            f"{np.mean([t['run_time'] for t in ok]):.3f} | {np.mean([t['build_time'] for t in ok]):.3f} | "
+            f"{search:.1f} |"
+        )
     return lines
 
 
 def write_markdown(path: str, meta: dict, hardware: dict, hw_summ: dict, replay: list, replay_summ: list) -> None:
     L: list[str] = ["# AdaTune ablation (paper sec. 5.3) on this machine", ""]
-    L += [f"- date: {meta['date']}; machine: {meta['cpu']}, {meta['cores']} cores; TVM {meta['tvm']}",
-          f"- target: {meta['target']}; budget per run: {meta['budget']:.0f} s of tuner clock (search + build + "
-          f"measurement); seeds: {meta['seeds']}; plan size {meta['plan_size']}, batch {meta['batch_size']}",
-          f"- deterministic evaluator (DE): number={meta['number']} x repeat={meta['repeat']} = "
-          f"{meta['number'] * meta['repeat']} runs; adaptive evaluator (AE): micro-batches of {meta['micro_batch']}, "
-          f"at least {meta['min_micro_batches']}, stop at CV < {meta['min_converge_coef']}, same cap",
-          f"- GPU: {meta['gpu_note']}", ""]
-    L += ["Figures: `best_vs_time.png` (paper Fig. 6), `measure_vs_search.png` (Fig. 9)"
-          + (", `replay_best_vs_trials.png`" if replay else "") + ". Raw data: `results.json`, `trials.csv`.", ""]
+    L += [
+        f"- date: {meta['date']}; machine: {meta['cpu']}, {meta['cores']} cores; TVM {meta['tvm']}",
+        f"- target: {meta['target']}; budget per run: {meta['budget']:.0f} s of tuner clock (search + build + "
+        f"measurement); seeds: {meta['seeds']}; plan size {meta['plan_size']}, batch {meta['batch_size']}",
+        f"- deterministic evaluator (DE): number={meta['number']} x repeat={meta['repeat']} = "
+        f"{meta['number'] * meta['repeat']} runs; adaptive evaluator (AE): micro-batches of {meta['micro_batch']}, "
+        f"at least {meta['min_micro_batches']}, stop at CV < {meta['min_converge_coef']}, same cap",
+        f"- GPU: {meta['gpu_note']}",
+        "",
+    ]
+    L += [
+        "Figures: `best_vs_time.png` (paper Fig. 6), `measure_vs_search.png` (Fig. 9)"
+        + (", `replay_best_vs_trials.png`" if replay else "")
+        + ". Raw data: `results.json`, `trials.csv`.",
+        "",
+    ]
     goals: list[str] = []
     for wl, data in hardware.items():
         summ = hw_summ[wl]
@@ -202,42 +228,61 @@ def write_markdown(path: str, meta: dict, hardware: dict, hw_summ: dict, replay:
         chk = data.get("evaluator_check")
         if chk and "pick_ratio" in chk:
             red_time = chk["mean_run_time_de"] / chk["mean_run_time_ae"] if chk["mean_run_time_ae"] > 0 else math.inf
-            red_kernel = (chk["mean_kernel_time_de"] / chk["mean_kernel_time_ae"]
-                          if chk["mean_kernel_time_ae"] > 0 else math.inf)
-            L += [f"Evaluator check ({chk['n_valid']} configs measured with both evaluators; half the best configs "
-                  "the DE runs found, half random):", "",
-                  f"- measurement time per candidate: DE {chk['mean_run_time_de']:.3f} s, AE "
-                  f"{chk['mean_run_time_ae']:.3f} s (**{red_time:.2f}x** less; kernel time alone {red_kernel:.2f}x; "
-                  f"runs {chk['mean_runs_de']:.0f} vs {chk['mean_runs_ae']:.0f})",
-                  f"- best config by DE: #{chk['de_pick']} at {chk['de_pick_de_gflops']:.2f} GFLOPS; best by AE: "
-                  f"#{chk['ae_pick']} measuring {chk['ae_pick_ae_gflops']:.2f} GFLOPS under AE and "
-                  f"{chk['ae_pick_de_gflops']:.2f} under DE ({100 * chk['pick_ratio_same_pass']:.1f}% in the same DE "
-                  f"pass); both picks re-measured with DE (median of {meta['confirm_repeats']}): AE's pick is at "
-                  f"**{100 * chk['pick_ratio']:.1f}%** of DE's ({'within' if chk['within_2pct'] else 'NOT within'} 2%)",
-                  ""]
-            goals.append(f"- {wl}: AE cuts measurement time per candidate {red_time:.2f}x (goal >= 2.5x: "
-                         f"{'met' if red_time >= 2.5 else 'not met'}); AE's pick within 2% of DE's: "
-                         f"{'yes' if chk['within_2pct'] else 'no'}")
+            red_kernel = (
+                chk["mean_kernel_time_de"] / chk["mean_kernel_time_ae"] if chk["mean_kernel_time_ae"] > 0 else math.inf
+            )
+            L += [
+                f"Evaluator check ({chk['n_valid']} configs measured with both evaluators; half the best configs "
+                "the DE runs found, half random):",
+                "",
+                f"- measurement time per candidate: DE {chk['mean_run_time_de']:.3f} s, AE "
+                f"{chk['mean_run_time_ae']:.3f} s (**{red_time:.2f}x** less; kernel time alone {red_kernel:.2f}x; "
+                f"runs {chk['mean_runs_de']:.0f} vs {chk['mean_runs_ae']:.0f})",
+                f"- best config by DE: #{chk['de_pick']} at {chk['de_pick_de_gflops']:.2f} GFLOPS; best by AE: "
+                f"#{chk['ae_pick']} measuring {chk['ae_pick_ae_gflops']:.2f} GFLOPS under AE and "
+                f"{chk['ae_pick_de_gflops']:.2f} under DE ({100 * chk['pick_ratio_same_pass']:.1f}% in the same DE "
+                f"pass); both picks re-measured with DE (median of {meta['confirm_repeats']}): AE's pick is at "
+                f"**{100 * chk['pick_ratio']:.1f}%** of DE's ({'within' if chk['within_2pct'] else 'NOT within'} 2%)",
+                "",
+            ]
+            goals.append(
+                f"- {wl}: AE cuts measurement time per candidate {red_time:.2f}x (goal >= 2.5x: "
+                f"{'met' if red_time >= 2.5 else 'not met'}); AE's pick within 2% of DE's: "
+                f"{'yes' if chk['within_2pct'] else 'no'}"
+            )
         row = summ["rows"].get("RFEI+CSA+AE")
         base = summ["rows"].get(BASELINE)
         if row and base and math.isfinite(base["reach"]):
             frac = row["reach"] / base["reach"] if math.isfinite(row["reach"]) else math.inf
-            goals.append(f"- {wl}: RFEI+CSA+AE reaches the baseline's final best in "
-                         f"{'%.2f' % frac if math.isfinite(frac) else 'never (within budget)'} of the baseline's "
-                         f"time (goal <= 1/3: {'met' if frac <= 1 / 3 else 'not met'})")
+            goals.append(
+                f"- {wl}: RFEI+CSA+AE reaches the baseline's final best in "
+                f"{f'{frac:.2f}' if math.isfinite(frac) else 'never (within budget)'} of the baseline's "
+                f"time (goal <= 1/3: {'met' if frac <= 1 / 3 else 'not met'})"
+            )
     for rp, summ in zip(replay, replay_summ):
-        L += [f"## Replay: {rp['task']} ({rp['log']})", "",
-              f"{rp['n_records']} recorded configs of a space of {rp['space']}; sweep optimum "
-              f"{rp['optimum_gflops']:.2f} GFLOPS; {rp['max_trials']} trials per run; "
-              f"{len({r['seed'] for r in rp['runs']})} seeds. On replay the evaluator does not matter (recorded "
-              "timings are served), so RFEI+CSA+AE equals RFEI+CSA+DE in trials and is not listed.", ""]
+        L += [
+            f"## Replay: {rp['task']} ({rp['log']})",
+            "",
+            f"{rp['n_records']} recorded configs of a space of {rp['space']}; sweep optimum "
+            f"{rp['optimum_gflops']:.2f} GFLOPS; {rp['max_trials']} trials per run; "
+            f"{len({r['seed'] for r in rp['runs']})} seeds. On replay the evaluator does not matter (recorded "
+            "timings are served), so RFEI+CSA+AE equals RFEI+CSA+DE in trials and is not listed.",
+            "",
+        ]
         L += summary_table(summ, "trials") + [""]
     if not replay:
-        L += ["## Replay", "", "No recorded sweep log was found (`--replay-logs`); the comparison in trials was "
-              "not run.", ""]
+        L += [
+            "## Replay",
+            "",
+            "No recorded sweep log was found (`--replay-logs`); the comparison in trials was not run.",
+            "",
+        ]
     L += ["## Goals (issue: measured here, not asserted)", ""] + (goals or ["- no hardware results"]) + [""]
-    L += ["Notes: time to reach is read off the median-over-seeds curve on a grid of "
-          "budget/400; 'speedup' is the baseline's time divided by the scheme's. The interval in the figures is "
-          "the 2.5-97.5 percentile across seeds (with 5 seeds: min to max).", ""]
+    L += [
+        "Notes: time to reach is read off the median-over-seeds curve on a grid of "
+        "budget/400; 'speedup' is the baseline's time divided by the scheme's. The interval in the figures is "
+        "the 2.5-97.5 percentile across seeds (with 5 seeds: min to max).",
+        "",
+    ]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(L))

@@ -15,6 +15,7 @@ reach the baseline's final best, and the search steps per tuning iteration (RL a
 runner (a recorded sweep) the same comparison runs in trials over many seeds. ``python -m
 benchmarks.release --help`` lists the options; results go to ``benchmarks/results/release/``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,10 +30,13 @@ class Scheme:
     adaptive: bool  # k-means adaptive sampling
 
 
-SCHEMES: dict[str, Scheme] = {s.name: s for s in (
-    Scheme("AutoTVM", "sa", False),
-    Scheme("RL", "rl", False),
-    Scheme("SA+AS", "sa", True),
-    Scheme("RL+AS", "rl", True),
-)}
+SCHEMES: dict[str, Scheme] = {
+    s.name: s
+    for s in (
+        Scheme("AutoTVM", "sa", False),
+        Scheme("RL", "rl", False),
+        Scheme("SA+AS", "sa", True),
+        Scheme("RL+AS", "rl", True),
+    )
+}
 BASELINE = "AutoTVM"

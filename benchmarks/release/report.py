@@ -7,10 +7,12 @@ keeps its final best. The target is the baseline's (AutoTVM's) final best averag
 there; the baseline reaches it at its own last improvement. Per-seed counts of runs reaching the target
 are reported alongside.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,34 +63,45 @@ def summarise(runs: list[dict], quality: float = 1.0, baseline: str = BASELINE) 
         by_t = np.stack([_by_trials(r, n) for r in rs]) if n else np.zeros((len(rs), 0))
         by_c = np.stack([_by_clock(r, clock_x) for r in rs])
         curves[s] = {"trials": trial_x, "by_trials": by_t, "clock": clock_x, "by_clock": by_c}
-        per_seed_trials = [_first_reach(_by_trials(r, len(r["trials"])), np.arange(1, len(r["trials"]) + 1), target)
-                           for r in rs]
-        per_seed_clock = [_first_reach(np.asarray([t["best_gflops"] for t in r["trials"]]),
-                                       np.asarray([t["clock"] for t in r["trials"]]), target) for r in rs]
+        per_seed_trials = [
+            _first_reach(_by_trials(r, len(r["trials"])), np.arange(1, len(r["trials"]) + 1), target) for r in rs
+        ]
+        per_seed_clock = [
+            _first_reach(
+                np.asarray([t["best_gflops"] for t in r["trials"]]),
+                np.asarray([t["clock"] for t in r["trials"]]),
+                target,
+            )
+            for r in rs
+        ]
         iters = [c for r in rs for c in r.get("iterations", [])]
         sampled = [x for r in rs for x in r.get("sampled", [])]
         finals = [r["final_best_gflops"] for r in rs]
         rows[s] = {
             "runs": len(rs),
-            "final_best_mean": _mean(finals), "final_best_std": float(np.std(finals)) if finals else math.nan,
-            "trials_mean": _mean([len(r["trials"]) for r in rs]), "clock_mean": _mean([r["clock"] for r in rs]),
+            "final_best_mean": _mean(finals),
+            "final_best_std": float(np.std(finals)) if finals else math.nan,
+            "trials_mean": _mean([len(r["trials"]) for r in rs]),
+            "clock_mean": _mean([r["clock"] for r in rs]),
             "search_time_mean": _mean([r["search_time"] for r in rs]),
             "measure_time_mean": _mean([r["measure_time"] for r in rs]),
             "refits_mean": _mean([r["refits"] for r in rs]),
             "trials_to_target": _first_reach(by_t.mean(axis=0), trial_x, target) if n else math.inf,
             "clock_to_target": _first_reach(by_c.mean(axis=0), clock_x, target),
             "seeds_reaching": int(sum(math.isfinite(x) for x in per_seed_trials)),
-            "per_seed_trials_to_target": per_seed_trials, "per_seed_clock_to_target": per_seed_clock,
+            "per_seed_trials_to_target": per_seed_trials,
+            "per_seed_clock_to_target": per_seed_clock,
             "steps_per_iter": _mean([c["steps"] for c in iters]),
             "search_s_per_iter": _mean([c["seconds"] for c in iters]),
             "sampled_per_iter": _mean(sampled) if sampled else math.nan,
         }
     base = rows.get(baseline, {})
-    for s, row in rows.items():
+    for row in rows.values():
         for key in ("trials_to_target", "clock_to_target"):
             b, v = base.get(key, math.nan), row[key]
-            row[key.replace("_to_target", "_reduction")] = b / v if math.isfinite(b) and math.isfinite(v) and v > 0 \
-                else (0.0 if math.isfinite(b) else math.nan)
+            row[key.replace("_to_target", "_reduction")] = (
+                b / v if math.isfinite(b) and math.isfinite(v) and v > 0 else (0.0 if math.isfinite(b) else math.nan)
+            )
     return {"target_gflops": target, "quality": quality, "rows": rows, "curves": curves}
 
 
@@ -108,14 +121,14 @@ def plot_best_vs(panels: list[tuple[str, dict]], path: str, axis: str) -> None:
             xs, ys = (c["trials"], c["by_trials"]) if axis == "trials" else (c["clock"], c["by_clock"])
             if ys.size == 0:
                 continue
-            line, = ax.plot(xs, ys.mean(axis=0), label=scheme, lw=1.5)
+            (line,) = ax.plot(xs, ys.mean(axis=0), label=scheme, lw=1.5)
             ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.12, lw=0)
         ax.axhline(summ["target_gflops"], ls="--", lw=1, color="black", label=f"{BASELINE} final best")
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("hardware measurements (trials)" if axis == "trials" else "tuner clock (s): search + build + run")
         ax.set_ylabel("best GFLOPS (mean over seeds)")
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -148,8 +161,11 @@ def plot_steps(panels: list[tuple[str, list[dict]]], path: str) -> None:
 
 
 def _fmt(x: float, spec: str = ".1f") -> str:
-    return "n/a" if x is None or (isinstance(x, float) and (math.isnan(x))) else \
-        ("never" if isinstance(x, float) and math.isinf(x) else format(x, spec))
+    return (
+        "n/a"
+        if x is None or (isinstance(x, float) and (math.isnan(x)))
+        else ("never" if isinstance(x, float) and math.isinf(x) else format(x, spec))
+    )
 
 
 def _red(x: float) -> str:
@@ -158,13 +174,17 @@ def _red(x: float) -> str:
 
 
 def _table(title: str, summ: dict, clock_note: str) -> list[str]:
-    lines = [f"### {title}", "",
-             f"Target: {BASELINE}'s final best, mean over seeds x {summ['quality']:g} = "
-             f"**{summ['target_gflops']:.2f} GFLOPS**.", "",
-             "| scheme | final best GFLOPS (mean ± std) | trials | measurements to target | reduction | "
-             f"{clock_note} to target (s) | reduction | seeds reaching | refits | search s (total) | "
-             "measure s (total) | search steps / iter | search s / iter | sampled / iter |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"### {title}",
+        "",
+        f"Target: {BASELINE}'s final best, mean over seeds x {summ['quality']:g} = "
+        f"**{summ['target_gflops']:.2f} GFLOPS**.",
+        "",
+        "| scheme | final best GFLOPS (mean ± std) | trials | measurements to target | reduction | "
+        f"{clock_note} to target (s) | reduction | seeds reaching | refits | search s (total) | "
+        "measure s (total) | search steps / iter | search s / iter | sampled / iter |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for s, r in summ["rows"].items():
         lines.append(
             f"| {s} | {r['final_best_mean']:.2f} ± {r['final_best_std']:.2f} | {r['trials_mean']:.0f} | "
@@ -172,7 +192,8 @@ def _table(title: str, summ: dict, clock_note: str) -> list[str]:
             f"{_fmt(r['clock_to_target'])} | {_red(r['clock_reduction'])} | {r['seeds_reaching']}/{r['runs']} | "
             f"{r['refits_mean']:.1f} | {r['search_time_mean']:.1f} | {r['measure_time_mean']:.1f} | "
             f"{_fmt(r['steps_per_iter'], '.0f')} | {_fmt(r['search_s_per_iter'], '.2f')} | "
-            f"{_fmt(r['sampled_per_iter'])} |")
+            f"{_fmt(r['sampled_per_iter'])} |"
+        )
     return lines + [""]
 
 
@@ -194,38 +215,51 @@ def _goals(summs: list[dict]) -> list[str]:
             continue
         m, c = _gmean(meas), _gmean(clock)
         verdict = lambda v, goal: "n/a" if math.isnan(v) else ("met" if v >= goal else "not met")  # noqa: E731
-        out.append(f"- **{scheme}**: measurements to reach the baseline: {', '.join(_red(x) for x in meas)}"
-                   f"; geometric mean {_fmt(m, '.2f')} (goal >= 2x, paper {paper_meas}x): {verdict(m, 2)}. "
-                   f"Optimization time: {', '.join(_red(x) for x in clock)}; geometric mean "
-                   f"{_fmt(c, '.2f')} (goal >= 4x, paper {paper_time}x): {verdict(c, 4)}.")
+        out.append(
+            f"- **{scheme}**: measurements to reach the baseline: {', '.join(_red(x) for x in meas)}"
+            f"; geometric mean {_fmt(m, '.2f')} (goal >= 2x, paper {paper_meas}x): {verdict(m, 2)}. "
+            f"Optimization time: {', '.join(_red(x) for x in clock)}; geometric mean "
+            f"{_fmt(c, '.2f')} (goal >= 4x, paper {paper_time}x): {verdict(c, 4)}."
+        )
     return out
 
 
 def write_markdown(path: str, meta: dict, hardware: dict, hw_summ: dict, replay: list, replay_summ: list) -> None:
-    lines = [f"# ReLeASE vs AutoTVM ({meta['date']})", "",
-             f"Machine: {meta['cpu']}, {meta['cores']} cores; TVM {meta['tvm']}; target {meta['target']}. "
-             f"Command: `{meta['command']}`", "",
-             f"Schemes: AutoTVM = XGBoost + simulated annealing (batches of the top {meta['plan_size']}); "
-             "RL = XGBoost + PPO agent; "
-             "SA+AS / RL+AS = the same with k-means adaptive sampling (batches of k-means representatives, "
-             "the model refit after each). How targets and reductions are computed: see "
-             "`benchmarks/release/report.py`. 'never' means the scheme's mean curve did not reach the target "
-             "within the budget.",
-             ""]
+    lines = [
+        f"# ReLeASE vs AutoTVM ({meta['date']})",
+        "",
+        f"Machine: {meta['cpu']}, {meta['cores']} cores; TVM {meta['tvm']}; target {meta['target']}. "
+        f"Command: `{meta['command']}`",
+        "",
+        f"Schemes: AutoTVM = XGBoost + simulated annealing (batches of the top {meta['plan_size']}); "
+        "RL = XGBoost + PPO agent; "
+        "SA+AS / RL+AS = the same with k-means adaptive sampling (batches of k-means representatives, "
+        "the model refit after each). How targets and reductions are computed: see "
+        "`benchmarks/release/report.py`. 'never' means the scheme's mean curve did not reach the target "
+        "within the budget.",
+        "",
+    ]
     if hardware:
-        lines += ["## Hardware (tuner clock budget per run)", "",
-                  f"{len(meta['seeds'])} seeds x {len(meta['schemes'])} schemes per workload, {meta['budget']:.0f} s "
-                  f"of tuner clock each (search + build + measurement), plan size {meta['plan_size']}, "
-                  f"batch {meta['batch_size']}, runner number={meta['number']} repeat={meta['repeat']}.", ""]
+        lines += [
+            "## Hardware (tuner clock budget per run)",
+            "",
+            f"{len(meta['seeds'])} seeds x {len(meta['schemes'])} schemes per workload, {meta['budget']:.0f} s "
+            f"of tuner clock each (search + build + measurement), plan size {meta['plan_size']}, "
+            f"batch {meta['batch_size']}, runner number={meta['number']} repeat={meta['repeat']}.",
+            "",
+        ]
         for wl, summ in hw_summ.items():
             lines += _table(f"{wl}: {hardware[wl]['task']}", summ, "clock")
         lines += ["Goals (hardware):", ""] + _goals(list(hw_summ.values())) + [""]
     if replay:
         lines += ["## Replay (recorded sweep, in trials)", ""]
         for rp, summ in zip(replay, replay_summ):
-            lines += [f"{rp['log']}: {rp['recorded']} recorded configs of {rp['space']}, optimum "
-                      f"{rp['optimum_gflops']:.2f} GFLOPS, {rp['max_trials']} trials per run, "
-                      f"{len(meta['replay_seeds'])} seeds.", ""]
+            lines += [
+                f"{rp['log']}: {rp['recorded']} recorded configs of {rp['space']}, optimum "
+                f"{rp['optimum_gflops']:.2f} GFLOPS, {rp['max_trials']} trials per run, "
+                f"{len(meta['replay_seeds'])} seeds.",
+                "",
+            ]
             lines += _table(rp["task"], summ, "simulated clock")
         lines += ["Goals (replay; the clock is real search time plus recorded build and run time):", ""]
         lines += _goals(replay_summ) + [""]

@@ -14,6 +14,7 @@ Smoke run::
 
     python -m benchmarks.trace_search --trials 4 --per-iter 4 --batch 4 --out /tmp/trace-search-smoke
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,11 @@ from .workloads import WORKLOADS, make
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.trace_search", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.trace_search",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
     p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
     p.add_argument("--trials", type=int, default=32, help="measured candidates per arm")
@@ -58,10 +62,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     os.makedirs(args.out, exist_ok=True)
-    cfg = RunConfig(trials=args.trials, per_iter=args.per_iter, batch=args.batch, number=args.number,
-                    repeat=args.repeat, min_converge_coef=args.min_converge_coef, n_parallel=args.n_parallel,
-                    timeout=args.timeout, stock_builder=args.stock_builder,
-                    work_dir=os.path.join(args.out, "ms-work"))
+    cfg = RunConfig(
+        trials=args.trials,
+        per_iter=args.per_iter,
+        batch=args.batch,
+        number=args.number,
+        repeat=args.repeat,
+        min_converge_coef=args.min_converge_coef,
+        n_parallel=args.n_parallel,
+        timeout=args.timeout,
+        stock_builder=args.stock_builder,
+        work_dir=os.path.join(args.out, "ms-work"),
+    )
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
     target = adatune.target.host()
     import tvm.s_tir.tensor_intrin  # noqa: F401 - pay MetaSchedule's one-off import before any arm's clock
@@ -75,15 +87,25 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 res = run_arm(arm, wl, seed, cfg)
                 results.append(res)
-                print(f"{name:>20} seed {seed} {arm:>11}: {res.trials:3d} trials, best "
-                      f"{res.best * 1e3:9.4f} ms (own {res.own_best * 1e3:9.4f}), correct {res.correct}, "
-                      f"build {res.build_per_candidate:.3f} s/cand, wall {res.wall:6.1f} s"
-                      + (f"  ERROR {res.error}" if res.error else ""), flush=True)
+                print(
+                    f"{name:>20} seed {seed} {arm:>11}: {res.trials:3d} trials, best "
+                    f"{res.best * 1e3:9.4f} ms (own {res.own_best * 1e3:9.4f}), correct {res.correct}, "
+                    f"build {res.build_per_candidate:.3f} s/cand, wall {res.wall:6.1f} s"
+                    + (f"  ERROR {res.error}" if res.error else ""),
+                    flush=True,
+                )
     rows = summarise(results)
-    meta = {"command": "python -m benchmarks.trace_search " + shlex.join(sys.argv[1:] if argv is None else argv),
-            "host": f"{platform.node()} ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)",
-            "target": str(target), "tvm": tvm.__version__, "trials": args.trials, "seeds": args.seeds,
-            "config": vars(cfg), "started": started, "wall_s": time.perf_counter() - t0}
+    meta = {
+        "command": "python -m benchmarks.trace_search " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "host": f"{platform.node()} ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)",
+        "target": str(target),
+        "tvm": tvm.__version__,
+        "trials": args.trials,
+        "seeds": args.seeds,
+        "config": vars(cfg),
+        "started": started,
+        "wall_s": time.perf_counter() - t0,
+    }
     write_json(os.path.join(args.out, "results.json"), meta, results, rows)
     figures = plot(args.out, results, rows)
     write_markdown(os.path.join(args.out, "summary.md"), meta, rows, figures)

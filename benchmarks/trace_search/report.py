@@ -1,4 +1,5 @@
 """Tables, figures and the summary of a trace-search benchmark run."""
+
 from __future__ import annotations
 
 import json
@@ -35,17 +36,23 @@ def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
             finite = [v for v in values if math.isfinite(v)]
             return float(np.mean(finite)) if finite else math.inf
 
-        rows.append({
-            "workload": workload, "arm": arm, "seeds": len(runs), "failed": len(runs) - len(ok),
-            "trials": mean([float(r.trials) for r in ok]),
-            "best_ms": mean([r.best * 1e3 for r in ok]), "own_best_ms": mean([r.own_best * 1e3 for r in ok]),
-            "all_correct": all(r.correct for r in ok) if ok else False,
-            "reached_stock": f"{sum(math.isfinite(t) for t in reach)}/{len(reach)}",
-            "time_to_stock_best_s": mean(reach),
-            "build_s_per_candidate": mean([r.build_per_candidate for r in ok]),
-            "wall_s": mean([r.wall for r in ok]),
-            "errors": sorted({r.error for r in runs if r.error}),
-        })
+        rows.append(
+            {
+                "workload": workload,
+                "arm": arm,
+                "seeds": len(runs),
+                "failed": len(runs) - len(ok),
+                "trials": mean([float(r.trials) for r in ok]),
+                "best_ms": mean([r.best * 1e3 for r in ok]),
+                "own_best_ms": mean([r.own_best * 1e3 for r in ok]),
+                "all_correct": all(r.correct for r in ok) if ok else False,
+                "reached_stock": f"{sum(math.isfinite(t) for t in reach)}/{len(reach)}",
+                "time_to_stock_best_s": mean(reach),
+                "build_s_per_candidate": mean([r.build_per_candidate for r in ok]),
+                "wall_s": mean([r.wall for r in ok]),
+                "errors": sorted({r.error for r in runs if r.error}),
+            }
+        )
     return rows
 
 
@@ -71,28 +78,39 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], figures: list[str]) -> None:
-    lines = ["# Trace search benchmark", "",
-             f"Command: `{meta['command']}`", "",
-             f"Host: {meta['host']}; target `{meta['target']}`; {meta['trials']} trials per arm; seeds "
-             f"{meta['seeds']}; started {meta['started']}, took {meta['wall_s']:.0f} s.", "",
-             "- **best ms**: each arm's best program re-timed by one in-process evaluator (median of 5 x 10 runs),"
-             " checked against the unscheduled program (**ok**);",
-             "- **own best ms**: the arm's own measurement of it (its runner and evaluator);",
-             "- **to stock best s**: wall seconds until the arm's own best reached stock `ms.tune_tir`'s final own"
-             " best, same seed (`-`: never; evaluators differ, so read it with the own-best column);",
-             "- **build s/cand**: wall seconds of build calls per candidate, queueing included.", ""]
+    lines = [
+        "# Trace search benchmark",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        f"Host: {meta['host']}; target `{meta['target']}`; {meta['trials']} trials per arm; seeds "
+        f"{meta['seeds']}; started {meta['started']}, took {meta['wall_s']:.0f} s.",
+        "",
+        "- **best ms**: each arm's best program re-timed by one in-process evaluator (median of 5 x 10 runs),"
+        " checked against the unscheduled program (**ok**);",
+        "- **own best ms**: the arm's own measurement of it (its runner and evaluator);",
+        "- **to stock best s**: wall seconds until the arm's own best reached stock `ms.tune_tir`'s final own"
+        " best, same seed (`-`: never; evaluators differ, so read it with the own-best column);",
+        "- **build s/cand**: wall seconds of build calls per candidate, queueing included.",
+        "",
+    ]
     by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_workload[row["workload"]].append(row)
     for workload, group in by_workload.items():
-        lines += [f"## {workload}", "",
-                  "| arm | trials | best ms | ok | own best ms | to stock best s (reached) | build s/cand | wall s |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {workload}",
+            "",
+            "| arm | trials | best ms | ok | own best ms | to stock best s (reached) | build s/cand | wall s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in group:
-            lines.append(f"| {r['arm']} | {_fmt(r['trials'])} | {_fmt(r['best_ms'])} | "
-                         f"{'yes' if r['all_correct'] else 'no'} | {_fmt(r['own_best_ms'])} | "
-                         f"{_fmt(r['time_to_stock_best_s'])} ({r['reached_stock']}) | "
-                         f"{_fmt(r['build_s_per_candidate'])} | {_fmt(r['wall_s'])} |")
+            lines.append(
+                f"| {r['arm']} | {_fmt(r['trials'])} | {_fmt(r['best_ms'])} | "
+                f"{'yes' if r['all_correct'] else 'no'} | {_fmt(r['own_best_ms'])} | "
+                f"{_fmt(r['time_to_stock_best_s'])} ({r['reached_stock']}) | "
+                f"{_fmt(r['build_s_per_candidate'])} | {_fmt(r['wall_s'])} |"
+            )
         errors = [f"{r['arm']}: {e}" for r in group for e in r["errors"]]
         lines += [""] + [f"- failed: {e}" for e in errors] + ([""] if errors else [])
     lines += [f"![{os.path.basename(f)}]({os.path.basename(f)})" for f in figures]
@@ -115,8 +133,13 @@ def plot(out_dir: str, results: list[ArmResult], rows: list[dict[str, Any]]) -> 
         for r in results:
             pts = [(t, b * 1e3) for t, b in r.curve if math.isfinite(b)]
             if r.workload == workload and pts:
-                ax.step(*zip(*pts), where="post", color=colors[r.arm], alpha=0.8,
-                        label=r.arm if r.seed == min(x.seed for x in results) else None)
+                ax.step(
+                    *zip(*pts),
+                    where="post",
+                    color=colors[r.arm],
+                    alpha=0.8,
+                    label=r.arm if r.seed == min(x.seed for x in results) else None,
+                )
         ax.set(title=workload, xlabel="wall-clock (s)", ylabel="best latency (ms, own)")
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
@@ -129,10 +152,13 @@ def plot(out_dir: str, results: list[ArmResult], rows: list[dict[str, Any]]) -> 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
     width = 0.8 / max(len(arms), 1)
     for i, arm in enumerate(arms):
-        best = [next((r["best_ms"] for r in rows if r["workload"] == w and r["arm"] == arm), math.nan)
-                for w in workloads]
-        build = [next((r["build_s_per_candidate"] for r in rows if r["workload"] == w and r["arm"] == arm),
-                      math.nan) for w in workloads]
+        best = [
+            next((r["best_ms"] for r in rows if r["workload"] == w and r["arm"] == arm), math.nan) for w in workloads
+        ]
+        build = [
+            next((r["build_s_per_candidate"] for r in rows if r["workload"] == w and r["arm"] == arm), math.nan)
+            for w in workloads
+        ]
         xs = np.arange(len(workloads)) + i * width
         ax1.bar(xs, [b if math.isfinite(b) else 0 for b in best], width, color=colors[arm], label=arm)
         ax2.bar(xs, [b if math.isfinite(b) else 0 for b in build], width, color=colors[arm], label=arm)

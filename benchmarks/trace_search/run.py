@@ -5,6 +5,7 @@ Every arm reports a curve of (wall seconds since it started, best latency it has
 seconds its builds took per candidate (build calls timed around the builder, queueing included), and its best
 program, which ``remeasure`` times again with one common evaluator so the arms' best latencies compare.
 """
+
 from __future__ import annotations
 
 import math
@@ -99,8 +100,9 @@ class _Curve(PyMeasureCallback):
         super().__init__()
         self.t0, self.curve, self.best = t0, curve, math.inf
 
-    def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any, builder_results: Any,
-              runner_results: Any) -> None:
+    def apply(
+        self, task_scheduler: Any, task_id: int, measure_candidates: Any, builder_results: Any, runner_results: Any
+    ) -> None:
         now = time.perf_counter() - self.t0
         for res in runner_results:
             secs = [float(s) for s in (res.run_secs or [])]
@@ -120,17 +122,35 @@ def _run_ms(wl: BenchWorkload, seed: int, cfg: RunConfig, plugins: bool, out: Ar
         strategy: Any = ContextualEvolutionarySearch(seed=seed)
     else:
         f_build = build_without_intrinsics if cfg.stock_builder == "no-intrin" else None
-        builder = _TimedBuilder(ms.builder.LocalBuilder(max_workers=cfg.n_parallel, timeout_sec=cfg.timeout,
-                                                        **({"f_build": f_build} if f_build else {})))
-        runner = ms.runner.LocalRunner(timeout_sec=cfg.timeout, evaluator_config=ms.runner.EvaluatorConfig(
-            number=cfg.number, repeat=cfg.repeat, min_repeat_ms=0, enable_cpu_cache_flush=False))
+        builder = _TimedBuilder(
+            ms.builder.LocalBuilder(
+                max_workers=cfg.n_parallel, timeout_sec=cfg.timeout, **({"f_build": f_build} if f_build else {})
+            )
+        )
+        runner = ms.runner.LocalRunner(
+            timeout_sec=cfg.timeout,
+            evaluator_config=ms.runner.EvaluatorConfig(
+                number=cfg.number, repeat=cfg.repeat, min_repeat_ms=0, enable_cpu_cache_flush=False
+            ),
+        )
         cost_model, strategy = "xgb", "evolutionary"
     work = os.path.join(cfg.work_dir, f"{wl.name}-{out.arm}-{seed}")
     t0 = time.perf_counter()
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Curve(t0, out.curve)]
-    db = ms.tune_tir(wl.mod, target, work, max_trials_global=cfg.trials, num_trials_per_iter=cfg.per_iter,
-                     builder=builder, runner=runner, database="memory", cost_model=cost_model,
-                     strategy=strategy, measure_callbacks=callbacks, seed=seed)
+    db = ms.tune_tir(
+        wl.mod,
+        target,
+        work,
+        max_trials_global=cfg.trials,
+        num_trials_per_iter=cfg.per_iter,
+        builder=builder,
+        runner=runner,
+        database="memory",
+        cost_model=cost_model,
+        strategy=strategy,
+        measure_callbacks=callbacks,
+        seed=seed,
+    )
     out.wall = time.perf_counter() - t0
     out.trials = len(out.curve)
     out.own_best = out.curve[-1][1] if out.curve else math.inf
@@ -158,8 +178,7 @@ class _TimedAdatuneBuilder(Builder):
 def _tuner(arm: str, wl: BenchWorkload, seed: int, cfg: RunConfig) -> Tuner:
     makers: dict[str, Callable[[], Tuner]] = {
         "trace-xgb": lambda: TraceSearchTuner(wl.trace_task, cost_model="xgb", plan_size=cfg.per_iter, seed=seed),
-        "trace-rfei": lambda: TraceSearchTuner(wl.trace_task, cost_model="rfei", plan_size=cfg.per_iter,
-                                               seed=seed),
+        "trace-rfei": lambda: TraceSearchTuner(wl.trace_task, cost_model="rfei", plan_size=cfg.per_iter, seed=seed),
         "knob-xgb": lambda: XGBTuner(wl.knob_task, plan_size=cfg.per_iter, seed=seed),  # type: ignore[arg-type]
         "knob-rfei": lambda: RFEITuner(wl.knob_task, plan_size=cfg.per_iter, seed=seed),  # type: ignore[arg-type]
     }
@@ -214,8 +233,9 @@ def remeasure(mod: tvm.IRModule, wl: BenchWorkload, number: int = 10, repeat: in
 
     ref, _ = run(wl.mod)
     args, lib = run(mod)
-    correct = all(np.allclose(a.numpy(), r.numpy(), rtol=1e-3, atol=1e-3)
-                  for a, r, s in zip(args, ref, specs) if s.is_output)
+    correct = all(
+        np.allclose(a.numpy(), r.numpy(), rtol=1e-3, atol=1e-3) for a, r, s in zip(args, ref, specs) if s.is_output
+    )
     timer = lib.time_evaluator("main", dev, number=number, repeat=repeat, min_repeat_ms=50)
     return float(np.median(timer(*args).results)), correct
 

@@ -5,6 +5,7 @@ tuners run on the very same program); the fused conv2d + bias + ReLU (ResNet-18 
 stride 1, pad 1) and the row softmax of BERT-base attention scores (12 heads x 128 queries, 128 keys) have no
 knob template and are written in TE here (no topi).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,14 +29,23 @@ def conv2d_bias_relu(n: int, ci: int, hw: int, co: int, k: int, stride: int, pad
     weight = te.placeholder((co, ci, k, k), name="weight")
     bias = te.placeholder((co,), name="bias")
     size = hw + 2 * pad
-    padded = te.compute((n, ci, size, size), lambda b, c, y, x: te.if_then_else(
-        te.all(y >= pad, y < hw + pad, x >= pad, x < hw + pad), data[b, c, y - pad, x - pad], 0.0), name="pad")
+    padded = te.compute(
+        (n, ci, size, size),
+        lambda b, c, y, x: te.if_then_else(
+            te.all(y >= pad, y < hw + pad, x >= pad, x < hw + pad), data[b, c, y - pad, x - pad], 0.0
+        ),
+        name="pad",
+    )
     out_hw = (size - k) // stride + 1
     rc, ry, rx = te.reduce_axis((0, ci), "rc"), te.reduce_axis((0, k), "ry"), te.reduce_axis((0, k), "rx")
-    conv = te.compute((n, co, out_hw, out_hw), lambda b, c, y, x: te.sum(
-        padded[b, rc, y * stride + ry, x * stride + rx] * weight[c, rc, ry, rx], axis=[rc, ry, rx]), name="conv")
-    out = te.compute((n, co, out_hw, out_hw), lambda b, c, y, x: te.max(conv[b, c, y, x] + bias[c], 0.0),
-                     name="relu")
+    conv = te.compute(
+        (n, co, out_hw, out_hw),
+        lambda b, c, y, x: te.sum(
+            padded[b, rc, y * stride + ry, x * stride + rx] * weight[c, rc, ry, rx], axis=[rc, ry, rx]
+        ),
+        name="conv",
+    )
+    out = te.compute((n, co, out_hw, out_hw), lambda b, c, y, x: te.max(conv[b, c, y, x] + bias[c], 0.0), name="relu")
     return te.create_prim_func([data, weight, bias, out])
 
 
