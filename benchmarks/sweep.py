@@ -1,9 +1,12 @@
-"""Exhaustive sweep: measure every config of a (small) workload's space with the project's own runner.
+"""Exhaustive sweep: measure every valid config of a (small) workload's space with the project's own runner.
 
 The log feeds ``ReplayRunner``, so strategies can be compared in trials over many seeds quickly.
-Re-running resumes: configs already in the log are skipped.
+Re-running resumes: configs already in the log are skipped. ``--max-seconds`` stops after the batch that
+crosses the limit (so one run holds the shared benchmark lock for a bounded time); ``--max-configs`` measures
+a seeded uniform subset only (the replay harness then searches that subset; say so in any summary).
 
-    python -m benchmarks.sweep --workload conv2d-resnet18-L6-small --out benchmarks/data/conv2d-resnet18-L6-small.jsonl
+    flock /tmp/bench.lock nice -n 5 python -m benchmarks.sweep --workload conv2d-resnet18-L6-small \
+        --out benchmarks/data/conv2d-resnet18-L6-small.jsonl --max-seconds 840
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
+
+import numpy as np
 
 import adatune
 from adatune.measure import MeasureInput
@@ -18,28 +24,51 @@ from adatune.records import load_from_file, save_to_file
 from adatune.workloads import get as get_workload
 
 
+def sweep_indices(n_space: int, is_valid: Callable[[int], bool], max_configs: int | None, seed: int) -> list[int]:
+    """Valid indices in order, or a seeded uniform subset of ``max_configs`` of them (sorted)."""
+    valid = [i for i in range(n_space) if is_valid(i)]
+    if max_configs is None or max_configs >= len(valid):
+        return valid
+    if max_configs < 1:
+        raise ValueError(f"--max-configs must be positive, got {max_configs}")
+    pick = np.random.default_rng(seed).choice(len(valid), size=max_configs, replace=False)
+    return sorted(valid[k] for k in pick)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workload", default="conv2d-resnet18-L6-small")
+    p.add_argument("--workload", default="conv2d-resnet18-L6-small", help="a workload name or spec")
     p.add_argument("--out", default=None)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--number", type=int, default=5)
+    p.add_argument("--number", type=int, default=3)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--max-configs", type=int, default=None, help="measure a seeded uniform subset of this size")
+    p.add_argument("--subset-seed", type=int, default=0)
+    p.add_argument("--max-seconds", type=float, default=None, help="stop after the batch crossing this time")
     args = p.parse_args()
     out = args.out or f"benchmarks/data/{args.workload}.jsonl"
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     task = get_workload(args.workload).create_task(adatune.target.host())
-    done = {r.config_index for r in load_from_file(out)} if os.path.exists(out) else set()
-    todo = [i for i in range(len(task.config_space)) if i not in done and task.config_space.is_index_valid(i)]
-    print(f"{task}: {len(done)} done, {len(todo)} to measure -> {out}")
+    if not isinstance(task, adatune.task.Task):
+        raise TypeError(f"{args.workload}: sweeps enumerate knob spaces, got a {type(task).__name__}")
+    space = task.config_space
+    done = {r.key for r in load_from_file(out)} if os.path.exists(out) else set()
+    wanted = sweep_indices(space.range_length, space.is_index_valid, args.max_configs, args.subset_seed)
+    todo = [i for i in wanted if str(i) not in done]
+    print(f"{task}: {len(space)} valid, {len(wanted)} wanted, {len(todo)} to measure -> {out}", flush=True)
     option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=args.number, repeat=args.repeat))
     t0 = time.time()
-    for start in range(0, len(todo), args.batch):
-        inputs = [MeasureInput(task, task.config_space.get(i)) for i in todo[start : start + args.batch]]
-        save_to_file(out, zip(inputs, option.measure(inputs)))
-        n = start + len(inputs)
-        print(f"{n}/{len(todo)} measured, {time.time() - t0:.0f} s", flush=True)
-    option.close()
+    try:
+        for start in range(0, len(todo), args.batch):
+            inputs = [MeasureInput(task, space.get(i)) for i in todo[start : start + args.batch]]
+            save_to_file(out, zip(inputs, option.measure(inputs)))
+            elapsed = time.time() - t0
+            print(f"{start + len(inputs)}/{len(todo)} measured, {elapsed:.0f} s", flush=True)
+            if args.max_seconds is not None and elapsed >= args.max_seconds:
+                print(f"stopping at --max-seconds {args.max_seconds:.0f}; re-run to resume", flush=True)
+                break
+    finally:
+        option.close()
 
 
 if __name__ == "__main__":
