@@ -1,0 +1,360 @@
+"""DietCode: one tuning run per dynamic GEMM, checked where it can go wrong.
+
+Small workloads over T in [1, 40] are tuned for real on this CPU (a few kernels, few shapes), then every
+selected kernel is checked against numpy at every T, the compiled C dispatcher against the Python tree, the
+tree against the cost model's votes, the cost-model arithmetic on hand examples, bad extents, the records a
+run writes, the CUDA micro-kernels through nvcc (sm_80) and a BERT encoder layer on DietCode kernels.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+import tvm
+
+import adatune
+from adatune.dietcode import (
+    SM80_LIMITS,
+    BertEncoderLayer,
+    DietCodeResult,
+    DietCodeTuner,
+    DynamicKernel,
+    DynamicWorkload,
+    MicroKernel,
+    MicroKernelSpace,
+    MicroKernelTask,
+    bert_layer_reference,
+    bert_workloads,
+    f_occ,
+    f_pad,
+    fit_occupancy_k,
+    microkernel_func,
+    num_tiles,
+    random_bert_weights,
+    sample_shapes,
+    select_kernels,
+    validate_range,
+)
+from adatune.dietcode._task import static_k
+from adatune.dispatch import CompiledDispatcher, ShapeDispatcher
+from adatune.records import load_from_file
+
+T_RANGE = (1, 40)
+WORKLOADS = {
+    "dense": DynamicWorkload("t_dense", "dense", (24, 40), T_RANGE),
+    "bmm_nt": DynamicWorkload("t_scores", "bmm_nt", (2, 16), T_RANGE),
+    "bmm_nn": DynamicWorkload("t_context", "bmm_nn", (2, 16), T_RANGE),
+}
+HOST = adatune.target.host()
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> bool:
+    return bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))))
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[DietCodeResult, str]]:
+    """A real (small) tuning run per GEMM kind, with its record log."""
+    out = {}
+    for kind, wl in WORKLOADS.items():
+        log = str(tmp_path_factory.mktemp("dietcode") / f"{kind}.jsonl")
+        tuner = DietCodeTuner(
+            wl, HOST, n_shapes=4, rounds=2, kernels_per_round=3, max_kernels=3, seed=1, log_file=log,
+            number=1, repeat=1, min_repeat_ms=1,
+        )  # fmt: skip
+        out[kind] = (tuner.tune(), log)
+    return out
+
+
+@pytest.fixture(scope="module")
+def deployed(tuned: dict[str, tuple[DietCodeResult, str]]) -> dict[str, DynamicKernel]:
+    return {kind: res.build() for kind, (res, _) in tuned.items()}
+
+
+# ---------------------------------------------------------------------- correctness of the kernels
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_every_selected_kernel_is_correct_for_every_t(kind: str, deployed: dict[str, DynamicKernel]) -> None:
+    dk = deployed[kind]
+    wl = dk.workload
+    rng = np.random.default_rng(7)
+    dev = tvm.cpu(0)
+    for t in range(T_RANGE[0], T_RANGE[1] + 1):
+        a, b = wl.random_inputs(t, rng)
+        want = wl.reference(a, b)
+        assert _close(dk(t, a, b), want), f"dispatched kernel wrong at T={t}"
+        for name, fn in zip(dk.names, dk._funcs):  # every selected kernel, not only the dispatched one
+            c = tvm.runtime.tensor(np.full(want.shape, np.nan, np.float32), dev)
+            fn(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t)
+            assert _close(c.numpy(), want), f"{name} wrong at T={t}"
+
+
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
+    """The smallest and largest tiles of the space (tiles far above and far below T) on odd extents."""
+    wl = WORKLOADS[kind]
+    space = MicroKernelSpace(HOST, "float32", static_k(wl))
+    by_size = sorted(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
+    picks = [by_size[0], by_size[-1], max(space.kernels, key=lambda k: k.kt)]
+    names = [f"k{i}" for i in range(len(picks))]
+    lib = tvm.compile(tvm.IRModule({n: microkernel_func(wl, k, n) for n, k in zip(names, picks)}), target=HOST)
+    text = microkernel_func(wl, picks[1]).script()
+    assert "A_pad" in text and "C_pad" in text  # padding is there, as copies in the tile, not predicates
+    rng = np.random.default_rng(3)
+    dev = tvm.cpu(0)
+    for t in (1, 2, 3, 7, 13, 31, 40, 53):
+        a, b = wl.random_inputs(t, rng)
+        want = wl.reference(a, b)
+        for name, mk in zip(names, picks):
+            c = tvm.runtime.tensor(np.full(want.shape, np.nan, np.float32), dev)
+            lib[name](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t)
+            assert _close(c.numpy(), want), f"{mk} wrong at T={t}"
+
+
+# ---------------------------------------------------------------------- dispatch
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_c_dispatcher_agrees_with_python_tree(kind: str, deployed: dict[str, DynamicKernel]) -> None:
+    dk = deployed[kind]
+    py = dk.dispatcher.to_python()
+    for t in range(1, 3 * T_RANGE[1]):
+        assert dk.c_dispatcher.raw(t) == py(t) == dk.dispatcher.index(t, warn=False)
+    assert dk.c_dispatcher.raw(0) == -1 and dk.c_dispatcher.raw(-5) == -1
+
+
+def test_tree_reproduces_votes_on_many_labels(tmp_path: os.PathLike) -> None:
+    """Votes with many bands and single-T islands: the exported tree (Python and C) must hit every one."""
+    ts = list(range(1, 129))
+    votes = [f"k{(t // 9) % 5}" if t % 17 else "island" for t in ts]
+    disp = ShapeDispatcher.fit(ts, votes, (1, 128))
+    comp = CompiledDispatcher(disp, "many_labels", str(tmp_path))
+    py = disp.to_python()
+    for t, v in zip(ts, votes):
+        assert disp(t) == v
+        assert disp.labels[py(t)] == v
+        assert comp(t) == v
+    assert "if (t <=" in open(comp.source_path).read()
+    assert ShapeDispatcher.from_json(disp.to_json()).to_c_source() == disp.to_c_source()
+    with pytest.raises(ValueError, match="conflicting votes"):
+        ShapeDispatcher.fit([3, 3], ["a", "b"])
+
+
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_dispatched_kernel_is_the_predicted_best(kind: str, tuned: dict[str, tuple[DietCodeResult, str]]) -> None:
+    res, _ = tuned[kind]
+    ts = list(range(T_RANGE[0], T_RANGE[1] + 1))
+    pred = res.model.predict(res.kernels, ts)
+    for col, t in enumerate(ts):
+        chosen = res.dispatcher.index(t)
+        assert res.kernels[chosen].key == res.dispatcher(t)
+        assert math.isclose(pred[chosen, col], pred[:, col].min(), rel_tol=1e-9), f"T={t} not its vote"
+        assert math.isclose(res.predicted[t], pred[:, col].min(), rel_tol=1e-9)
+    assert 1 <= len(res.kernels) <= 3
+    assert all(k.key in {m.kernel.key for m in res.measurements if np.isfinite(m.seconds)} for k in res.kernels)
+
+
+# ---------------------------------------------------------------------- cost model arithmetic
+def test_f_pad_and_tiles_on_hand_examples() -> None:
+    dense = DynamicWorkload("d", "dense", (32, 48))
+    mk = MicroKernel("cpu", 8, 16, 4, 4, 8)
+    assert f_pad(dense, mk, 16) == 1.0  # 16 x 48 x 32: every axis divides
+    assert f_pad(dense, mk, 10) == pytest.approx(16 / 10)  # rows 10 -> 16
+    assert num_tiles(dense, mk, 10) == 2 * 3
+    assert num_tiles(dense, mk, 1) == 1 * 3
+    odd = MicroKernel("cpu", 8, 32, 5, 4, 8)
+    assert f_pad(dense, odd, 8) == pytest.approx((64 / 48) * (35 / 32))  # columns 48 -> 64, k 32 -> 35
+    nn = DynamicWorkload("c", "bmm_nn", (12, 64))
+    assert f_pad(nn, MicroKernel("cpu", 8, 64, 8, 4, 16), 5) == pytest.approx((8 / 5) * (8 / 5))  # rows, k = T
+    assert num_tiles(nn, MicroKernel("cpu", 8, 64, 8, 4, 16), 17) == 12 * 3
+    nt = DynamicWorkload("s", "bmm_nt", (12, 64))
+    assert f_pad(nt, MicroKernel("cpu", 4, 8, 4, 4, 8), 6) == pytest.approx((8 / 6) * (8 / 6))
+    assert num_tiles(nt, MicroKernel("cpu", 4, 8, 4, 4, 8), 6) == 12 * 2 * 1
+
+
+def test_f_occ_on_hand_examples() -> None:
+    assert f_occ(1.5, 1.0) == pytest.approx(4 / 3)  # 3 tiles on 2 cores: the 2nd wave leaves one core idle
+    assert f_occ(1.5, 0.0) == pytest.approx(1.0)  # idleness fully hidden
+    assert f_occ(1.5, 0.5) == pytest.approx(1 / (0.5 + 0.5 * 0.75))
+    assert f_occ(4.0, 0.7) == pytest.approx(1.0)  # whole waves
+    assert f_occ(0.25, 1.0) == pytest.approx(4.0)  # one tile on four cores
+    np.testing.assert_allclose(f_occ(np.array([0.5, 2.0, 2.5]), 1.0), [2.0, 1.0, 3 / 2.5])
+    with pytest.raises(ValueError, match="positive"):
+        f_occ(0.0, 0.5)
+
+
+def test_fit_occupancy_k_recovers_k() -> None:
+    rng = np.random.default_rng(0)
+    groups, xs, costs = [], [], []
+    for g, level in enumerate((1.0, 2.5, 0.4)):
+        for x in (0.3, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.6, 3.3):
+            groups.append(f"k{g}")
+            xs.append(x)
+            costs.append(level * float(f_occ(x, 0.6)) * math.exp(rng.normal(0, 0.002)))
+    assert fit_occupancy_k(groups, xs, costs) == pytest.approx(0.6, abs=0.02)
+    assert fit_occupancy_k(["a", "b"], [0.5, 1.5], [1.0, 2.0]) == 1.0  # one point per kernel: not identifiable
+
+
+def test_select_kernels_covers_every_shape() -> None:
+    costs = np.array([[1.0, 5.0, 5.0], [5.0, 1.0, 5.0], [2.0, 2.0, 2.0], [5.0, 5.0, 1.0], [3.0, 3.0, 3.0]])
+    assert select_kernels(costs, 1) == [2]  # the best single kernel over all shapes first
+    assert select_kernels(costs, 2) == [2, 0]  # then the one that lowers the summed relative cost most
+    assert select_kernels(costs, 5) == [2, 0, 1, 3]  # the 3.0 kernel improves no shape: never picked
+    assert select_kernels(costs[:, :1], 5) == [0]  # one shape: its best kernel covers it
+    assert sample_shapes((1, 128), 8, np.random.default_rng(0))[::7] == [1, 128]
+    assert sample_shapes((3, 6), 8, np.random.default_rng(0)) == [3, 4, 5, 6]
+
+
+# ---------------------------------------------------------------------- bad extents
+def test_out_of_range_warns_and_stays_correct(deployed: dict[str, DynamicKernel]) -> None:
+    dk = deployed["bmm_nn"]
+    wl = dk.workload
+    a, b = wl.random_inputs(57, np.random.default_rng(1))
+    with pytest.warns(RuntimeWarning, match="outside the tuned range"):
+        got = dk(57, a, b)
+    assert _close(got, wl.reference(a, b))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dk(np.int64(12), *wl.random_inputs(12, np.random.default_rng(2)))  # numpy ints are integers
+
+
+@pytest.mark.parametrize("bad", [2.5, 0, -3, True, "7", None])
+def test_bad_extent_is_a_value_error(bad: object, deployed: dict[str, DynamicKernel]) -> None:
+    dk = deployed["dense"]
+    a, b = dk.workload.random_inputs(4, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="T must be a positive integer"):
+        dk(bad, a, b)
+    with pytest.raises(ValueError, match="T must be a positive integer"):
+        dk.dispatcher.index(bad)
+
+
+def test_bad_ranges_and_shapes(deployed: dict[str, DynamicKernel]) -> None:
+    for bad in [(0, 5), (9, 3), (1.0, 5), (1,), "1-5", (True, 4)]:
+        with pytest.raises(ValueError, match="T range"):
+            validate_range(bad)
+    with pytest.raises(ValueError, match="unknown GEMM kind"):
+        DynamicWorkload("x", "conv", (3, 4))
+    with pytest.raises(ValueError, match="T range"):
+        bert_workloads((4, 2))
+    dk = deployed["dense"]
+    a, b = dk.workload.random_inputs(5, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="takes inputs of shapes"):
+        dk(6, a, b)
+
+
+# ---------------------------------------------------------------------- records
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_records_round_trip(kind: str, tuned: dict[str, tuple[DietCodeResult, str]]) -> None:
+    res, log = tuned[kind]
+    recs = list(load_from_file(log))
+    assert len(recs) == len(res.measurements)
+    by_pair = {(m.kernel.key, m.t): m for m in res.measurements}
+    for rec in recs:
+        inp, result = rec
+        assert rec.kind == "microkernel" and rec.task_name == "dietcode/" + kind
+        assert isinstance(inp.task, MicroKernelTask) and isinstance(inp.config, MicroKernel)
+        assert inp.task.dynamic == res.workload
+        m = by_pair[(inp.config.key, inp.task.t)]
+        assert m.kernel == inp.config
+        if np.isfinite(m.seconds):
+            assert result.error_no == 0 and np.median(result.costs) == pytest.approx(m.seconds)
+    task = recs[0].input.task
+    with pytest.raises(ValueError, match="not a micro-kernel record"):
+        task.space.decode({"kind": "knob", "index": 3})
+    with pytest.raises(ValueError, match="not in this cpu space"):
+        task.space.decode({**recs[0].config, "mt": 10**6})
+
+
+def test_record_task_module_is_the_kernel_at_t(tuned: dict[str, tuple[DietCodeResult, str]]) -> None:
+    """What the standard builder compiles from a record: the shape-generic kernel specialised to its T."""
+    res, log = tuned["bmm_nt"]
+    rec = max(load_from_file(log), key=lambda r: r.args[1])  # the largest sampled T
+    task, mk = rec.input.task, rec.input.config
+    main = tvm.compile(task.scheduled_module(mk), target=HOST)["main"]
+    a, b = res.workload.random_inputs(task.t, np.random.default_rng(5))
+    dev = tvm.cpu(0)
+    c = tvm.runtime.tensor(np.zeros(task.arg_specs[2].shape, np.float32), dev)
+    main(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c)  # T is bound: the runner passes buffers only
+    assert _close(c.numpy(), task.reference_outputs([a, b])[0])
+
+
+# ---------------------------------------------------------------------- CUDA
+CUDA_SM80 = tvm.target.Target({"kind": "cuda", "arch": "sm_80"}, host="llvm")
+
+
+def _cuda_picks(wl: DynamicWorkload) -> list[MicroKernel]:
+    space = MicroKernelSpace(CUDA_SM80, "float32", 64)
+    assert space.cores == SM80_LIMITS.sms
+    for k in space.kernels:
+        assert k.threads % 32 == 0 and k.threads <= 1024 and (k.mt + k.nt) * k.kt * 4 <= 48 << 10
+    by_size = sorted(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
+    return [by_size[0], by_size[len(by_size) // 2], by_size[-1]]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_cuda_microkernels_compile_with_nvcc_for_sm80(kind: str, tmp_path: os.PathLike) -> None:
+    wl = DynamicWorkload(f"cuda_{kind}", kind, (4, 64) if kind != "dense" else (768, 2304), (1, 128))
+    picks = _cuda_picks(wl)
+    mod = tvm.IRModule({f"mk{i}": microkernel_func(wl, k, f"mk{i}") for i, k in enumerate(picks)})
+    with CUDA_SM80:
+        lib = tvm.tirx.build(mod, target=CUDA_SM80)
+    src = lib.imports[0].inspect_source()
+    for i in range(len(picks)):
+        assert f"mk{i}_kernel" in src
+    assert "__shared__" in src
+    cu = os.path.join(str(tmp_path), f"{kind}.cu")
+    with open(cu, "w") as f:
+        f.write(src)
+    out = os.path.join(str(tmp_path), f"{kind}.cubin")
+    proc = subprocess.run(
+        ["nvcc", "-arch=sm_80", "-cubin", "-std=c++17", "-o", out, cu], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert os.path.getsize(out) > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tvm.cuda(0).exist, reason="no CUDA device")
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_cuda_microkernels_run_correctly(kind: str) -> None:
+    wl = WORKLOADS[kind]
+    picks = _cuda_picks(wl)
+    cuda = tvm.target.Target("cuda", host="llvm")
+    disp = ShapeDispatcher.fit(list(range(1, 41)), [picks[min(t // 14, 2)].key for t in range(1, 41)], T_RANGE)
+    by_key = {k.key: k for k in picks}
+    dk = DynamicKernel(wl, [by_key[label] for label in disp.labels], disp, cuda)
+    rng = np.random.default_rng(0)
+    for t in (1, 5, 17, 33, 40):
+        a, b = wl.random_inputs(t, rng)
+        assert _close(dk(t, a, b), wl.reference(a, b)), f"T={t}"
+
+
+# ---------------------------------------------------------------------- the encoder layer
+def test_bert_encoder_layer_matches_numpy_for_several_lengths() -> None:
+    hidden, heads, ffn = 64, 4, 128
+    weights = random_bert_weights(np.random.default_rng(0), hidden, ffn)
+    wls = bert_workloads(T_RANGE, hidden, heads, ffn)
+    choices = {}
+    for name, wl in wls.items():  # two kernels per GEMM, split at T = 12 (the choice is not what is tested)
+        space = MicroKernelSpace(HOST, "float32", static_k(wl))
+        small = min(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
+        large = max(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
+        ts = list(range(1, 41))
+        disp = ShapeDispatcher.fit(ts, [small.key if t <= 12 else large.key for t in ts], T_RANGE)
+        by_key = {small.key: small, large.key: large}
+        choices[name] = ([by_key[label] for label in disp.labels], disp)
+    layer = BertEncoderLayer(weights, choices, T_RANGE, HOST, heads)
+    rng = np.random.default_rng(1)
+    for t in (1, 7, 12, 13, 29, 40):
+        x = rng.standard_normal((t, hidden)).astype(np.float32)
+        got = layer(x)
+        assert got.shape == (t, hidden)
+        np.testing.assert_allclose(got, bert_layer_reference(x, weights, heads), rtol=2e-3, atol=2e-3)
+    with pytest.raises(ValueError, match="input must be"):
+        layer(np.zeros((5, hidden + 1), np.float32))
+    with pytest.raises(ValueError, match="no DietCode kernels"):
+        BertEncoderLayer(weights, {k: v for k, v in choices.items() if k != "qkv"}, T_RANGE, HOST, heads)
