@@ -1,0 +1,138 @@
+"""Command line of the harness: ``replay``, ``hardware`` and ``evaluator`` studies (see the package doc)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .evaluator_study import evaluator_study, evaluator_summary
+from .report import write_report
+from .run import RunSpec, hardware_study, host_record, replay_study
+from .schemes import BASELINE, SCHEMES, check_schemes
+
+REPLAY_SCHEMES = ["XGB+SA", "RFEI+SA", "RFEI+CSA", "RL", "SA+AS", "RL+AS"]
+
+
+def add_run_args(p: argparse.ArgumentParser, schemes: Sequence[str], out: str, baseline: str = BASELINE) -> None:
+    """Flags every study that tunes takes (the ablation and ReLeASE presets reuse them with their defaults)."""
+    p.add_argument("--schemes", nargs="+", default=list(schemes), help=f"from: {', '.join(SCHEMES)}")
+    p.add_argument("--baseline", default=baseline)
+    p.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1")
+    p.add_argument("--trials", type=int, default=256, help="measurements per run")
+    p.add_argument("--plan-size", type=int, default=32, help="measurements between model refits")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--num-threads", type=int, default=1, help="threads of each cost model / agent")
+    p.add_argument("--target-fraction", type=float, default=0.95)
+    p.add_argument("--title", default=None)
+    p.add_argument("--out", default=out)
+
+
+def add_hardware_args(p: argparse.ArgumentParser, workloads: Sequence[str]) -> None:
+    p.add_argument("--workloads", nargs="+", default=list(workloads))
+    p.add_argument("--budget", type=float, default=60.0, help="tuner-clock seconds per run")
+    p.add_argument("--number", type=int, default=10)
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--min-converge-coef", type=float, default=0.1)
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--n-parallel", type=int, default=2)
+
+
+def _meta(args: argparse.Namespace, mode: str) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "command": "python -m "
+        + shlex.join([sys.argv[0].split("/")[-2] if "/" in sys.argv[0] else "?"] + sys.argv[1:]),
+        "host": host_record(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "args": {k: v for k, v in vars(args).items() if k != "func"},
+    }
+
+
+def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[str, Any]:
+    """Run a replay or hardware study from parsed flags and write its report."""
+    schemes = check_schemes(args.schemes)
+    if args.baseline not in schemes:
+        raise ValueError(f"the baseline {args.baseline!r} must be one of the schemes run ({', '.join(schemes)})")
+    spec = RunSpec(args.trials, None, args.plan_size, args.batch_size, args.num_threads)
+    seeds = list(range(args.seeds))
+    if mode == "replay":
+        studies = replay_study(args.sweeps, schemes, seeds, spec)
+        schemes = [s for s in schemes if not SCHEMES[s].adaptive_evaluator]
+    else:
+        spec.n_trial, spec.time_budget = 100_000, args.budget
+        studies = hardware_study(
+            args.workloads,
+            schemes,
+            seeds,
+            spec,
+            args.number,
+            args.repeat,
+            args.min_converge_coef,
+            args.timeout,
+            args.n_parallel,
+        )
+    meta = _meta(args, mode) | {"schemes": schemes, "baseline": args.baseline, "target_fraction": args.target_fraction}
+    return write_report(args.out, args.title or default_title, meta, studies)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.harness", description=__doc__)
+    sub = p.add_subparsers(dest="mode", required=True)
+    rp = sub.add_parser("replay", help="schemes x seeds over recorded sweeps (ReplayRunner)")
+    rp.add_argument("--sweeps", nargs="+", default=["benchmarks/data/*.jsonl"], help="sweep logs (globs)")
+    add_run_args(rp, REPLAY_SCHEMES, "benchmarks/results/replay")
+    hp = sub.add_parser("hardware", help="schemes x seeds with real measurement under a time budget")
+    add_run_args(hp, ["XGB+SA", "RFEI+CSA", "RFEI+CSA+AE"], "benchmarks/results/hardware")
+    add_hardware_args(hp, ["bmm-bert-nt"])
+    ep = sub.add_parser("evaluator", help="AE vs DE vs a fixed-30-run control on the same configs")
+    ep.add_argument("--workloads", nargs="+", default=["bmm-bert-nt", "dense-bert-qkv"])
+    ep.add_argument("--sweep-dir", default="benchmarks/data", help="top configs are taken from <workload>.jsonl")
+    ep.add_argument("--n-random", type=int, default=16)
+    ep.add_argument("--n-top", type=int, default=8)
+    ep.add_argument("--number", type=int, default=10)
+    ep.add_argument("--repeat", type=int, default=10)
+    ep.add_argument("--min-converge-coef", type=float, default=0.1)
+    ep.add_argument("--micro-batch", type=int, default=10)
+    ep.add_argument("--confirm-repeats", type=int, default=5)
+    ep.add_argument("--out", default="benchmarks/results/evaluator")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(message)s")
+    logging.getLogger("benchmarks").setLevel(logging.INFO)
+    if args.mode == "evaluator":
+        sweeps = {w: os.path.join(args.sweep_dir, f"{w}.jsonl") for w in args.workloads}
+        sweeps = {w: p for w, p in sweeps.items() if os.path.exists(p)}
+        studies = evaluator_study(
+            args.workloads,
+            sweeps,
+            args.n_random,
+            args.n_top,
+            args.number,
+            args.repeat,
+            args.min_converge_coef,
+            args.micro_batch,
+            args.confirm_repeats,
+        )
+        meta = _meta(args, "evaluator")
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+            json.dump({"meta": meta, "studies": studies}, f)
+        with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
+            f.write(evaluator_summary(meta, studies))
+        print(evaluator_summary(meta, studies))
+        return
+    res = run_tuning(args, args.mode, f"{args.mode} study")
+    with open(os.path.join(args.out, "summary.md"), encoding="utf-8") as f:
+        print(f.read())
+    print("plots:", ", ".join(res["plots"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""The one report every harness study writes: results.json, runs.csv, stats.csv, summary.md and PNG plots.
+
+Speedups are against the baseline scheme, per workload and pooled over workloads, in measurements and in
+tuner-clock seconds to reach the target; a claim is made only where the bootstrap 95% CI excludes 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._common import write_csv
+from .stats import SpeedupStat, best_curve, cost_to_target, speedup_stat, study_target
+
+__all__ = ["write_report", "study_stats"]
+
+_METRICS = ("measurements", "seconds")
+
+
+def _name(study: dict[str, Any]) -> str:
+    return str(study.get("workload") or os.path.basename(study.get("log", "?")).removesuffix(".jsonl"))
+
+
+def _costs(study: dict[str, Any], scheme: str, target: float) -> dict[int, dict[str, Any]]:
+    """seed -> cost to target (measurements, seconds) and the run's budget in both."""
+    common = study.get("common_gflops")
+    out = {}
+    for run in study["runs"]:
+        if run["scheme"] != scheme:
+            continue
+        n, sec = cost_to_target(run, target, common)
+        out[run["seed"]] = {
+            "measurements": n,
+            "seconds": sec,
+            "budget_measurements": float(len(run["trials"])),
+            "budget_seconds": float(run["clock"]),
+        }
+    return out
+
+
+def study_stats(
+    studies: Sequence[dict[str, Any]], schemes: Sequence[str], baseline: str, fraction: float
+) -> list[dict[str, Any]]:
+    """One row per (workload or "all", scheme, metric)."""
+    rows: list[dict[str, Any]] = []
+    pooled: dict[tuple[str, str], list[list[Any]]] = {}
+    for study in studies:
+        target = study_target(study, fraction)
+        base = _costs(study, baseline, target)
+        for scheme in schemes:
+            if scheme == baseline:
+                continue
+            mine = _costs(study, scheme, target)
+            seeds = sorted(set(base) & set(mine))
+            if not seeds:
+                continue
+            for metric in _METRICS:
+                cols = [
+                    [base[s][metric] for s in seeds],
+                    [mine[s][metric] for s in seeds],
+                    [base[s][f"budget_{metric}"] for s in seeds],
+                    [mine[s][f"budget_{metric}"] for s in seeds],
+                ]
+                st = speedup_stat(scheme, metric, cols[0], cols[1], cols[2], cols[3])
+                rows.append({"workload": _name(study), "target_gflops": target, **st.as_row()})
+                acc = pooled.setdefault((scheme, metric), [[], [], [], []])
+                for a, c in zip(acc, cols):
+                    a.extend(c)
+    if len(studies) > 1:
+        for (scheme, metric), cols in pooled.items():
+            st = speedup_stat(scheme, metric, cols[0], cols[1], cols[2], cols[3])
+            rows.append({"workload": "all", "target_gflops": float("nan"), **st.as_row()})
+    return rows
+
+
+def _fmt_row(r: dict[str, Any]) -> str:
+    reach = f"{r['scheme_reached']}/{r['n_pairs'] + r['n_both_missed']} vs {r['baseline_reached']}"
+    if r["n_pairs"] == 0:
+        return f"| {r['workload']} | {r['scheme']} | {r['metric']} | {reach} | not reached | | | not shown |"
+    ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if np.isfinite(r["ci_low"]) else "n/a"
+    p = f"{r['p_value']:.3g}" if np.isfinite(r["p_value"]) else "n/a"
+    head = f"| {r['workload']} | {r['scheme']} | {r['metric']} | {reach}"
+    return f"{head} | {r['median']:.2f}x | {ci} | {p} | {r['verdict']} |"
+
+
+def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+    host = meta["host"]
+    lines = [
+        f"# {title}",
+        "",
+        f"Host: {host.get('cpu_model')} (LLVM mcpu {host.get('mcpu')}, ISA {host.get('isa')},"
+        f" {host.get('cores')} cores); target `{host.get('target')}`.",
+        "The machine was shared with other agents' builds and tests while this ran.",
+        f"Command: `{meta['command']}`",
+        f"Baseline {meta['baseline']}; target = {meta['target_fraction']:.0%} of "
+        + ("each sweep's optimum (replay)." if meta["mode"] == "replay" else "the best commonly re-measured config."),
+        "Speedup = baseline cost / scheme cost to reach the target (median over seeds, bootstrap 95% CI of the "
+        "median, percentile method, 9999 resamples; p: Wilcoxon signed-rank on paired log costs). A run that "
+        "misses the target counts its whole budget (a bound); pairs where both missed are dropped. "
+        "'reached' = scheme runs that reached / pairs vs baseline runs that reached. A speedup is claimed only "
+        'where the CI excludes 1; otherwise "not shown".',
+        "",
+        "## Workloads",
+        "",
+    ]
+    for s in studies:
+        runs = s["runs"]
+        refits = [r["refits"] for r in runs if r["scheme"] != "Random"]
+        extra = (
+            f"optimum {s['optimum_gflops']:.2f} GFLOPS, {s['n_records']} recorded of {s['space']} candidates"
+            if s["mode"] == "replay"
+            else f"best common re-measurement {max(s['common_gflops'].values(), default=0):.2f} GFLOPS"
+        )
+        lines.append(
+            f"- {_name(s)}: {s['task']}; {extra}; {len(runs)} runs, "
+            f"{int(np.median([len(r['trials']) for r in runs]))} measurements per run (median), "
+            f"model refits per run {min(refits, default=0)}-{max(refits, default=0)}"
+        )
+    lines += [
+        "",
+        "## Speedups over the baseline",
+        "",
+        "| workload | scheme | metric | reached | median | 95% CI | p | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [_fmt_row(r) for r in rows]
+    lines += ["", "## Final best (fraction of the target's reference, median over seeds)", ""]
+    lines += ["| workload | scheme | median final best / reference | min | max |", "|---|---|---|---|---|"]
+    for s in studies:
+        ref = study_target(s, 1.0)
+        for scheme in dict.fromkeys(r["scheme"] for r in s["runs"]):
+            finals = [best_curve(r, s.get("common_gflops"))[1][-1] / ref for r in s["runs"] if r["scheme"] == scheme]
+            if finals and ref > 0:
+                lines.append(
+                    f"| {_name(s)} | {scheme} | {np.median(finals):.3f} | {min(finals):.3f} | {max(finals):.3f} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def _plot(out: str, studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    for s in studies:
+        ref = study_target(s, 1.0)
+        if ref <= 0:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for scheme in dict.fromkeys(r["scheme"] for r in s["runs"]):
+            curves = [best_curve(r, s.get("common_gflops")) for r in s["runs"] if r["scheme"] == scheme]
+            n = min(len(c[1]) for c in curves)
+            if n == 0:
+                continue
+            by_trial = np.stack([c[1][:n] for c in curves]) / ref
+            x = np.arange(1, n + 1)
+            axes[0].plot(x, np.median(by_trial, axis=0), label=scheme)
+            axes[0].fill_between(x, *np.percentile(by_trial, [25, 75], axis=0), alpha=0.2)
+            grid = np.linspace(0, max(c[0][-1] for c in curves), 200)
+            by_time = np.stack([np.interp(grid, c[0], c[1], left=0.0) for c in curves]) / ref
+            axes[1].plot(grid, np.median(by_time, axis=0), label=scheme)
+            axes[1].fill_between(grid, *np.percentile(by_time, [25, 75], axis=0), alpha=0.2)
+        axes[0].set(xlabel="measurements", ylabel="best / reference", title=f"{_name(s)}: by measurements")
+        axes[1].set(xlabel="tuner clock (s)", ylabel="best / reference", title="by time (median, 25-75% band)")
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out, f"curves_{_name(s)}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        files.append(path)
+    shown = [r for r in rows if r["n_pairs"] > 0 and np.isfinite(r["ci_low"])]
+    if shown:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 0.3 * len(shown) + 2), sharey=True)
+        for ax, metric in zip(axes, ("measurements", "seconds")):
+            sel = [r for r in shown if r["metric"] == metric]
+            labels = [f"{r['workload']} {r['scheme']}" for r in sel]
+            y = np.arange(len(sel))
+            med = np.asarray([r["median"] for r in sel])
+            err = np.asarray([[r["median"] - r["ci_low"] for r in sel], [r["ci_high"] - r["median"] for r in sel]])
+            ax.errorbar(med, y, xerr=err, fmt="o", capsize=3)
+            ax.axvline(1.0, color="gray", ls="--")
+            ax.set_xscale("log")
+            ax.set_yticks(y, labels, fontsize=7)
+            ax.set(xlabel=f"speedup in {metric} (median, 95% CI)")
+        fig.tight_layout()
+        path = os.path.join(out, "speedup_ci.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        files.append(path)
+    return files
+
+
+def write_report(out: str, title: str, meta: dict[str, Any], studies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything to ``out``; returns the statistics rows and the written files."""
+    os.makedirs(out, exist_ok=True)
+    rows = study_stats(studies, meta["schemes"], meta["baseline"], meta["target_fraction"])
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "studies": studies, "stats": rows}, f)
+    run_rows = []
+    for s in studies:
+        target = study_target(s, meta["target_fraction"])
+        for r in s["runs"]:
+            n, sec = cost_to_target(r, target, s.get("common_gflops"))
+            run_rows.append(
+                {
+                    "workload": _name(s),
+                    "scheme": r["scheme"],
+                    "seed": r["seed"],
+                    "trials": len(r["trials"]),
+                    "refits": r["refits"],
+                    "clock_s": r["clock"],
+                    "search_s": r["search_time"],
+                    "best_gflops": r["best_gflops"],
+                    "measurements_to_target": "not reached" if n is None else n,
+                    "seconds_to_target": "not reached" if sec is None else sec,
+                }
+            )
+    write_csv(os.path.join(out, "runs.csv"), run_rows)
+    write_csv(os.path.join(out, "stats.csv"), rows)
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write(_summary(title, meta, studies, rows))
+    return {"stats": rows, "plots": _plot(out, studies, rows)}
+
+
+def stat_line(st: SpeedupStat) -> str:
+    """One human-readable line (for logs)."""
+    return f"{st.scheme} {st.metric}: {st.median:.2f}x [{st.ci_low:.2f}, {st.ci_high:.2f}] p={st.p_value:.3g}"

@@ -1,0 +1,280 @@
+"""Running schemes x workloads x seeds through ``Tuner.tune``, on the replay runner or on this CPU.
+
+A run's curve is the library's own trial log (``tuner.trials``: clock stamped per candidate), plus what each
+measurement cost (runs, CV, run time) from a callback. Real-measurement runs end with one common
+high-repeat re-measurement of every config that was ever a run's best-so-far, so no scheme wins by a lucky
+timing of its own (the winner's curse) and time-to-target is computed on the common numbers.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import adatune
+from adatune.measure import MeasureInput, MeasureOption, MeasureResult, ReplayRunner
+from adatune.records import group_by_workload, load_from_file
+from adatune.task import TuningTask
+from adatune.tuners import Tuner
+from adatune.workloads import get as get_workload
+
+from .schemes import SCHEMES, make_tuner
+
+__all__ = [
+    "host_record",
+    "RunSpec",
+    "run_scheme",
+    "replay_study",
+    "restrict_to_table",
+    "hardware_study",
+    "load_sweep_tasks",
+]
+
+logger = logging.getLogger("benchmarks.harness")
+
+
+def host_record() -> dict[str, Any]:
+    """The machine every result was measured on: CPU model and ISA (``adatune.target.describe_host``)."""
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version()}
+    try:
+        info.update(adatune.target.describe_host())
+    except Exception as err:  # noqa: BLE001 - a host description must never stop a benchmark
+        info["describe_host_error"] = f"{type(err).__name__}: {err}"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        info["cpu_model"] = names[0] if names else platform.processor()
+    except OSError:
+        info["cpu_model"] = platform.processor()
+    info["target"] = str(adatune.target.host())
+    return info
+
+
+@dataclass
+class RunSpec:
+    """Budget and settings shared by every run of a study."""
+
+    n_trial: int = 256
+    time_budget: float | None = None
+    plan_size: int = 32
+    batch_size: int = 8
+    num_threads: int | None = 1
+
+
+def _result_row(res: MeasureResult) -> dict[str, Any]:
+    return {"runs": res.runs, "cv": res.cv, "run_time": res.run_time, "all_cost": res.all_cost}
+
+
+def run_scheme(
+    scheme: str,
+    task: TuningTask,
+    seed: int,
+    option: MeasureOption,
+    spec: RunSpec,
+    seen: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One tuning run through the library loop; returns its trial curve and per-measurement costs
+    (``seen``, if given, collects the measured candidates by key)."""
+    measured: list[dict[str, Any]] = []
+
+    def keep(_t: Tuner, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        measured.extend(_result_row(r) for r in results)
+        if seen is not None:
+            seen.update((str(i.config.key), i.config) for i in inputs)
+
+    tuner = make_tuner(scheme, task, seed, spec.plan_size, spec.num_threads)
+    t0 = time.perf_counter()
+    tuner.tune(spec.n_trial, option, batch_size=spec.batch_size, time_budget=spec.time_budget, callbacks=[keep])
+    trials = [
+        {
+            "trial": t.trial,
+            "key": t.key,
+            "gflops": t.flops / 1e9,
+            "best_gflops": t.best_flops / 1e9,
+            "clock": t.clock,
+            "error_no": t.error_no,
+            **m,
+        }
+        for t, m in zip(tuner.trials, measured)
+    ]
+    refits = int(getattr(tuner, "train_ct", 0))
+    return {
+        "scheme": scheme,
+        "seed": seed,
+        "trials": trials,
+        "clock": tuner.clock,
+        "wall": time.perf_counter() - t0,
+        "refits": refits,
+        "search_time": sum(r.search_time for r in tuner.rounds),
+        "measure_time": sum(r.measure_time for r in tuner.rounds),
+        "best_gflops": tuner.best_flops / 1e9,
+        "best_key": str(tuner.best_config.key) if tuner.best_config is not None else None,
+    }
+
+
+def restrict_to_table(task: TuningTask, table: dict) -> int:
+    """Filter a knob space down to the configs a (partial or subset) sweep recorded, so replay searches
+    only what was measured; returns the restricted size. The filter compares each knob's entity text, so it
+    is checked to tell every entity of a knob apart."""
+    space: Any = task.space
+    if not hasattr(space, "multi_filter") or not hasattr(space, "space_map"):
+        raise TypeError(f"{task.name}: only knob spaces can be restricted to a partial sweep")
+    names = list(space.space_map)
+    for n in names:
+        texts = [str(e) for e in space.space_map[n].entities]
+        if len(set(texts)) != len(texts):
+            raise ValueError(f"knob {n!r} of {task.name} has entities with equal text; cannot restrict by text")
+    wk = task.workload_key
+    keys = {str(k) for (w, k) in table if w == wk}
+    signatures = {tuple(str(space.get(int(k))[n]) for n in names) for k in keys}
+
+    def recorded(cfg: Any) -> bool:
+        return tuple(str(cfg[n]) for n in names) in signatures
+
+    space.multi_filter(recorded)
+    return int(space.size)
+
+
+def load_sweep_tasks(patterns: Sequence[str]) -> list[tuple[str, TuningTask, dict]]:
+    """(log path, task, replay table) for every workload in the sweep logs the globs match."""
+    out = []
+    paths = sorted({p for pat in patterns for p in glob.glob(pat)})
+    if not paths:
+        raise FileNotFoundError(f"no sweep log matches {list(patterns)}")
+    for path in paths:
+        for recs in group_by_workload(load_from_file(path)).values():
+            out.append((path, recs[0].create_task(), ReplayRunner.from_records(recs).table))
+    return out
+
+
+def replay_study(
+    patterns: Sequence[str], schemes: Sequence[str], seeds: Sequence[int], spec: RunSpec
+) -> list[dict[str, Any]]:
+    """Every scheme x seed on every recorded sweep; the table's best is the optimum. Schemes that differ
+    only in the evaluator are skipped (replay serves recorded timings)."""
+    studies = []
+    for path, task, table in load_sweep_tasks(patterns):
+        flops = [r.flops(task.flop) / 1e9 for r in table.values()]
+        space = task.space.size
+        restricted = None
+        if len(table) < space:
+            restricted = restrict_to_table(task, table)
+            logger.warning(
+                "%s: the sweep holds %d of %d candidates; replay searches those %d", path, len(table), space, restricted
+            )
+        runs = []
+        for seed in seeds:
+            for name in schemes:
+                if SCHEMES[name].adaptive_evaluator:
+                    continue
+                option = adatune.measure_option(runner=ReplayRunner(table))
+                runs.append(run_scheme(name, task, seed, option, spec))
+            logger.info("replay %s seed %d done", task.name, seed)
+        studies.append(
+            {
+                "mode": "replay",
+                "log": path,
+                "task": repr(task),
+                "workload_key": task.workload_key,
+                "space": space,
+                "searched_space": restricted if restricted is not None else space,
+                "n_records": len(table),
+                "optimum_gflops": max(flops, default=0.0),
+                "n_valid": sum(f > 0 for f in flops),
+                "runs": runs,
+            }
+        )
+    return studies
+
+
+def _options(spec: RunSpec, number: int, repeat: int, coef: float, timeout: float, n_parallel: int) -> dict:
+    builder = adatune.LocalBuilder(n_parallel=n_parallel)
+    runner = adatune.LocalRunner(number=number, repeat=repeat, timeout=timeout)
+    return {
+        "DE": adatune.measure_option(builder, runner),
+        "AE": adatune.measure_option(builder, runner, min_converge_coef=coef),
+        "common": adatune.measure_option(
+            builder, adatune.LocalRunner(number=number, repeat=3 * repeat, timeout=timeout)
+        ),
+    }
+
+
+def remeasure(task: TuningTask, keys: Sequence[str], option: MeasureOption, candidates: dict[str, Any]) -> dict:
+    """GFLOPS of each key by one common evaluator (a batch at a time)."""
+    out: dict[str, float] = {}
+    keys = list(dict.fromkeys(keys))
+    for lo in range(0, len(keys), 8):
+        inputs = [MeasureInput(task, candidates[k]) for k in keys[lo : lo + 8]]
+        for inp, res in zip(inputs, option.measure(inputs)):
+            out[str(inp.config.key)] = res.flops(task.flop) / 1e9
+    return out
+
+
+def hardware_study(
+    workloads: Sequence[str],
+    schemes: Sequence[str],
+    seeds: Sequence[int],
+    spec: RunSpec,
+    number: int = 10,
+    repeat: int = 10,
+    min_converge_coef: float = 0.1,
+    timeout: float = 10.0,
+    n_parallel: int = 2,
+) -> list[dict[str, Any]]:
+    """Real measurement: every seed x scheme under the same budget (schemes interleaved, order rotating
+    with the seed, so drift hits all alike), then the common re-measurement of every best-so-far config."""
+    studies = []
+    for wl in workloads:
+        task = get_workload(wl).create_task(adatune.target.host())
+        opts = _options(spec, number, repeat, min_converge_coef, timeout, n_parallel)
+        try:
+            warm = [MeasureInput(task, c) for c in task.space.random_candidates(np.random.default_rng(0), 2)]
+            for opt in opts.values():
+                opt.measure(warm)  # workers pay `import tvm` here, not inside a scheme's budget
+            runs: list[dict[str, Any]] = []
+            cands: dict[str, Any] = {}
+            names = list(schemes)
+            for k, seed in enumerate(seeds):
+                for name in names[k % len(names) :] + names[: k % len(names)]:
+                    option = opts["AE" if SCHEMES[name].adaptive_evaluator else "DE"]
+                    run = run_scheme(name, task, seed, option, spec, cands)
+                    runs.append(run)
+                    logger.info(
+                        "%s seed %d %s: %d trials, best %.2f GFLOPS",
+                        wl,
+                        seed,
+                        name,
+                        len(run["trials"]),
+                        run["best_gflops"],
+                    )
+            incumbents = []
+            for run in runs:
+                best = 0.0
+                for t in run["trials"]:
+                    if t["gflops"] > best:
+                        best = t["gflops"]
+                        incumbents.append(t["key"])
+            common = remeasure(task, incumbents, opts["common"], cands)
+        finally:
+            for opt in opts.values():
+                opt.close()
+        studies.append(
+            {
+                "mode": "hardware",
+                "workload": wl,
+                "task": repr(task),
+                "workload_key": task.workload_key,
+                "space": task.space.size,
+                "common_gflops": common,
+                "common_evaluator": {"number": number, "repeat": 3 * repeat},
+                "runs": runs,
+            }
+        )
+    return studies

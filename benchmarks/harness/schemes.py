@@ -1,0 +1,89 @@
+"""The search schemes the harness compares, each one a library tuner with one setting changed.
+
+==============  ==========================================================================================
+XGB+SA          AutoTVM: XGBoost cost model + simulated annealing, top-``plan_size`` batches (baseline)
+RFEI+SA         AdaTune's random forest + expected improvement instead of XGBoost
+RFEI+CSA        + contextual simulated annealing (uncertainty-driven exploration)
+RFEI+CSA+AE     + the adaptive evaluator: full AdaTune (real measurement only; replay serves recorded times)
+RL              ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
+SA+AS           XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
+RL+AS           PPO agent + adaptive sampling: full ReLeASE
+Random          uniform random search (a floor)
+==============  ==========================================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from adatune.task import TuningTask
+from adatune.tuners import RandomTuner, ReleaseTuner, RFEITuner, Tuner, XGBTuner
+
+__all__ = ["Scheme", "SCHEMES", "BASELINE", "make_tuner", "check_schemes"]
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """A named tuner factory; ``adaptive_evaluator`` schemes measure with AdaTune's evaluator."""
+
+    name: str
+    build: Callable[[TuningTask, int, int, int | None], Tuner]  # (task, seed, plan_size, num_threads)
+    adaptive_evaluator: bool = False
+
+
+def _xgb(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+    return XGBTuner(task, plan_size=plan, num_threads=threads, seed=seed)
+
+
+def _xgb_as(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+    return XGBTuner(task, plan_size=plan, num_threads=threads, sampler="adaptive", seed=seed)
+
+
+def _rfei(contextual: bool) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+    def build(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+        return RFEITuner(task, plan_size=plan, contextual=contextual, num_threads=threads, seed=seed)
+
+    return build
+
+
+def _rl(adaptive: bool) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+    def build(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+        return ReleaseTuner(
+            task, plan_size=plan, sampler="adaptive" if adaptive else None, num_threads=threads, seed=seed
+        )
+
+    return build
+
+
+def _random(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+    return RandomTuner(task, seed=seed)
+
+
+SCHEMES: dict[str, Scheme] = {
+    s.name: s
+    for s in (
+        Scheme("XGB+SA", _xgb),
+        Scheme("RFEI+SA", _rfei(False)),
+        Scheme("RFEI+CSA", _rfei(True)),
+        Scheme("RFEI+CSA+AE", _rfei(True), adaptive_evaluator=True),
+        Scheme("RL", _rl(False)),
+        Scheme("SA+AS", _xgb_as),
+        Scheme("RL+AS", _rl(True)),
+        Scheme("Random", _random),
+    )
+}
+BASELINE = "XGB+SA"
+
+
+def check_schemes(names: list[str]) -> list[str]:
+    """The names, each checked against ``SCHEMES`` (a clear error for a typo)."""
+    unknown = [n for n in names if n not in SCHEMES]
+    if unknown:
+        raise ValueError(f"unknown scheme(s) {', '.join(unknown)}: choose from {', '.join(SCHEMES)}")
+    return list(names)
+
+
+def make_tuner(name: str, task: TuningTask, seed: int, plan_size: int, num_threads: int | None = 1) -> Tuner:
+    """A fresh tuner of scheme ``name`` for one (workload, seed) run."""
+    return SCHEMES[check_schemes([name])[0]].build(task, seed, plan_size, num_threads)
