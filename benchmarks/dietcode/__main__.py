@@ -1,0 +1,159 @@
+"""``python -m benchmarks.dietcode``: DietCode against static tuning and the vendor libraries on BERT's dynamic GEMMs.
+
+Per workload, in one run: per-shape tuning of the sampled T (default 5, 24, 43, 62, 81, 100, 119, 128), the
+largest shape's kernel padded to every T, buckets of 16, torch and numpy, and one DietCode run for the whole
+range; then the latency of every T in the range for each. Writes results.json, summary.md and one
+latency-vs-T PNG per workload to ``--out``.
+
+The QKV dense (768 -> 2304) alone, about 15 minutes on this 2-core machine (run it under the bench lock)::
+
+    flock /tmp/bench.lock .venv/bin/python -m benchmarks.dietcode --workloads qkv
+
+Smoke run (a minute or two)::
+
+    python -m benchmarks.dietcode --workloads attn_out --t-range 1 24 --sampled 5 24 --bucket 8 \
+        --static-trials 2 --dietcode-rounds 1 --dietcode-per-round 2 --dietcode-shapes 3 --out /tmp/dietcode-smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+
+import tvm
+
+import adatune
+from adatune.dietcode import bert_workloads, validate_range
+from adatune.reference import physical_cores
+
+from .report import plot, summarise, write_json, write_markdown
+from .run import ARMS, ArmResult, BenchConfig, StaticTuner, run_dietcode, run_vendor, serve_padded
+
+SAMPLED = [5, 24, 43, 62, 81, 100, 119, 128]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.dietcode", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    names = list(bert_workloads())
+    p.add_argument("--workloads", nargs="*", default=names, choices=names)
+    p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
+    p.add_argument("--t-range", nargs=2, type=int, default=[1, 128], metavar=("LO", "HI"))
+    p.add_argument("--sampled", nargs="*", type=int, default=SAMPLED, help="T of the per-shape tuning")
+    p.add_argument("--bucket", type=int, default=16, help="bucket width of the bucketing arm")
+    p.add_argument("--static-trials", type=int, default=16, help="XGBTuner trials per static shape")
+    p.add_argument("--dietcode-shapes", type=int, default=8)
+    p.add_argument("--dietcode-rounds", type=int, default=3)
+    p.add_argument("--dietcode-per-round", type=int, default=8, help="micro-kernels measured per round")
+    p.add_argument("--dietcode-max-kernels", type=int, default=4)
+    p.add_argument("--repeat", type=int, default=5, help="time_evaluator repeats for the latency of each T")
+    p.add_argument("--min-repeat-ms", type=int, default=20)
+    p.add_argument("--vendor-repeats", type=int, default=15)
+    p.add_argument(
+        "--vendor-threads", type=int, default=0, help="threads of torch and numpy's BLAS (0: all physical cores)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=30.0, help="build and run timeout per static candidate (s)")
+    p.add_argument("--n-parallel", type=int, default=2, help="build processes of the static tuner")
+    p.add_argument("--out", default="benchmarks/results/dietcode")
+    return p
+
+
+def _config(args: argparse.Namespace) -> BenchConfig:
+    lo, hi = validate_range(tuple(args.t_range))
+    sampled = sorted(set(args.sampled))
+    if not sampled or any(not lo <= t <= hi for t in sampled) or args.bucket < 1 or args.static_trials < 1:
+        raise ValueError(f"sampled T must lie in [{lo}, {hi}]; bucket and static trials must be positive")
+    return BenchConfig(
+        (lo, hi), sampled, args.bucket, args.static_trials, args.dietcode_shapes, args.dietcode_rounds,
+        args.dietcode_per_round, args.dietcode_max_kernels, args.repeat, args.min_repeat_ms, args.vendor_repeats,
+        args.vendor_threads, args.seed, args.timeout, args.n_parallel,
+    )  # fmt: skip
+
+
+def _run_workload(name: str, arms: list[str], cfg: BenchConfig, out: str) -> list[ArmResult]:
+    wl = bert_workloads(cfg.t_range)[name]
+    target = adatune.target.host()
+    lo, hi = cfg.t_range
+    static = StaticTuner(wl, cfg, target)
+    buckets = sorted({min(hi, b) for b in range(cfg.bucket, hi + cfg.bucket, cfg.bucket) if b >= lo} | {hi})
+    sampled = sorted(set(cfg.sampled) | {hi})  # the top must be tuned for every T to have a kernel
+    try:
+        return _run_arms(name, arms, cfg, out, static, sampled, buckets)
+    finally:
+        static.close()
+
+
+def _run_arms(
+    name: str, arms: list[str], cfg: BenchConfig, out: str, static: StaticTuner, sampled: list[int], buckets: list[int]
+) -> list[ArmResult]:
+    wl, target = static.wl, static.target
+    lo, hi = cfg.t_range
+    results = []
+    for arm in arms:
+        if arm == "per-shape":
+            res = serve_padded(static, arm, sampled, sampled)
+        elif arm == "padded-largest":
+            res = serve_padded(static, arm, [hi], [hi])
+        elif arm == "buckets":
+            res = serve_padded(static, arm, buckets, buckets)
+        elif arm in ("torch", "numpy"):
+            res = run_vendor(wl, arm, cfg)
+        else:
+            res = run_dietcode(wl, cfg, target, os.path.join(out, f"records_{name}.jsonl"))
+        results.append(res)
+        lat = [res.latency[t] for t in sorted(res.latency)]
+        print(
+            f"{name:>9} {arm:>15}: tuning {res.tuning_seconds:7.1f} s, latency {min(lat) * 1e3:8.3f} .. "
+            f"{max(lat) * 1e3:8.3f} ms over T in [{lo}, {hi}]",
+            flush=True,
+        )
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        cfg = _config(args)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
+    results = []
+    for name in args.workloads:
+        results += _run_workload(name, args.arms, cfg, args.out)
+    rows = summarise(results)
+    meta = {
+        "command": "python -m benchmarks.dietcode " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "host": adatune.target.describe_host(),
+        "target": str(adatune.target.host()),
+        "tvm": tvm.__version__,
+        "t_range": list(cfg.t_range),
+        "sampled": cfg.sampled,
+        "bucket": cfg.bucket,
+        "static_trials": cfg.static_trials,
+        "vendor_threads": cfg.vendor_threads or physical_cores(),
+        "dietcode": {
+            "shapes": cfg.dietcode_shapes,
+            "rounds": cfg.dietcode_rounds,
+            "per_round": cfg.dietcode_per_round,
+            "max_kernels": cfg.dietcode_max_kernels,
+        },
+        "config": vars(args),
+        "started": started,
+        "wall_s": time.perf_counter() - t0,
+    }
+    write_json(os.path.join(args.out, "results.json"), meta, results, rows)
+    figures = plot(args.out, results)
+    write_markdown(os.path.join(args.out, "summary.md"), meta, results, rows, figures)
+    print(f"wrote {args.out}/results.json, summary.md and {len(figures)} figures")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

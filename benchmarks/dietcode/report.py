@@ -1,0 +1,140 @@
+"""Tables, latency-vs-T figures, JSON and the summary of a DietCode benchmark run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .run import ArmResult  # noqa: E402
+
+__all__ = ["summarise", "write_json", "write_markdown", "plot"]
+
+
+def _geomean(xs: list[float]) -> float:
+    return float(math.exp(np.mean(np.log(xs)))) if xs else math.nan
+
+
+def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
+    """Per (workload, arm): tuning seconds, mean and geometric-mean latency over T, and the geometric mean
+    of its latency over DietCode's at each T (> 1: slower than DietCode)."""
+    dietcode = {r.workload: r for r in results if r.arm == "dietcode"}
+    rows = []
+    for r in results:
+        ts = sorted(r.latency)
+        lat = [r.latency[t] for t in ts]
+        dc = dietcode.get(r.workload)
+        ratio = _geomean([r.latency[t] / dc.latency[t] for t in ts if t in dc.latency]) if dc else math.nan
+        rows.append(
+            {
+                "workload": r.workload,
+                "arm": r.arm,
+                "tuning_s": r.tuning_seconds,
+                "mean_latency_ms": float(np.mean(lat)) * 1e3,
+                "geomean_latency_ms": _geomean(lat) * 1e3,
+                "vs_dietcode": ratio,
+                "latency_at_max_ms": r.latency[ts[-1]] * 1e3,
+            }
+        )
+    return rows
+
+
+def write_json(path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "summary": rows, "arms": [asdict(r) for r in results]}, f, indent=1)
+
+
+def plot(out: str, results: list[ArmResult]) -> list[str]:
+    """One figure per workload: latency of every arm against T (log y)."""
+    figures = []
+    for wl in dict.fromkeys(r.workload for r in results):
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        for r in results:
+            if r.workload != wl:
+                continue
+            ts = sorted(r.latency)
+            style = "-" if r.arm == "dietcode" else "--" if r.arm in ("torch", "numpy") else ":"
+            ax.plot(ts, [r.latency[t] * 1e3 for t in ts], style, label=f"{r.arm} (tuning {r.tuning_seconds:.0f} s)")
+        ax.set_xlabel("T (tokens)")
+        ax.set_ylabel("latency (ms)")
+        ax.set_yscale("log")
+        ax.set_title(f"{wl}: latency for every T")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        name = f"latency_{wl}.png"
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+        figures.append(name)
+    return figures
+
+
+def write_markdown(
+    path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]], figures: list[str]
+) -> None:
+    host = meta["host"]
+    lines = [
+        "# DietCode: one tuning run for a dynamic-shape GEMM vs per-shape, padded and bucketed static kernels",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Started {meta['started']}, wall {meta['wall_s']:.0f} s. TVM {meta['tvm']}, target `{meta['target']}`.  ",
+        f"CPU: {host['model']} ({host['isa']}, {host['fp32_lanes']} fp32 lanes, {host['vector_registers']} vector "
+        f"registers, L2 {host['l2_bytes'] >> 10} KiB, {host['cores']} cores), LLVM {host['llvm_version']}.  ",
+        "The machine was shared with other agents' builds and tests while this ran (2 cores): absolute numbers are"
+        " noisy, and every arm suffered the same conditions only on average.",
+        "",
+        f"T range {meta['t_range']}; per-shape tuning at T in {meta['sampled']} ({meta['static_trials']} trials "
+        "each, XGBTuner on the x86 knob template, worker processes started before the clock); buckets of "
+        f"{meta['bucket']}; DietCode: "
+        f"{meta['dietcode']['shapes']} sampled shapes, {meta['dietcode']['rounds']} rounds of "
+        f"{meta['dietcode']['per_round']} micro-kernels, at most {meta['dietcode']['max_kernels']} kernels deployed.",
+        f"torch and numpy run on {meta['vendor_threads']} thread(s); TVM kernels on the target's "
+        f"{host['cores']} cores.",
+        "Latency of every T in the range; padded arms run the kernel of T' >= T (pad/crop copies not counted, which"
+        " favours them). `vs_dietcode`: geometric mean over T of arm latency / DietCode latency (> 1: slower).",
+        "",
+        "| workload | arm | tuning (s) | mean latency (ms) | geomean latency (ms) | vs DietCode "
+        "| latency at T max (ms) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['workload']} | {row['arm']} | {row['tuning_s']:.1f} | {row['mean_latency_ms']:.3f} | "
+            f"{row['geomean_latency_ms']:.3f} | {row['vs_dietcode']:.2f} | {row['latency_at_max_ms']:.3f} |"
+        )
+    for r in results:
+        if r.arm != "dietcode":
+            continue
+        e = r.extra
+        lines += [
+            "",
+            f"## {r.workload}: the DietCode run",
+            f"- measured {e['measured_kernels']} micro-kernels x {len(e['sampled_shapes'])} shapes "
+            f"{e['sampled_shapes']} ({e['measurements']} measurements, {e['failed_measurements']} failed); search "
+            f"{e['search_seconds']:.1f} s, plus compiling the deployed module "
+            f"{r.tuning_seconds - e['search_seconds']:.1f} s",
+            f"- fitted occupancy constant k = {e['k_occupancy']:.3f}; deployed kernels {e['kernels']}; decision tree "
+            f"with {e['tree_leaves']} leaves; one call of the compiled C dispatcher through ctypes: "
+            f"{e['dispatch_call_seconds'] * 1e6:.2f} us",
+            f"- every T in the range checked against numpy before timing: {len(r.latency)} of {len(r.latency)} correct",
+        ]
+        per_shape = next((x for x in results if x.workload == r.workload and x.arm == "per-shape"), None)
+        if per_shape is not None:
+            n = len(per_shape.extra["kernels_at"])
+            full = per_shape.tuning_seconds / n * len(r.latency)
+            lines.append(
+                f"- per-shape tuning took {per_shape.tuning_seconds:.0f} s for {n} shapes; at that rate tuning every "
+                f"one of the {len(r.latency)} T would take about {full:.0f} s (computed, not run)"
+            )
+        lines += ["", "```c", e["dispatcher_c"].rstrip(), "```"]
+    lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")

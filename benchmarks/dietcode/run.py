@@ -1,0 +1,234 @@
+"""The arms of the DietCode benchmark, each giving tuning seconds and a latency for every T of the range.
+
+- ``per-shape``: a static kernel tuned (XGBTuner over the x86 knob template) for each sampled T; any other T
+  runs the kernel of the smallest sampled T' >= T on zero-padded inputs.
+- ``padded-largest``: the kernel tuned for the range's top (shared with ``per-shape`` when the top is
+  sampled), used for every T.
+- ``buckets``: a static kernel tuned for every multiple of ``bucket`` (plus the top); T pads up to its bucket.
+- ``torch`` / ``numpy``: the vendor libraries (oneDNN / OpenBLAS) at the exact shape, nothing tuned.
+- ``dietcode``: one ``DietCodeTuner`` run for the whole range; every T runs its dispatched micro-kernel.
+
+Padded arms report the kernel time at T' (the pad and crop copies are not counted, which favours them).
+Every timed TVM kernel goes through ``time_evaluator``; the vendor calls through ``time_callable``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import tvm
+from threadpoolctl import threadpool_limits
+
+import adatune
+from adatune.dietcode import DietCodeTuner, DynamicWorkload
+from adatune.reference import physical_cores, time_callable
+from adatune.tuners import XGBTuner
+
+__all__ = ["ARMS", "ArmResult", "BenchConfig", "StaticTuner", "run_dietcode", "run_vendor", "serve_padded"]
+
+ARMS = ("per-shape", "padded-largest", "buckets", "torch", "numpy", "dietcode")
+
+
+@dataclass
+class BenchConfig:
+    """Budgets and timing settings shared by the arms."""
+
+    t_range: tuple[int, int]
+    sampled: list[int]
+    bucket: int
+    static_trials: int
+    dietcode_shapes: int
+    dietcode_rounds: int
+    dietcode_per_round: int
+    dietcode_max_kernels: int
+    repeat: int
+    min_repeat_ms: int
+    vendor_repeats: int
+    vendor_threads: int
+    seed: int
+    timeout: float
+    n_parallel: int
+
+
+@dataclass
+class ArmResult:
+    """One arm on one workload: its tuning seconds, the latency (s) of every T, and what served each T."""
+
+    workload: str
+    arm: str
+    tuning_seconds: float
+    latency: dict[int, float]
+    served_by: dict[int, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def static_task(wl: DynamicWorkload, t: int, target: tvm.target.Target) -> adatune.task.TuningTask:
+    """The workload at a fixed T as a knob-template task (what a static-shape tuner gets)."""
+    a, b = wl.dims
+    if wl.kind == "dense":
+        return adatune.task.create("dense.x86", (t, a, b, wl.dtype), target)
+    if wl.kind == "bmm_nt":
+        return adatune.task.create("batch_matmul.x86", (a, t, t, b, "NT", wl.dtype), target)
+    return adatune.task.create("batch_matmul.x86", (a, t, b, t, "NN", wl.dtype), target)
+
+
+class StaticTuner:
+    """Tunes and times static kernels of one workload, once per T (shared by the arms that pad)."""
+
+    def __init__(self, wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Target):
+        self.wl, self.cfg, self.target = wl, cfg, target
+        self.tuning_seconds: dict[int, float] = {}
+        self.latency: dict[int, float] = {}
+        self.best: dict[int, str] = {}
+        self._option: Any = None
+        self.startup_seconds = 0.0
+
+    def _start(self) -> None:
+        """Start the builder and runner worker processes (each imports TVM and adatune) before any shape's
+        clock runs: every shape is then tuned with warm workers, and the start-up is reported on its own."""
+        start = time.perf_counter()
+        builder = adatune.LocalBuilder(timeout=self.cfg.timeout, n_parallel=self.cfg.n_parallel)
+        runner = adatune.LocalRunner(
+            number=1, repeat=3, min_repeat_ms=10, timeout=self.cfg.timeout, check_correctness=True
+        )
+        for pool, workers in ((builder.pool, self.cfg.n_parallel), (runner.pool, 1)):
+            for fut in [pool.submit(time.sleep, 0.2) for _ in range(workers)]:
+                fut.result()
+        self._option = adatune.measure_option(builder, runner)
+        self.startup_seconds = time.perf_counter() - start
+
+    def ensure(self, t: int) -> None:
+        """Tune the static kernel for ``t`` (once), then time its best config."""
+        if t in self.latency:
+            return
+        if self._option is None:
+            self._start()
+        start = time.perf_counter()
+        task = static_task(self.wl, t, self.target)
+        tuner = XGBTuner(task, plan_size=max(8, self.cfg.static_trials // 2), seed=self.cfg.seed)
+        tuner.tune(n_trial=self.cfg.static_trials, measure_option=self._option, batch_size=8)
+        self.tuning_seconds[t] = time.perf_counter() - start
+        if tuner.best_config is None:
+            raise RuntimeError(f"no correct static kernel for {self.wl.name} at T={t}")
+        self.best[t] = str(tuner.best_config)
+        lib = tvm.tirx.build(task.scheduled_module(tuner.best_config), self.target)
+        self.latency[t] = _time_tvm(lib, "main", _tensors(self.wl, t), (), self.cfg)
+
+    def close(self) -> None:
+        if self._option is not None:
+            self._option.close()
+            self._option = None
+
+
+def serve_padded(tuner: StaticTuner, name: str, kernels_at: list[int], tuned: list[int]) -> ArmResult:
+    """Every T of the range served by the smallest of ``kernels_at`` >= T; tuning time of ``tuned``."""
+    lo, hi = tuner.wl.t_range
+    kernels_at = sorted(kernels_at)
+    for t in kernels_at:
+        tuner.ensure(t)
+    latency, served = {}, {}
+    for t in range(lo, hi + 1):
+        tp = next(k for k in kernels_at if k >= t)
+        latency[t], served[t] = tuner.latency[tp], f"T'={tp}"
+    secs = sum(tuner.tuning_seconds[t] for t in tuned)
+    extra = {
+        "kernels_at": kernels_at,
+        "best_configs": {t: tuner.best[t] for t in kernels_at},
+        "tuning_seconds_per_shape": {t: tuner.tuning_seconds[t] for t in kernels_at},
+        "worker_startup_seconds": tuner.startup_seconds,
+    }
+    return ArmResult(tuner.wl.name, name, secs, latency, served, extra)
+
+
+def _tensors(wl: DynamicWorkload, t: int) -> list[Any]:
+    rng = np.random.default_rng(t)
+    a, b = wl.random_inputs(t, rng)
+    dev = tvm.cpu(0)
+    return [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), tvm.runtime.empty(wl.shapes(t)[2], wl.dtype, dev)]
+
+
+def _time_tvm(lib: Any, name: str, tensors: list[Any], extra_args: tuple, cfg: BenchConfig) -> float:
+    mod = lib.mod if hasattr(lib, "mod") else lib
+    ev = mod.time_evaluator(name, tvm.cpu(0), number=1, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms)
+    return float(np.median(ev(*tensors, *extra_args).results))
+
+
+def run_vendor(wl: DynamicWorkload, library: str, cfg: BenchConfig) -> ArmResult:
+    """torch.matmul (oneDNN) or numpy.matmul (OpenBLAS) at the exact shape of every T, on ``vendor_threads``
+    threads (torch's intra-op pool; numpy's BLAS pool through threadpoolctl)."""
+    threads = cfg.vendor_threads or physical_cores()
+    torch.set_num_threads(threads)
+    lo, hi = wl.t_range
+    latency = {}
+    with threadpool_limits(limits=threads):
+        for t in range(lo, hi + 1):
+            latency[t] = _time_vendor(wl, library, t, cfg)
+    extra = {"threads": threads}
+    return ArmResult(wl.name, library, 0.0, latency, {t: f"{library} ({threads} threads)" for t in latency}, extra)
+
+
+def _time_vendor(wl: DynamicWorkload, library: str, t: int, cfg: BenchConfig) -> float:
+    a, b = wl.random_inputs(t, np.random.default_rng(t))
+    if library == "torch":
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        tb = tb.transpose(-1, -2) if wl.kind == "bmm_nt" else tb
+        call: Callable[[], Any] = functools.partial(torch.matmul, ta, tb)
+    else:
+        call = functools.partial(wl.reference, a, b)
+    with torch.inference_mode():
+        return time_callable(call, repeats=cfg.vendor_repeats, warmup_s=0.05)
+
+
+def run_dietcode(wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Target, log_file: str) -> ArmResult:
+    """One DietCode run for the range; every T checked against numpy, then timed through its kernel."""
+    tuner = DietCodeTuner(
+        wl,
+        target,
+        n_shapes=cfg.dietcode_shapes,
+        rounds=cfg.dietcode_rounds,
+        kernels_per_round=cfg.dietcode_per_round,
+        max_kernels=cfg.dietcode_max_kernels,
+        seed=cfg.seed,
+        log_file=log_file,
+        repeat=3,
+        min_repeat_ms=10,
+    )
+    start = time.perf_counter()
+    res = tuner.tune()
+    dk = res.build()  # compiling the selected kernels and the C dispatcher is part of the tuning cost
+    secs = time.perf_counter() - start
+    lo, hi = wl.t_range
+    latency, served, wrong = {}, {}, []
+    for t in range(lo, hi + 1):
+        a, b = wl.random_inputs(t, np.random.default_rng(t))
+        if not np.allclose(dk(t, a, b), wl.reference(a, b), rtol=1e-3, atol=1e-3):
+            wrong.append(t)
+        idx = dk.index(t)
+        latency[t] = _time_tvm(dk.lib, dk.names[idx], _tensors(wl, t), (t,), cfg)
+        served[t] = res.kernels[idx].key
+    if wrong:
+        raise RuntimeError(f"DietCode kernels of {wl.name} wrong at T={wrong}")
+    probe = min(max(lo, 64), hi)
+    dispatch_s = time_callable(lambda: dk.index(probe), repeats=200, warmup_s=0.01)
+    measured = [m for m in res.measurements if math.isfinite(m.seconds)]
+    extra = {
+        "kernels": [k.key for k in res.kernels],
+        "sampled_shapes": res.shapes,
+        "measured_kernels": len({m.kernel.key for m in res.measurements}),
+        "measurements": len(res.measurements),
+        "failed_measurements": len(res.measurements) - len(measured),
+        "k_occupancy": res.model.k,
+        "tree_leaves": res.dispatcher.n_leaves,
+        "dispatcher_c": res.dispatcher.to_c_source(f"{wl.name}_dispatch"),
+        "dispatch_call_seconds": dispatch_s,
+        "predicted": {t: res.predicted[t] for t in latency},
+        "search_seconds": res.tuning_seconds,
+    }
+    return ArmResult(wl.name, "dietcode", secs, latency, served, extra)
