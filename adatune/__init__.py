@@ -17,6 +17,7 @@ from .measure import (
     MeasureInput,
     MeasureResult,
     ReplayRunner,
+    RPCRunner,
     measure_option,
 )
 from .records import load_from_file, pick_best
@@ -34,6 +35,7 @@ __all__ = [
     "LocalBuilder",
     "LocalRunner",
     "ReplayRunner",
+    "RPCRunner",
     "MeasureErrorNo",
     "MeasureInput",
     "MeasureResult",

@@ -3,6 +3,7 @@
 from ._builder import Builder, LocalBuilder, NoBuilder
 from ._option import MeasureOption, measure_option
 from ._replay import ReplayRunner
+from ._rpc import RPCRunner
 from ._runner import LocalRunner, Runner
 from ._types import BuildResult, MeasureBatch, MeasureErrorNo, MeasureInput, MeasureResult
 
@@ -13,6 +14,7 @@ __all__ = [
     "Runner",
     "LocalRunner",
     "ReplayRunner",
+    "RPCRunner",
     "MeasureOption",
     "measure_option",
     "MeasureBatch",
