@@ -1,42 +1,15 @@
-"""The AdaTune paper's ablation (NeurIPS 2020, sec. 5.3), reproduced on this machine.
+"""The AdaTune paper's ablation (NeurIPS 2020, sec. 5.3) as a preset of ``benchmarks.harness``.
 
 Four schemes, each adding one AdaTune component to the AutoTVM baseline:
 
 ==============  =========================================================================
-XGB+SA+DE       AutoTVM: XGBoost cost model, simulated annealing, deterministic evaluator
-RFEI+SA+DE      random forest + expected improvement instead of XGBoost
-RFEI+CSA+DE     + contextual simulated annealing (uncertainty-driven exploration)
-RFEI+CSA+AE     + adaptive evaluator (``min_converge_coef``): full AdaTune
+XGB+SA          AutoTVM: XGBoost cost model, simulated annealing, deterministic evaluator
+RFEI+SA         random forest + expected improvement instead of XGBoost
+RFEI+CSA        + contextual simulated annealing (uncertainty-driven exploration)
+RFEI+CSA+AE     + adaptive evaluator (``min_converge_coef``): full AdaTune (real measurement only)
 ==============  =========================================================================
-
-On hardware every (workload, seed, scheme) run gets the same wall-clock budget of the tuner's clock (search
-plus build plus measurement); on the replay runner (a recorded sweep) the same schemes are compared in
-trials over many seeds. Run ``python -m benchmarks.ablation --help`` for the options; results go to
-``benchmarks/results/ablation/``.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
-
-__all__ = ["Scheme", "SCHEMES", "BASELINE"]
-
-
-@dataclass(frozen=True)
-class Scheme:
-    name: str
-    model: str  # "xgb" or "rfei"
-    contextual: bool
-    adaptive: bool
-
-
-SCHEMES: dict[str, Scheme] = {
-    s.name: s
-    for s in (
-        Scheme("XGB+SA+DE", "xgb", False, False),
-        Scheme("RFEI+SA+DE", "rfei", False, False),
-        Scheme("RFEI+CSA+DE", "rfei", True, False),
-        Scheme("RFEI+CSA+AE", "rfei", True, True),
-    )
-}
-BASELINE = "XGB+SA+DE"
+SCHEMES = ("XGB+SA", "RFEI+SA", "RFEI+CSA", "RFEI+CSA+AE")
+WORKLOADS = ("conv2d-resnet18-L6", "bmm-bert-nt")
+BASELINE = SCHEMES[0]

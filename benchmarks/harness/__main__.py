@@ -32,6 +32,7 @@ def add_run_args(p: argparse.ArgumentParser, schemes: Sequence[str], out: str, b
     p.add_argument("--target-fraction", type=float, default=0.95)
     p.add_argument("--title", default=None)
     p.add_argument("--out", default=out)
+    p.add_argument("-v", "--verbose", action="store_true")
 
 
 def add_hardware_args(p: argparse.ArgumentParser, workloads: Sequence[str]) -> None:
@@ -44,11 +45,16 @@ def add_hardware_args(p: argparse.ArgumentParser, workloads: Sequence[str]) -> N
     p.add_argument("--n-parallel", type=int, default=2)
 
 
+def _module_name() -> str:
+    """``harness``, ``ablation`` or ``release``: the package whose ``__main__`` is running."""
+    return os.path.basename(os.path.dirname(sys.argv[0])) or "harness"
+
+
 def _meta(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     return {
         "mode": mode,
-        "command": "python -m "
-        + shlex.join([sys.argv[0].split("/")[-2] if "/" in sys.argv[0] else "?"] + sys.argv[1:]),
+        "command": "python -m benchmarks."
+        + shlex.join([os.path.basename(os.path.dirname(sys.argv[0]))] + sys.argv[1:]),
         "host": host_record(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "args": {k: v for k, v in vars(args).items() if k != "func"},
@@ -82,6 +88,32 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
     return write_report(args.out, args.title or default_title, meta, studies)
 
 
+def combine(inputs: Sequence[str], out: str, title: str, fraction: float | None) -> dict[str, Any]:
+    """Pool studies written by separate runs (e.g. one process per workload) into one report; the
+    commands of the parts are kept, and each study keeps the host it ran on."""
+    parts = []
+    for folder in inputs:
+        with open(os.path.join(folder, "results.json"), encoding="utf-8") as f:
+            parts.append(json.load(f))
+    if not parts:
+        raise ValueError("report needs at least one input folder")
+    modes = {p["meta"]["mode"] for p in parts}
+    if len(modes) != 1:
+        raise ValueError(f"cannot pool studies of different modes: {sorted(modes)}")
+    meta = dict(parts[0]["meta"])
+    meta["schemes"] = list(dict.fromkeys(s for p in parts for s in p["meta"]["schemes"]))
+    meta["command"] = " ; ".join(p["meta"]["command"] for p in parts)
+    meta["parts"] = [{"folder": d, "command": p["meta"]["command"]} for d, p in zip(inputs, parts)]
+    if fraction is not None:
+        meta["target_fraction"] = fraction
+    studies = []
+    for p in parts:
+        for st in p["studies"]:
+            st.setdefault("host", p["meta"]["host"])
+            studies.append(st)
+    return write_report(out, title, meta, studies)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.harness", description=__doc__)
     sub = p.add_subparsers(dest="mode", required=True)
@@ -102,10 +134,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     ep.add_argument("--micro-batch", type=int, default=10)
     ep.add_argument("--confirm-repeats", type=int, default=5)
     ep.add_argument("--out", default="benchmarks/results/evaluator")
-    p.add_argument("-v", "--verbose", action="store_true")
+    ep.add_argument("-v", "--verbose", action="store_true")
+    cp = sub.add_parser("report", help="one report over the results.json of several studies (pooled statistics)")
+    cp.add_argument("--inputs", nargs="+", required=True, help="folders holding results.json")
+    cp.add_argument("--title", default="Replay: search schemes over recorded sweeps")
+    cp.add_argument("--target-fraction", type=float, default=None, help="default: the studies' own")
+    cp.add_argument("--out", required=True)
+    cp.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(message)s")
     logging.getLogger("benchmarks").setLevel(logging.INFO)
+    if args.mode == "report":
+        combine(args.inputs, args.out, args.title, args.target_fraction)
+        with open(os.path.join(args.out, "summary.md"), encoding="utf-8") as f:
+            print(f.read())
+        return
     if args.mode == "evaluator":
         sweeps = {w: os.path.join(args.sweep_dir, f"{w}.jsonl") for w in args.workloads}
         sweeps = {w: p for w, p in sweeps.items() if os.path.exists(p)}
