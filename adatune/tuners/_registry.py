@@ -24,6 +24,8 @@ from ._base import Tuner
 from ._release import ReleaseTuner
 from ._rfei import RFEITuner
 from ._simple import GridSearchTuner, RandomTuner
+from ._trace import COST_MODELS as _TRACE_COST_MODELS
+from ._trace import TraceSearchTuner
 from ._xgb import XGBTuner
 
 __all__ = [
@@ -435,6 +437,60 @@ register_tuner(
             _eps_greedy(0.05, "share of each plan measured at random"),
             *_model_options(True),
             TunerOption("agent_options", dict, None, 'PPOAgent keyword arguments, e.g. {"step_cap": 16}'),
+        ),
+    )
+)
+
+
+register_tuner(
+    TunerSpec(
+        "trace",
+        TraceSearchTuner,
+        "MetaSchedule evolutionary search over traces + a cost model",
+        (
+            TunerOption(
+                "cost_model",
+                str,
+                "xgb",
+                "cost model on the space's features: XGBoost or AdaTune's RFEI",
+                choices=_TRACE_COST_MODELS,
+                objects=True,
+            ),
+            TunerOption("plan_size", int, 64, "candidates per plan (the model is refit between plans)", minimum=1),
+            TunerOption("population_size", int, 128, "evolutionary population", minimum=2),
+            TunerOption(
+                "init_measured_ratio",
+                float,
+                0.2,
+                "share of the population seeded with the best measured",
+                minimum=0.0,
+                maximum=1.0,
+            ),
+            TunerOption("genetic_num_iters", int, 3, "rounds of selection and mutation per plan", minimum=0),
+            TunerOption(
+                "mutate_prob", float, 0.85, "probability that a selected parent is mutated", minimum=0.0, maximum=1.0
+            ),
+            TunerOption(
+                "eps_greedy",
+                float,
+                None,
+                "fixed random share (none: 0 with RFEI and contextual, else 0.05)",
+                minimum=0.0,
+                maximum=1.0,
+            ),
+            TunerOption(
+                "contextual", bool, True, "with RFEI: random share eps_t from the model's uncertainty (AdaTune)"
+            ),
+            TunerOption("n_context", int, 64, "unmeasured samples eps_t is estimated on", minimum=1),
+            TunerOption("n_trees", int, 100, "trees in RFEI's random forest", minimum=2),
+            TunerOption(
+                "uncertainty",
+                str,
+                "forestci",
+                "RFEI's uncertainty: forestci's jackknife or the per-tree spread",
+                choices=("forestci", "trees"),
+            ),
+            TunerOption("num_threads", int, None, "cost-model threads (none: the model's default)", minimum=1),
         ),
     )
 )

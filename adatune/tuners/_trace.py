@@ -10,7 +10,8 @@ The cost model sees the space's feature matrices (``space.featurize``): XGBoost 
 forest with expected improvement. With RFEI and ``contextual=True`` the random share of each plan is AdaTune's
 eps_t, the model's mean uncertainty over unmeasured samples relative to the best throughput, instead of a fixed
 epsilon. The search uses only the ``CandidateSpace`` protocol, so it runs on knob spaces too, but it is made for
-trace spaces (``adatune.trace``), whose mutations are TVM's mutators.
+trace spaces (``adatune.trace``), whose mutations are TVM's mutators. It is registered as tuner ``"trace"``
+(``create_tuner("trace", task)``, ``adatune tune --tuner trace``) with its options in ``_registry``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from ..measure import MeasureInput, MeasureResult
 from ..optimizers.contextual import exploration_rate
 from ..task import TuningTask
 from ._base import Tuner
-from ._registry import TunerOption, TunerSpec, register_tuner
 
 __all__ = ["TraceSearchTuner"]
 
@@ -215,57 +215,3 @@ class TraceSearchTuner(Tuner):
         for inp, res in zip(inputs, results):
             self._cands.append(inp.config)
             self._ys.append(res.flops(self.task.flop))
-
-
-register_tuner(
-    TunerSpec(
-        "trace",
-        TraceSearchTuner,
-        "MetaSchedule evolutionary search over traces + a cost model",
-        (
-            TunerOption(
-                "cost_model",
-                str,
-                "xgb",
-                "cost model on the space's features: XGBoost or AdaTune's RFEI",
-                choices=COST_MODELS,
-                objects=True,
-            ),
-            TunerOption("plan_size", int, 64, "candidates per plan (the model is refit between plans)", minimum=1),
-            TunerOption("population_size", int, 128, "evolutionary population", minimum=2),
-            TunerOption(
-                "init_measured_ratio",
-                float,
-                0.2,
-                "share of the population seeded with the best measured",
-                minimum=0.0,
-                maximum=1.0,
-            ),
-            TunerOption("genetic_num_iters", int, 3, "rounds of selection and mutation per plan", minimum=0),
-            TunerOption(
-                "mutate_prob", float, 0.85, "probability that a selected parent is mutated", minimum=0.0, maximum=1.0
-            ),
-            TunerOption(
-                "eps_greedy",
-                float,
-                None,
-                "fixed random share (none: 0 with RFEI and contextual, else 0.05)",
-                minimum=0.0,
-                maximum=1.0,
-            ),
-            TunerOption(
-                "contextual", bool, True, "with RFEI: random share eps_t from the model's uncertainty (AdaTune)"
-            ),
-            TunerOption("n_context", int, 64, "unmeasured samples eps_t is estimated on", minimum=1),
-            TunerOption("n_trees", int, 100, "trees in RFEI's random forest", minimum=2),
-            TunerOption(
-                "uncertainty",
-                str,
-                "forestci",
-                "RFEI's uncertainty: forestci's jackknife or the per-tree spread",
-                choices=("forestci", "trees"),
-            ),
-            TunerOption("num_threads", int, None, "cost-model threads (none: the model's default)", minimum=1),
-        ),
-    )
-)
