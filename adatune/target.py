@@ -47,13 +47,35 @@ def _host_triple() -> str:
     return tvm.target.codegen.llvm_get_system_triple()
 
 
+def _usable_cores() -> int:
+    """Physical cores this process may run on (a CPU affinity mask or container may allow fewer)."""
+    physical = psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else physical
+    return max(1, min(physical, allowed))
+
+
+def _size_tvm_thread_pool() -> None:
+    """Give TVM's thread pool one thread per physical core unless the user chose a number.
+
+    Without ``TVM_NUM_THREADS`` (or ``OMP_NUM_THREADS``) TVM 0.27 runs ``hardware_concurrency() / 2``
+    threads on x86, assuming two-way SMT: on a CPU without SMT (cloud VMs, EPYC with SMT off) every
+    parallel kernel uses half the cores, one of two on a 2-core VM, while PyTorch uses all of them.
+    Runs when adatune is imported, before TVM's pool starts; measuring subprocesses inherit it.
+    """
+    if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["TVM_NUM_THREADS"] = str(_usable_cores())
+
+
+_size_tvm_thread_pool()
+
+
 def host(num_cores: int | None = None) -> tvm.target.Target:
     """LLVM target for this machine's CPU: real triple, LLVM's name for the CPU, physical core count."""
     triple = _host_triple()
     cpu = tvm.target.codegen.llvm_get_system_cpu()
     if not cpu or cpu == "generic" or not tvm.target.codegen.llvm_is_valid_cpu(cpu, triple):
         cpu = "x86-64-v3" if triple.startswith("x86_64") else "generic"
-    cores = num_cores or psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+    cores = num_cores or _usable_cores()
     return tvm.target.Target({"kind": "llvm", "mtriple": triple, "mcpu": cpu, "num-cores": int(cores)})
 
 

@@ -1,14 +1,16 @@
 """Tuned x86 kernels against PyTorch on the same machine, in the same process, timed in turns.
 
-For each workload: RandomTuner measures a fixed number of configs of the x86 template's space; the best
-few are re-timed, and the fastest of them and PyTorch (oneDNN, all physical cores) are then timed in
-alternation for several rounds, so that load from other processes hits both alike. Reports the median
-GFLOPS of each, the median of the per-round ratios and their spread.
+For each workload and seed: a tuner (XGB by default, as ``make demo``) measures a fixed number of configs of
+the x86 template's space; the best few are re-timed, and the fastest of them and PyTorch (oneDNN, all
+physical cores) are then timed in alternation for several rounds, so that load from other processes hits
+both alike. Reports per seed the median GFLOPS of each and the median of the per-round ratios, and over
+the seeds the median ratio and its spread.
 
     python -m benchmarks.kernels_vs_pytorch                       # dense-1024 and conv2d-resnet18-L6
-    python -m benchmarks.kernels_vs_pytorch --workloads dense-1024 conv2d-resnet18-L2 --trials 128
+    python -m benchmarks.kernels_vs_pytorch --workloads dense-1024 --seeds 0 1 2 --trials 128
 
-Writes benchmarks/results/kernels_vs_pytorch/{results.json, summary.md} with ``describe_host()``.
+Writes benchmarks/results/kernels_vs_pytorch/{results.json, summary.md} with ``describe_host()``; a run
+replaces the entries of its workloads and keeps the others, so workloads can be run one at a time.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ import torch
 import tvm
 
 import adatune
+from adatune.records import load_from_file
 from adatune.reference import physical_cores, time_callable
-from adatune.tuners import RandomTuner
+from adatune.tuners import create_tuner
+from adatune.tuners.callback import log_to_file
 from adatune.workloads import get as get_workload
 from adatune.workloads import torch_reference
 
@@ -36,18 +40,57 @@ DEFAULT_WORKLOADS = ["dense-1024", "conv2d-resnet18-L6"]
 OUT = "benchmarks/results/kernels_vs_pytorch"
 
 
-def tune(task: Any, trials: int, seed: int, timeout: float) -> RandomTuner:
-    """``trials`` random configs of the task's space, each checked against numpy before it is timed."""
+def records_path(out: str, name: str, seed: int) -> str:
+    return os.path.join(out, "records", f"{name}-seed{seed}.jsonl")
+
+
+def tune(task: Any, tuner_name: str, trials: int, seed: int, timeout: float, log: str) -> dict[str, Any]:
+    """``trials`` configs of the task's space picked by the tuner, each checked against numpy when timed and
+    appended to ``log``; a log left by an interrupted run is loaded first and not measured again."""
     option = adatune.measure_option(
         adatune.LocalBuilder(timeout=timeout),
-        adatune.LocalRunner(number=3, repeat=3, timeout=timeout, check_correctness=True),
+        adatune.LocalRunner(number=5, repeat=3, timeout=timeout, check_correctness=True),
     )
-    tuner = RandomTuner(task, seed=seed)
+    tuner = create_tuner(tuner_name, task, seed=seed)
+    done = tuner.load_history(load_from_file(log)) if os.path.exists(log) else 0
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    side = log.replace(".jsonl", ".tune.json")
+    spent = 0.0
+    if done and os.path.exists(side):
+        with open(side, encoding="utf-8") as f:
+            spent = float(json.load(f)["tune_s"])
+    t0 = time.time()
     try:
-        tuner.tune(n_trial=trials, measure_option=option)
+        tuner.tune(n_trial=max(0, trials - done), measure_option=option, callbacks=[log_to_file(log)])
     finally:
         option.close()
-    return tuner
+        info = {
+            "tuner": tuner_name,
+            "seed": seed,
+            "resumed": done,
+            "tune_s": spent + time.time() - t0,
+            "command": " ".join(["python -m benchmarks.kernels_vs_pytorch", *sys.argv[1:]]),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        with open(side, "w", encoding="utf-8") as f:
+            json.dump(info, f)
+    return info
+
+
+def best_measured(task: Any, log: str, n: int) -> tuple[list[tuple[float, Any]], int, dict[str, int]]:
+    """The ``n`` fastest correct configs of a tuning log (GFLOPS, config), its record count and error counts."""
+    if not os.path.exists(log):
+        raise FileNotFoundError(f"{log}: no tuning log; run --stage tune first")
+    recs = [r for r in load_from_file(log) if r.workload_key == task.workload_key]
+    errors: dict[str, int] = {}
+    for r in recs:
+        if r.result.error_no:
+            name = adatune.MeasureErrorNo(r.result.error_no).name
+            errors[name] = errors.get(name, 0) + 1
+    ok = sorted(((task.flop / r.mean_cost / 1e9, r.key, r.config) for r in recs if not r.result.error_no), reverse=True)
+    if not ok:
+        raise RuntimeError(f"{log}: no config of {len(recs)} built and ran correctly")
+    return [(g, task.candidate_from_json(c)) for g, _, c in ok[:n]], len(recs), errors
 
 
 def kernel_timer(task: Any, config: Any, repeats: int) -> Callable[[], float]:
@@ -99,45 +142,58 @@ def summarize(gflops: list[float], torch_gflops: list[float]) -> dict[str, Any]:
     }
 
 
-def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
+def time_seed(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Time the best kernels one seed's tuning found against PyTorch, in turns."""
     wl = get_workload(name)
     task = wl.create_task(adatune.target.host())
-    t0 = time.time()
-    tuner = tune(task, args.trials, args.seed, args.timeout)
-    tune_s = time.time() - t0
-    ok = sorted(((t.flops, t.key) for t in tuner.trials if t.flops > 0), reverse=True)
-    if not ok:
-        raise RuntimeError(f"{name}: no config of {len(tuner.trials)} built and ran correctly")
-    finalists = [key for _, key in ok[: args.finalists]]
-    timers = {key: kernel_timer(task, task.space.get(int(key)), args.repeats) for key in finalists}
+    log = records_path(args.out, name, seed)
+    best, n_records, errors = best_measured(task, log, args.finalists)
+    with open(log.replace(".jsonl", ".tune.json"), encoding="utf-8") as f:
+        tuning = json.load(f)
+    timers = {str(c.key): kernel_timer(task, c, args.repeats) for _, c in best}
+    configs = {str(c.key): c for _, c in best}
     torch_fn = torch_reference(wl)
     heats = interleaved(task, timers, torch_fn, 3, args.repeats)  # pick the finalist that is fast again
-    best = max(finalists, key=lambda k: statistics.median(heats[k]))
-    final = interleaved(task, {best: timers[best]}, torch_fn, args.rounds, args.repeats)
-    summary = summarize(final[best], final["torch"])
-    errors: dict[str, int] = {}
-    for t in tuner.trials:
-        if t.error_no:
-            err = adatune.MeasureErrorNo(t.error_no).name
-            errors[err] = errors.get(err, 0) + 1
+    key = max(timers, key=lambda k: statistics.median(heats[k]))
+    final = interleaved(task, {key: timers[key]}, torch_fn, args.rounds, args.repeats)
+    summary = summarize(final[key], final["torch"])
     print(
-        f"{name}: {summary['gflops_median']:.1f} GFLOPS vs PyTorch {summary['torch_gflops_median']:.1f} "
+        f"{name} seed {seed}: {summary['gflops_median']:.1f} GFLOPS vs PyTorch {summary['torch_gflops_median']:.1f} "
         f"(ratio {summary['ratio_median']:.2f}, rounds {summary['ratio_min']:.2f}-{summary['ratio_max']:.2f})",
         flush=True,
     )
+    return {
+        "seed": seed,
+        "trials": n_records,
+        "tune_s": tuning["tune_s"],
+        "tune_command": tuning["command"],
+        "tuner": tuning["tuner"],
+        "errors": errors,
+        "tuning_best_gflops": best[0][0],
+        "finalists": {k: statistics.median(heats[k]) for k in timers},
+        "best_config": configs[key].to_json(),
+        **summary,
+    }
+
+
+def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Every seed of one workload, and the spread of their ratios."""
+    task = get_workload(name).create_task(adatune.target.host())
+    seeds = [time_seed(name, seed, args) for seed in args.seeds]
+    ratios = [r["ratio_median"] for r in seeds]
     return {
         "workload": name,
         "template": task.name,
         "args": list(task.args),
         "flop": task.flop,
-        "space": len(task.config_space),
-        "trials": len(tuner.trials),
-        "errors": errors,
-        "tune_s": tune_s,
-        "tuning_best_gflops": ok[0][0] / 1e9,
-        "finalists": {k: statistics.median(heats[k]) for k in finalists},
-        "best_config": task.space.get(int(best)).to_json(),
-        **summary,
+        "space": task.space.size,
+        "tuner": seeds[0]["tuner"],
+        "seeds": seeds,
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "gflops_median": statistics.median(r["gflops_median"] for r in seeds),
+        "torch_gflops_median": statistics.median(r["torch_gflops_median"] for r in seeds),
     }
 
 
@@ -149,56 +205,102 @@ def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]
         f"Host: {host['model']} ({host['mcpu']}, {host['isa']}, {host['fp32_lanes']} fp32 lanes, "
         f"{host['vector_registers']} vector registers, L1d {host['l1d_bytes'] >> 10} KiB, "
         f"L2 {host['l2_bytes'] >> 10} KiB, L3 {host['l3_bytes'] >> 20} MiB, {host['cores']} cores); "
-        f"PyTorch {meta['torch_version']} with {meta['torch_threads']} threads; TVM {host['tvm_version']}.",
+        f"PyTorch {meta['torch_version']} with {meta['torch_threads']} threads, TVM's pool with "
+        f"{meta['tvm_threads']} threads; TVM {host['tvm_version']}. The machine was shared with other agents' "
+        "builds and tests while this ran (timing runs were serialised by a lock; untimed work was not).",
         "",
-        f"Command: `{meta['command']}`",
-        "",
-        f"{meta['trials']} random configs per workload (RandomTuner, seed {meta['seed']}), the best "
-        f"{meta['finalists']} re-timed, then the fastest and PyTorch timed in turns for {meta['rounds']} rounds "
-        f"(median of {meta['repeats']} runs each). Ratio = adatune / PyTorch per round; spread = min-max and "
-        "interquartile range of the rounds.",
-        "",
-        "| workload | space | adatune GFLOPS | PyTorch GFLOPS | ratio (median) | ratio min-max | ratio IQR |",
-        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(
-            f"| {r['workload']} | {r['space']} | {r['gflops_median']:.1f} | {r['torch_gflops_median']:.1f} "
-            f"| {r['ratio_median']:.2f} | {r['ratio_min']:.2f}-{r['ratio_max']:.2f} "
-            f"| {r['ratio_q1']:.2f}-{r['ratio_q3']:.2f} |"
-        )
-    lines += ["", "Best configs:", ""]
-    lines += [f"- {r['workload']}: `{json.dumps(r['best_config']['entity'])}`" for r in results]
+        m = r["meta"]
+        lines += [
+            f"## {r['workload']} ({r['template']}{tuple(r['args'])}, {r['space']} configs in the space)",
+            "",
+            f"Tuning: `{r['seeds'][0]['tune_command']}`: {r['seeds'][0]['trials']} configs per seed picked by the "
+            f"`{r['tuner']}` tuner (logs in `records/`). Timing: `{m['command']}` ({m['started']} to "
+            f"{m['finished']}): each seed's best {m['finalists']} re-timed, then the fastest and PyTorch timed in "
+            f"turns for {m['rounds']} rounds (median of {m['repeats']} runs each); only these timings make the ratios.",
+            "",
+            f"**Ratio over {len(r['seeds'])} seeds: median {r['ratio_median']:.2f}, min-max "
+            f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}.**",
+            "",
+            "| seed | adatune GFLOPS | PyTorch GFLOPS | ratio (median of rounds) | rounds min-max | rounds IQR "
+            "| tuning s | best config |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for sd in r["seeds"]:
+            lines.append(
+                f"| {sd['seed']} | {sd['gflops_median']:.1f} | {sd['torch_gflops_median']:.1f} "
+                f"| {sd['ratio_median']:.2f} | {sd['ratio_min']:.2f}-{sd['ratio_max']:.2f} "
+                f"| {sd['ratio_q1']:.2f}-{sd['ratio_q3']:.2f} | {sd['tune_s']:.0f} "
+                f"| `{json.dumps(sd['best_config']['entity'])}` |"
+            )
+        lines.append("")
     with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", nargs="+", default=DEFAULT_WORKLOADS)
-    p.add_argument("--trials", type=int, default=128, help="configs measured per workload")
-    p.add_argument("--finalists", type=int, default=4, help="best tuning configs re-timed before the final")
-    p.add_argument("--rounds", type=int, default=9, help="interleaved timing rounds of the final")
+    p.add_argument("--tuner", default="xgb", help="tuner name (adatune tuners lists them)")
+    p.add_argument("--trials", type=int, default=128, help="configs measured per workload and seed")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--finalists", type=int, default=3, help="best tuning configs re-timed before the final")
+    p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds of the final")
     p.add_argument("--repeats", type=int, default=15, help="runs per timing (median)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=30.0, help="build/run timeout per candidate (s)")
     p.add_argument("--out", default=OUT)
+    p.add_argument(
+        "--stage",
+        choices=["all", "tune", "time"],
+        default="all",
+        help="tune: write tuning logs (out/records); time: time the logs' best kernels against PyTorch",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(physical_cores())
+    if args.stage in ("all", "tune"):
+        for name in args.workloads:
+            task = get_workload(name).create_task(adatune.target.host())
+            for seed in args.seeds:
+                log = records_path(args.out, name, seed)
+                if args.stage == "all" and os.path.exists(log):
+                    os.remove(log)  # a fresh run
+                info = tune(task, args.tuner, args.trials, seed, args.timeout, log)
+                print(f"{name} seed {seed}: tuned in {info['tune_s']:.0f} s -> {log}", flush=True)
+        if args.stage == "tune":
+            return 0
     meta = {
         "host": adatune.target.describe_host(),
         "torch_version": torch.__version__,
         "torch_threads": torch.get_num_threads(),
-        "command": " ".join(["python -m benchmarks.kernels_vs_pytorch", *sys.argv[1:]]),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        **{k: getattr(args, k) for k in ("trials", "finalists", "rounds", "repeats", "seed")},
+        "tvm_threads": int(tvm.runtime.num_threads()),
     }
-    results = [run_workload(name, args) for name in args.workloads]
-    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    path = os.path.join(args.out, "results.json")
+    kept: list[dict[str, Any]] = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            kept = [r for r in json.load(f)["results"] if r["workload"] not in args.workloads]
+    results = []
+    for name in args.workloads:
+        run = {
+            "command": " ".join(["python -m benchmarks.kernels_vs_pytorch", *(argv or sys.argv[1:])]),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **{k: getattr(args, k) for k in ("finalists", "rounds", "repeats")},
+        }
+        result = run_workload(name, args)
+        run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        results.append({**result, "meta": run})
+        print(
+            f"{name}: ratio to PyTorch over seeds {args.seeds}: median {result['ratio_median']:.2f} "
+            f"(min {result['ratio_min']:.2f}, max {result['ratio_max']:.2f})",
+            flush=True,
+        )
+    order = {n: i for i, n in enumerate(DEFAULT_WORKLOADS)}
+    everything = sorted([*kept, *results], key=lambda r: (order.get(r["workload"], len(order)), r["workload"]))
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-    write_summary(os.path.join(args.out, "summary.md"), results, meta)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "results": everything}, f, indent=1)
+    write_summary(os.path.join(args.out, "summary.md"), everything, meta)
     return 0
 
 

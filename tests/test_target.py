@@ -96,3 +96,22 @@ def test_public_helpers_still_work() -> None:
         assert target.current().attrs["mcpu"] == "znver4"
     with pytest.raises(ValueError):
         target.create("not a target")
+
+
+def _pool_threads(env: dict[str, str]) -> int:
+    """TVM's thread pool size in a fresh interpreter that imports adatune under ``env``."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import adatune, tvm; print(tvm.runtime.num_threads())"
+    base = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
+def test_tvm_pool_gets_every_usable_core_unless_the_user_chose() -> None:
+    """TVM alone runs hardware_concurrency() / 2 threads on x86; adatune sizes the pool to the physical cores
+    this process may use (what PyTorch uses), and leaves a user's TVM_NUM_THREADS alone."""
+    assert _pool_threads({}) == target._usable_cores() == int(target.host().attrs["num-cores"])
+    assert _pool_threads({"TVM_NUM_THREADS": "1"}) == 1

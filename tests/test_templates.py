@@ -53,11 +53,12 @@ AVX512 = [
 
 
 def _configs(task: adatune.task.Task, n_random: int, seed: int = 0) -> list[int]:
-    """The first config (what a fallback uses), the last valid one, and random valid ones."""
+    """The first valid config, the last valid one, and random valid ones."""
     space = task.config_space
-    last = next(i for i in range(len(space) - 1, -1, -1) if space.is_index_valid(i))
-    rand = space.sample(np.random.default_rng(seed), n_random, exclude=[0, last])
-    return [0, last, *rand]
+    first, last = space.get_next_index(-1), space.get_next_index(space.range_length, -1)
+    assert first is not None and last is not None, f"{task}: the space has no valid config"
+    rand = space.sample(np.random.default_rng(seed), n_random, exclude=[first, last])
+    return [first, last, *rand]
 
 
 def _register_tile(task: adatune.task.Task, cfg: Any) -> tuple[int, int]:
