@@ -68,9 +68,16 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
         raise ValueError(f"the baseline {args.baseline!r} must be one of the schemes run ({', '.join(schemes)})")
     spec = RunSpec(args.trials, None, args.plan_size, args.batch_size, args.num_threads)
     seeds = list(range(args.seeds))
+    meta = _meta(args, mode) | {"schemes": schemes, "baseline": args.baseline, "target_fraction": args.target_fraction}
     if mode == "replay":
-        studies = replay_study(args.sweeps, schemes, seeds, spec)
-        schemes = [s for s in schemes if not SCHEMES[s].adaptive_evaluator]
+        meta["schemes"] = [s for s in schemes if not SCHEMES[s].adaptive_evaluator]
+        os.makedirs(args.out, exist_ok=True)
+
+        def save(done: list[dict[str, Any]]) -> None:
+            with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+                json.dump({"meta": meta, "studies": done, "stats": [], "partial": True}, f)
+
+        studies = replay_study(args.sweeps, schemes, seeds, spec, on_seed=save)
     else:
         spec.n_trial, spec.time_budget = 100_000, args.budget
         studies = hardware_study(
@@ -84,7 +91,6 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
             args.timeout,
             args.n_parallel,
         )
-    meta = _meta(args, mode) | {"schemes": schemes, "baseline": args.baseline, "target_fraction": args.target_fraction}
     return write_report(args.out, args.title or default_title, meta, studies)
 
 
@@ -152,23 +158,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.mode == "evaluator":
         sweeps = {w: os.path.join(args.sweep_dir, f"{w}.jsonl") for w in args.workloads}
         sweeps = {w: p for w, p in sweeps.items() if os.path.exists(p)}
-        studies = evaluator_study(
-            args.workloads,
-            sweeps,
-            args.n_random,
-            args.n_top,
-            args.number,
-            args.repeat,
-            args.min_converge_coef,
-            args.micro_batch,
-            args.confirm_repeats,
-        )
         meta = _meta(args, "evaluator")
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-            json.dump({"meta": meta, "studies": studies}, f)
-        with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-            f.write(evaluator_summary(meta, studies))
+        studies: list[dict[str, Any]] = []
+        for wl in args.workloads:  # written after each workload, so a cut-off run keeps what it measured
+            studies += evaluator_study(
+                [wl],
+                sweeps,
+                args.n_random,
+                args.n_top,
+                args.number,
+                args.repeat,
+                args.min_converge_coef,
+                args.micro_batch,
+                args.confirm_repeats,
+            )
+            with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+                json.dump({"meta": meta, "studies": studies}, f)
+            with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
+                f.write(evaluator_summary(meta, studies))
         print(evaluator_summary(meta, studies))
         return
     res = run_tuning(args, args.mode, f"{args.mode} study")

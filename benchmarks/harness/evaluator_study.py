@@ -50,7 +50,7 @@ def _arm_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "min_runs": int(runs.min()) if len(ok) else 0,
         "max_runs": int(runs.max()) if len(ok) else 0,
         "mean_run_seconds": float(np.mean([r["run_time"] for r in ok])) if ok else float("nan"),
-        "mean_cv": float(np.nanmean([r["cv"] for r in ok])) if ok else float("nan"),
+        "mean_cv": float(np.mean(cvs)) if (cvs := [r["cv"] for r in ok if r["cv"] is not None]) else float("nan"),
     }
 
 

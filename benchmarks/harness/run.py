@@ -12,7 +12,7 @@ import glob
 import logging
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,11 +155,16 @@ def load_sweep_tasks(patterns: Sequence[str]) -> list[tuple[str, TuningTask, dic
 
 
 def replay_study(
-    patterns: Sequence[str], schemes: Sequence[str], seeds: Sequence[int], spec: RunSpec
+    patterns: Sequence[str],
+    schemes: Sequence[str],
+    seeds: Sequence[int],
+    spec: RunSpec,
+    on_seed: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every scheme x seed on every recorded sweep; the table's best is the optimum. Schemes that differ
-    only in the evaluator are skipped (replay serves recorded timings)."""
-    studies = []
+    only in the evaluator are skipped (replay serves recorded timings). ``on_seed`` gets the studies so far
+    after every seed (to save them: a run cut off keeps its finished seeds)."""
+    studies: list[dict[str, Any]] = []
     for path, task, table in load_sweep_tasks(patterns):
         flops = [r.flops(task.flop) / 1e9 for r in table.values()]
         space = task.space.size
@@ -169,14 +174,7 @@ def replay_study(
             logger.warning(
                 "%s: the sweep holds %d of %d candidates; replay searches those %d", path, len(table), space, restricted
             )
-        runs = []
-        for seed in seeds:
-            for name in schemes:
-                if SCHEMES[name].adaptive_evaluator:
-                    continue
-                option = adatune.measure_option(runner=ReplayRunner(table))
-                runs.append(run_scheme(name, task, seed, option, spec))
-            logger.info("replay %s seed %d done", task.name, seed)
+        runs: list[dict[str, Any]] = []
         studies.append(
             {
                 "mode": "replay",
@@ -191,6 +189,15 @@ def replay_study(
                 "runs": runs,
             }
         )
+        for seed in seeds:
+            for name in schemes:
+                if SCHEMES[name].adaptive_evaluator:
+                    continue
+                option = adatune.measure_option(runner=ReplayRunner(table))
+                runs.append(run_scheme(name, task, seed, option, spec))
+            logger.info("replay %s seed %d done", task.name, seed)
+            if on_seed is not None:
+                on_seed(studies)
     return studies
 
 
