@@ -14,6 +14,7 @@ that outlives ``timeout`` is ended by the server (its session timeout) and recor
 from __future__ import annotations
 
 import copy
+import json
 import socket
 import struct
 import time
@@ -45,6 +46,9 @@ _TRANSFER_SLACK = 10.0
 def _tracker_socket(host: str, port: int, timeout: float) -> socket.socket:
     """A connection to the tracker that fails within ``timeout`` (TVM's own client retries for a minute)."""
     sock = socket.create_connection((host, port), timeout=timeout)
+    # TVM's messages go out as a length write then a body write: without TCP_NODELAY, Nagle's algorithm and
+    # the peer's delayed ACK hold each request back ~40 ms
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.sendall(struct.pack("<i", rpc_base.RPC_TRACKER_MAGIC))
         magic = struct.unpack("<i", rpc_base.recvall(sock, 4))[0]
@@ -57,12 +61,21 @@ def _tracker_socket(host: str, port: int, timeout: float) -> socket.socket:
     return sock
 
 
+def _ask(sock: socket.socket, message: list) -> Any:
+    """One request/answer with the tracker: the request in one write, and quick ACKs for the answer (the
+    tracker writes its length and its body separately, which the delayed ACK would hold back ~40 ms)."""
+    body = json.dumps(message).encode("utf-8")
+    sock.sendall(struct.pack("<i", len(body)) + body)
+    if hasattr(socket, "TCP_QUICKACK"):  # Linux
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+    return rpc_base.recvjson(sock)
+
+
 def tracker_summary(host: str, port: int, timeout: float = 5.0) -> dict:
     """The tracker's ``summary()``: free/pending counts per key and every registered server."""
     sock = _tracker_socket(host, port, timeout)
     try:
-        rpc_base.sendjson(sock, [rpc_base.TrackerCode.SUMMARY])
-        code, value = rpc_base.recvjson(sock)
+        code, value = _ask(sock, [rpc_base.TrackerCode.SUMMARY])
     finally:
         sock.close()
     if code != rpc_base.TrackerCode.SUCCESS:
@@ -77,11 +90,12 @@ def count_servers(summary: dict, key: str) -> int:
 
 def _request_session(
     host: str, port: int, key: str, priority: int, session_timeout: float, wait_limit: float
-) -> tuple[Any, str]:
+) -> tuple[Any, str, float]:
     """Ask the tracker for a free server of ``key`` (waiting at most ``wait_limit`` s) and connect to it.
 
-    Returns the session and the server's ``host:port``; a server that vanished between the tracker's answer
-    and the connection is skipped (the tracker drops it and the request is repeated)."""
+    Returns the session, the server's ``host:port`` and the seconds the connection took; a server that
+    vanished between the tracker's answer and the connection is skipped (the tracker drops it and the
+    request is repeated)."""
     from tvm import rpc
 
     last_err: Exception | None = None
@@ -92,15 +106,16 @@ def _request_session(
             break
         sock = _tracker_socket(host, port, left)
         try:
-            rpc_base.sendjson(sock, [rpc_base.TrackerCode.REQUEST, key, "", priority])
-            code, value = rpc_base.recvjson(sock)
+            code, value = _ask(sock, [rpc_base.TrackerCode.REQUEST, key, "", priority])
         finally:
             sock.close()
         if code != rpc_base.TrackerCode.SUCCESS:
             raise ConnectionError(f"tracker {host}:{port} refused the request for key {key!r}: {value!r}")
         url, server_port, matchkey = value
         try:
-            return rpc.connect(url, server_port, matchkey, session_timeout), f"{url}:{server_port}"
+            t_connect = time.perf_counter()
+            sess = rpc.connect(url, server_port, matchkey, session_timeout)
+            return sess, f"{url}:{server_port}", time.perf_counter() - t_connect
         except Exception as err:  # noqa: BLE001 - the server died after the tracker matched it
             last_err = err
     raise ConnectionError(f"no server of key {key!r} could be connected within {wait_limit:g} s: {last_err}")
@@ -131,23 +146,29 @@ def measure_remote(
     """Runs in a local worker process: get a server, upload, load, check and time one candidate there.
 
     Returns plain data: ``costs``/``runs``/``cv`` or ``error``/``msg``, plus ``server``, ``wait`` (seconds
-    spent waiting for a free server) and ``time`` (seconds from holding the server to the result)."""
+    until the tracker named a free server), ``time`` (seconds from holding the server to the result) and
+    ``stages`` (seconds spent connecting to the server, uploading, loading, preparing the arguments and the
+    check, and timing)."""
     from ..evaluator import evaluate, time_fn_for
 
     host, port, key, priority = tracker
     t_wait = time.perf_counter()
     try:
-        sess, server = _request_session(host, port, key, priority, session_timeout, wait_limit)
+        sess, server, connect = _request_session(host, port, key, priority, session_timeout, wait_limit)
     except Exception as err:  # noqa: BLE001
         return {"error": "no_server", "msg": f"no RPC server for key {key!r} at tracker {host}:{port}: {err}"}
-    t0 = time.perf_counter()
-    out: dict = {"server": server, "wait": t0 - t_wait}
+    t_stage = time.perf_counter()
+    t0 = t_stage - connect  # the server is held from the connection on
+    stages: dict[str, float] = {"connect": connect}
+    out: dict = {"server": server, "wait": t0 - t_wait, "stages": stages}
     stage = "uploading the library to"
     try:
         name = f"candidate{suffix}"
         sess.upload(bytearray(artifact), name)
+        stages["upload"], t_stage = time.perf_counter() - t_stage, time.perf_counter()
         stage = "loading the library on"
         module = sess.load_module(name)
+        stages["load"], t_stage = time.perf_counter() - t_stage, time.perf_counter()
         stage = "running on"
         dev = sess.device(device_type, 0)
         if not dev.exist:
@@ -175,7 +196,9 @@ def measure_remote(
                         "msg": f"output {i} differs from the reference on {server} (max abs error {diff:.3g}, "
                         f"rtol={rtol}, atol={atol})",
                     }
+        stages["prepare"], t_stage = time.perf_counter() - t_stage, time.perf_counter()
         outcome = evaluate(time_fn_for(module, dev, args, eval_cfg.enable_cpu_cache_flush), eval_cfg)
+        stages["evaluate"] = time.perf_counter() - t_stage
     except Exception as err:  # noqa: BLE001 - every remote failure is a result
         text = f"{type(err).__name__}: {err}"
         if "RPCSessionTimeoutError" in text:
@@ -280,7 +303,7 @@ class RPCRunner(Runner):
             return None
         if kind not in self._limits:
             try:
-                sess, _ = _request_session(self.host, self.port, self.key, self.priority, 30.0, self.request_timeout)
+                sess, _, _ = _request_session(self.host, self.port, self.key, self.priority, 30.0, self.request_timeout)
                 dev = sess.cuda(0)
                 self._limits[kind] = limits_of_tvm_device(dev) if dev.exist else None
             except Exception:  # noqa: BLE001 - no server reachable: the builder checks nothing
@@ -363,6 +386,8 @@ class RPCRunner(Runner):
         extra = {"rpc_key": self.key, **({"rpc_server": out["server"]} if "server" in out else {})}
         if "wait" in out:
             extra["rpc_wait"] = round(float(out["wait"]), 6)
+        if out.get("stages"):
+            extra["rpc_stages"] = {k: round(float(v), 6) for k, v in out["stages"].items()}
         run_time = float(out.get("time", 0.0))
         if "error" in out:
             kind = _RPC_KIND.get(out["error"], MeasureErrorNo.UNKNOWN_ERROR)
