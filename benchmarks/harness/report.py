@@ -102,7 +102,7 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
         "median, percentile method, 9999 resamples; p: Wilcoxon signed-rank on paired log costs). A run that "
         "misses the target counts its whole budget (a bound); pairs where both missed are dropped. "
         "'reached' = scheme runs that reached / pairs vs baseline runs that reached. A speedup is claimed only "
-        'where the CI excludes 1; otherwise "not shown".',
+        'where the CI excludes 1 and the rank test agrees (p < 0.05); otherwise "not shown".',
         "",
         "## Workloads",
         "",

@@ -77,14 +77,16 @@ class SpeedupStat:
 MIN_PAIRS = 6  # fewer pairs than this: no verdict (a bootstrap of 3-5 values says little)
 
 
-def _verdict(lo: float, hi: float, n: int) -> str:
+def _verdict(lo: float, hi: float, n: int, p: float) -> str:
+    """A claim needs the CI to exclude 1 and the rank test to agree (p < 0.05): a percentile bootstrap of
+    a median over few seeds can exclude 1 by luck of ties."""
     if n < MIN_PAIRS or not (math.isfinite(lo) and math.isfinite(hi)):
         return "not shown (too few pairs)"
-    if lo > 1.0:
-        return "faster (CI excludes 1)"
-    if hi < 1.0:
-        return "slower (CI excludes 1)"
-    return "not shown (CI includes 1)"
+    if lo <= 1.0 <= hi:
+        return "not shown (CI includes 1)"
+    if not p < 0.05:
+        return "not shown (CI excludes 1, rank test p >= 0.05)"
+    return "faster (CI > 1, p < 0.05)" if lo > 1.0 else "slower (CI < 1, p < 0.05)"
 
 
 def speedup_stat(
@@ -135,5 +137,5 @@ def speedup_stat(
         lo,
         hi,
         p,
-        _verdict(lo, hi, n),
+        _verdict(lo, hi, n, p),
     )
