@@ -36,8 +36,12 @@ from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 __all__ = ["RPCRunner", "tracker_summary", "count_servers"]
 
 #: error kinds only the RPC path has, on top of the local runner's
-_RPC_KIND = {**_KIND, "server_lost": MeasureErrorNo.RUNTIME_DEVICE, "no_server": MeasureErrorNo.RUNTIME_DEVICE}
-_RPC_KIND["run_timeout"] = MeasureErrorNo.RUN_TIMEOUT
+_RPC_KIND = {
+    **_KIND,
+    "server_lost": MeasureErrorNo.RUNTIME_DEVICE,
+    "no_server": MeasureErrorNo.RUNTIME_DEVICE,
+    "run_timeout": MeasureErrorNo.RUN_TIMEOUT,
+}
 
 #: seconds the worker gets beyond the kernel timeout and the wait for a server (connect, upload, load)
 _TRANSFER_SLACK = 10.0
@@ -46,8 +50,7 @@ _TRANSFER_SLACK = 10.0
 def _tracker_socket(host: str, port: int, timeout: float) -> socket.socket:
     """A connection to the tracker that fails within ``timeout`` (TVM's own client retries for a minute)."""
     sock = socket.create_connection((host, port), timeout=timeout)
-    # TVM's messages go out as a length write then a body write: without TCP_NODELAY, Nagle's algorithm and
-    # the peer's delayed ACK hold each request back ~40 ms
+    # small messages go out at once (Nagle's algorithm would wait for the peer's delayed ACK, ~40 ms)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.sendall(struct.pack("<i", rpc_base.RPC_TRACKER_MAGIC))
