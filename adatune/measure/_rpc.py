@@ -121,6 +121,7 @@ def _request_session(
             return sess, f"{url}:{server_port}", time.perf_counter() - t_connect
         except Exception as err:  # noqa: BLE001 - the server died after the tracker matched it
             last_err = err
+            time.sleep(0.5)  # let the tracker see the dead server's connection close before asking again
     raise ConnectionError(f"no server of key {key!r} could be connected within {wait_limit:g} s: {last_err}")
 
 
