@@ -24,7 +24,7 @@ for f in benchmarks/data/*.jsonl; do
     --title "Replay: search schemes on $w" --out "benchmarks/results/replay/$w"
 done
 run $PY -m benchmarks.harness report --inputs benchmarks/results/replay/*/ --out benchmarks/results/replay
-locked $PY -m benchmarks.harness evaluator --workloads bmm-bert-nt dense-bert-qkv conv2d-resnet18-L11-small
+locked $PY -m benchmarks.harness evaluator --workloads bmm-bert-nt dense-bert-qkv --n-random 6 --n-top 6
 locked $PY -m benchmarks.tune_workloads --budget 50
 locked $PY -m benchmarks.ablation --no-replay --budget 60 --seeds 3 --plan-size 16 --workloads bmm-bert-nt
 locked $PY -m benchmarks.release --no-replay --budget 60 --seeds 3 --plan-size 16 --workloads conv2d-resnet18-L11

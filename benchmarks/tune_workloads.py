@@ -22,6 +22,8 @@ from adatune.reference import measure_reference
 from adatune.tuners import create_tuner
 from adatune.workloads import get as get_workload
 
+from .harness.run import host_record
+
 # dense 1024^3, BERT's Q K^T, and every 3x3 conv layer of ResNet-18 (the README's bar)
 DEFAULT_WORKLOADS = ["dense-1024", "bmm-bert-nt"] + [f"conv2d-resnet18-L{i}" for i in (2, 4, 6, 7, 9, 10, 12)]
 OUT = "benchmarks/results/tune_workloads"
@@ -109,6 +111,7 @@ def main() -> None:
             )
     meta = {
         "cpu": adatune.target.to_json(adatune.target.host()),
+        "host": host_record(),  # CPU model, ISA, caches, LLVM/TVM versions
         "python": platform.python_version(),
         "command": "python -m benchmarks.tune_workloads "
         + " ".join(
