@@ -51,7 +51,7 @@ def tune_one(workload: str, tuner_name: str, budget: float, seed: int) -> dict:
         "seed": seed,
         "budget_s": budget,
         "wall_s": wall,
-        "space": len(task.config_space),
+        "space": task.space.size,
         "flop": task.flop,
         "trials": len(tuner.trials),
         "best_gflops": tuner.best_flops / 1e9,
