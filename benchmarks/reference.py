@@ -34,7 +34,7 @@ def best_config_index(workload: Any, log: str, target: Any = None) -> int:
 
     w = workloads.get(workload)
     task = w.create_task(target)
-    rec = ApplyHistoryBest(list(load_from_file(log))).best_record(task.name, task.args, task.target)
+    rec = ApplyHistoryBest(list(load_from_file(log))).best_record(task.target, (task.name, *task.args))
     if rec is None:
         raise LookupError(f"no valid record for {w.name} ({task.name}{task.args}) in {log}")
     return rec.config_index
@@ -50,8 +50,8 @@ class _Compiled:
 
         self.workload = workloads.get(workload)
         task = self.workload.create_task(target)
-        sch, _ = task.instantiate(index)
-        self.lib = tvm.tirx.build(sch.mod, task.target)
+        space: Any = task.space
+        self.lib = tvm.tirx.build(task.scheduled_module(space.get(index)), task.target)
         dev = tvm.cpu()
         rng = np.random.default_rng(0)
         self.args = [tvm.runtime.tensor(rng.uniform(-1, 1, s.shape).astype(s.dtype), dev) for s in task.arg_specs]
