@@ -38,6 +38,10 @@ def aggregate_store_features(per_store: np.ndarray, width: int) -> np.ndarray:
     return np.concatenate([a.sum(axis=0), a.mean(axis=0), a.max(axis=0)])
 
 
+# ``load`` runs behind meta_schedule's C++ ``CostModel.load``: errors cross the FFI by class name, and an
+# unregistered name comes back as RuntimeError, so a missing file would lose its FileNotFoundError.
+tvm_ffi.error.register_error("FileNotFoundError", FileNotFoundError)
+
 _LIVE_MODELS: weakref.WeakSet = weakref.WeakSet()  # the Python side of every RFEICostModel alive
 
 
