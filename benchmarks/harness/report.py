@@ -103,6 +103,14 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
         "misses the target counts its whole budget (a bound); pairs where both missed are dropped. "
         "'reached' = scheme runs that reached / pairs vs baseline runs that reached. A speedup is claimed only "
         'where the CI excludes 1 and the rank test agrees (p < 0.05); otherwise "not shown".',
+        (
+            "Seconds = the tuner clock: each candidate's recorded build + run seconds from the sweep plus this "
+            "run's own search and model-fitting time, measured live on the shared machine (so noisier than "
+            "measurements). Partial sweeps are searched as restricted spaces: exactly the recorded configs."
+            if meta["mode"] == "replay"
+            else "Seconds = the tuner clock (search + build + measurement); best-so-far values are the common "
+            "high-repeat re-measurements of each run's incumbents."
+        ),
         "",
         "## Workloads",
         "",
