@@ -49,7 +49,7 @@ def tune(task: Any, tuner_name: str, trials: int, seed: int, timeout: float, log
     appended to ``log``; a log left by an interrupted run is loaded first and not measured again."""
     option = adatune.measure_option(
         adatune.LocalBuilder(timeout=timeout),
-        adatune.LocalRunner(number=5, repeat=3, timeout=timeout, check_correctness=True),
+        adatune.LocalRunner(number=2, repeat=2, timeout=timeout, check_correctness=True),
     )
     tuner = create_tuner(tuner_name, task, seed=seed)
     done = tuner.load_history(load_from_file(log)) if os.path.exists(log) else 0
@@ -93,8 +93,9 @@ def best_measured(task: Any, log: str, n: int) -> tuple[list[tuple[float, Any]],
     return [(g, task.candidate_from_json(c)) for g, _, c in ok[:n]], len(recs), errors
 
 
-def kernel_timer(task: Any, config: Any, repeats: int) -> Callable[[], float]:
-    """Builds ``config`` and returns a function giving the median seconds of ``repeats`` runs."""
+def kernel_timer(task: Any, config: Any, repeats: int, cpu_time: bool = False) -> Callable[[], float]:
+    """Builds ``config`` and returns a function giving the median seconds of ``repeats`` runs (with
+    ``cpu_time``, this thread's CPU seconds per call: for one-thread runs on a machine other jobs share)."""
     lib = tvm.tirx.build(task.scheduled_module(config), task.target)
     dev = tvm.cpu()
     rng = np.random.default_rng(0)
@@ -106,13 +107,21 @@ def kernel_timer(task: Any, config: Any, repeats: int) -> Callable[[], float]:
         got = [a.numpy() for a, s in zip(args, task.arg_specs) if s.is_output]
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
+    if cpu_time:
+        kernel = lib["main"]
+        return lambda: time_callable(lambda: kernel(*args), repeats, warmup_s=0.05, clock=time.thread_time)
     evaluator = lib.time_evaluator("main", dev, number=1, repeat=repeats)
     evaluator(*args)  # warm-up: thread pool, caches, page tables
     return lambda: statistics.median(evaluator(*args).results)
 
 
 def interleaved(
-    task: Any, timers: dict[str, Callable[[], float]], torch_fn: Callable[[], Any], rounds: int, repeats: int
+    task: Any,
+    timers: dict[str, Callable[[], float]],
+    torch_fn: Callable[[], Any],
+    rounds: int,
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
     """GFLOPS per round of every kernel and of PyTorch, timed in turns (the order alternates by round)."""
     names = list(timers)
@@ -120,7 +129,7 @@ def interleaved(
     for r in range(rounds):
         order = ["torch", *names] if r % 2 == 0 else [*names[::-1], "torch"]
         for n in order:
-            seconds = time_callable(torch_fn, repeats, warmup_s=0.1) if n == "torch" else timers[n]()
+            seconds = time_callable(torch_fn, repeats, 0.1, clock) if n == "torch" else timers[n]()
             out[n].append(task.flop / seconds / 1e9)
     return out
 
@@ -157,6 +166,7 @@ def time_seed(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     key = max(timers, key=lambda k: statistics.median(heats[k]))
     final = interleaved(task, {key: timers[key]}, torch_fn, args.rounds, args.repeats)
     summary = summarize(final[key], final["torch"])
+    one_thread = single_thread_cpu_time(task, configs[key], torch_fn, args.cpu_rounds, args.repeats)
     print(
         f"{name} seed {seed}: {summary['gflops_median']:.1f} GFLOPS vs PyTorch {summary['torch_gflops_median']:.1f} "
         f"(ratio {summary['ratio_median']:.2f}, rounds {summary['ratio_min']:.2f}-{summary['ratio_max']:.2f})",
@@ -173,7 +183,29 @@ def time_seed(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "finalists": {k: statistics.median(heats[k]) for k in timers},
         "best_config": configs[key].to_json(),
         **summary,
+        "one_thread_cpu_time": one_thread,
     }
+
+
+def single_thread_cpu_time(
+    task: Any, config: Any, torch_fn: Callable[[], Any], rounds: int, repeats: int
+) -> dict[str, Any] | None:
+    """The same kernel and PyTorch on one thread each, timed by that thread's CPU time in turns: the
+    quality of the code itself, which other jobs on a shared machine disturb far less than wall-clock
+    time of two threads that wait for each other."""
+    if rounds < 1:
+        return None
+    pool = tvm.get_global_func("runtime.config_threadpool")
+    threads = int(tvm.runtime.num_threads())
+    pool(1, 1)  # TVM runs kernels in the calling thread
+    torch.set_num_threads(1)
+    try:
+        timer = kernel_timer(task, config, repeats, cpu_time=True)
+        got = interleaved(task, {"adatune": timer}, torch_fn, rounds, repeats, clock=time.thread_time)
+    finally:
+        pool(1, threads)
+        torch.set_num_threads(physical_cores())
+    return summarize(got["adatune"], got["torch"])
 
 
 def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -194,7 +226,17 @@ def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "ratio_max": max(ratios),
         "gflops_median": statistics.median(r["gflops_median"] for r in seeds),
         "torch_gflops_median": statistics.median(r["torch_gflops_median"] for r in seeds),
+        "one_thread_cpu_time_ratios": [
+            r["one_thread_cpu_time"]["ratio_median"] for r in seeds if r.get("one_thread_cpu_time")
+        ],
     }
+
+
+def _one_thread(seed: dict[str, Any]) -> str:
+    c = seed.get("one_thread_cpu_time")
+    if not c:
+        return "-"
+    return f"{c['gflops_median']:.1f} / {c['torch_gflops_median']:.1f} ({c['ratio_median']:.2f})"
 
 
 def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
@@ -221,17 +263,22 @@ def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]
             f"turns for {m['rounds']} rounds (median of {m['repeats']} runs each); only these timings make the ratios.",
             "",
             f"**Ratio over {len(r['seeds'])} seeds: median {r['ratio_median']:.2f}, min-max "
-            f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}.**",
+            f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}.**"
+            + (
+                f" One thread each, by CPU time: ratios {', '.join(f'{x:.2f}' for x in cpu)}."
+                if (cpu := r.get("one_thread_cpu_time_ratios"))
+                else ""
+            ),
             "",
             "| seed | adatune GFLOPS | PyTorch GFLOPS | ratio (median of rounds) | rounds min-max | rounds IQR "
-            "| tuning s | best config |",
-            "|---|---|---|---|---|---|---|---|",
+            "| 1 thread, CPU time: adatune / PyTorch GFLOPS (ratio) | tuning s | best config |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for sd in r["seeds"]:
             lines.append(
                 f"| {sd['seed']} | {sd['gflops_median']:.1f} | {sd['torch_gflops_median']:.1f} "
                 f"| {sd['ratio_median']:.2f} | {sd['ratio_min']:.2f}-{sd['ratio_max']:.2f} "
-                f"| {sd['ratio_q1']:.2f}-{sd['ratio_q3']:.2f} | {sd['tune_s']:.0f} "
+                f"| {sd['ratio_q1']:.2f}-{sd['ratio_q3']:.2f} | {_one_thread(sd)} | {sd['tune_s']:.0f} "
                 f"| `{json.dumps(sd['best_config']['entity'])}` |"
             )
         lines.append("")
@@ -248,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--finalists", type=int, default=3, help="best tuning configs re-timed before the final")
     p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds of the final")
     p.add_argument("--repeats", type=int, default=15, help="runs per timing (median)")
+    p.add_argument(
+        "--cpu-rounds", type=int, default=5, help="rounds of the one-thread CPU-time comparison (0: skip it)"
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="build/run timeout per candidate (s)")
     p.add_argument("--out", default=OUT)
     p.add_argument(
