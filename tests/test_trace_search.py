@@ -12,6 +12,7 @@ import tvm_ffi
 from tvm import te
 
 import adatune
+import adatune.cli
 import adatune.trace
 from adatune.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from adatune.records import load_from_file
@@ -204,6 +205,33 @@ def test_template_tunes_logs_and_resumes_without_remeasuring(matmul_task, tmp_pa
     keys = [r.key for r in load_from_file(log)]
     assert len(keys) == 14 and len(set(keys)) == 14
     assert second.best_flops >= first.best_flops
+
+
+def test_adatune_best_reads_trace_records(matmul_task, tmp_path, capsys):
+    log = str(tmp_path / "best.jsonl")
+    tuner = TraceSearchTuner(matmul_task, plan_size=4, population_size=16, genetic_num_iters=1, seed=5)
+    tuner.tune(n_trial=4, measure_option=_option(), batch_size=4, callbacks=[adatune.callback.log_to_file(log)])
+    assert adatune.cli.main(["best", log]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    recs = list(load_from_file(log))
+    best = min((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
+    assert len(recs) == 4 and best.key == tuner.best_config.key
+    assert len(out) == 1 and out[0].startswith("trace/test-trace-matmul(64,) on llvm/")
+    assert out[0].endswith(f": {best.mean_cost * 1e3:.4f} ms, trace {best.key} (4 records)")
+
+
+def test_trace_search_is_a_registered_tuner(matmul_task, capsys):
+    from adatune.tuners import TUNER_NAMES, create_tuner
+
+    assert "trace" in TUNER_NAMES
+    tuner = create_tuner("trace", matmul_task, seed=0, cost_model="rfei", plan_size="4", contextual="false")
+    assert isinstance(tuner, TraceSearchTuner) and tuner.plan_size == 4 and not tuner.contextual
+    assert isinstance(tuner.cost_model, adatune.cost_models.RFEICostModel) and tuner.eps_greedy == 0.05
+    with pytest.raises(ValueError, match="option cost_model=gp: expected one of xgb, rfei"):
+        create_tuner("trace", matmul_task, cost_model="gp")
+    assert adatune.cli.main(["tuners"]) == 0
+    listing = capsys.readouterr().out
+    assert "\n  trace " in listing and "cost_model=xgb|rfei (default xgb)" in listing
 
 
 def _synthetic(task: TraceTask, cands: list) -> list[MeasureResult]:
