@@ -28,7 +28,7 @@ import time
 import adatune
 
 from .report import plot, summarise, write_json, write_markdown
-from .run import ARMS, RunConfig, run_arm
+from .run import ARMS, ArmResult, RunConfig, run_arm
 from .workloads import WORKLOADS, make
 
 
@@ -50,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--n-parallel", type=int, default=2, help="build processes")
     p.add_argument("--timeout", type=float, default=30.0, help="build and run timeout per candidate (s)")
     p.add_argument("--stock-builder", choices=("no-intrin", "default"), default="no-intrin")
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="start no arm after this many minutes (the ones left are listed as skipped in the summary)",
+    )
     p.add_argument("--out", default="benchmarks/results/trace_search")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -75,15 +81,46 @@ def main(argv: list[str] | None = None) -> int:
         work_dir=os.path.join(args.out, "ms-work"),
     )
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
+    load_before = os.getloadavg()
     target = adatune.target.host()
     import tvm.s_tir.tensor_intrin  # noqa: F401 - pay MetaSchedule's one-off import before any arm's clock
 
-    results = []
+    results: list[ArmResult] = []
+    skipped: list[str] = []
+
+    def write(figures: bool) -> list[str]:
+        """Results so far as JSON and summary (after every arm: a run cut off keeps them), plots at the end."""
+        rows = summarise(results)
+        meta = {
+            "command": "python -m benchmarks.trace_search " + shlex.join(sys.argv[1:] if argv is None else argv),
+            "host": f"{platform.node()} ({adatune.target.describe_host()['model']}, {os.cpu_count()} CPUs)",
+            "target": str(target),
+            "tvm": tvm.__version__,
+            "trials": args.trials,
+            "seeds": args.seeds,
+            "config": vars(cfg),
+            "started": started,
+            "wall_s": time.perf_counter() - t0,
+            "load_before": list(load_before),
+            "load_after": list(os.getloadavg()),
+            "skipped": skipped,
+        }
+        write_json(os.path.join(args.out, "results.json"), meta, results, rows)
+        made = plot(args.out, results, rows) if figures and results else []
+        write_markdown(os.path.join(args.out, "summary.md"), meta, rows, made)
+        return made
+
     for name in args.workloads:
+        if args.max_minutes is not None and time.perf_counter() - t0 > 60 * args.max_minutes:
+            skipped += [f"{name} (all arms)"]
+            continue
         wl = make(name, target)
         for seed in args.seeds:
             for arm in args.arms:
                 if arm.startswith("knob") and wl.knob_task is None:
+                    continue
+                if args.max_minutes is not None and time.perf_counter() - t0 > 60 * args.max_minutes:
+                    skipped.append(f"{name} {arm} seed {seed}")
                     continue
                 res = run_arm(arm, wl, seed, cfg)
                 results.append(res)
@@ -94,21 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                     + (f"  ERROR {res.error}" if res.error else ""),
                     flush=True,
                 )
-    rows = summarise(results)
-    meta = {
-        "command": "python -m benchmarks.trace_search " + shlex.join(sys.argv[1:] if argv is None else argv),
-        "host": f"{platform.node()} ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)",
-        "target": str(target),
-        "tvm": tvm.__version__,
-        "trials": args.trials,
-        "seeds": args.seeds,
-        "config": vars(cfg),
-        "started": started,
-        "wall_s": time.perf_counter() - t0,
-    }
-    write_json(os.path.join(args.out, "results.json"), meta, results, rows)
-    figures = plot(args.out, results, rows)
-    write_markdown(os.path.join(args.out, "summary.md"), meta, rows, figures)
+                write(figures=False)
+    figures = write(figures=True)
     print(f"wrote {args.out}/results.json, summary.md and {len(figures)} figures")
     return 0
 

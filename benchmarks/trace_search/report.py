@@ -86,6 +86,10 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
         f"Host: {meta['host']}; target `{meta['target']}`; {meta['trials']} trials per arm; seeds "
         f"{meta['seeds']}; started {meta['started']}, took {meta['wall_s']:.0f} s.",
         "",
+        "The machine was shared with other agents' builds and tests during the run (1-minute load average "
+        f"{_fmt(meta.get('load_before', [math.nan])[0], 2)} before, {_fmt(meta.get('load_after', [math.nan])[0], 2)}"
+        " after): wall-clock and latency figures are noisy, and arms ran one after another under different load.",
+        "",
         "- **best ms**: each arm's best program re-timed by one in-process evaluator (median of 5 x 10 runs),"
         " checked against the unscheduled program (**ok**);",
         "- **own best ms**: the arm's own measurement of it (its runner and evaluator);",
@@ -113,6 +117,8 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
             )
         errors = [f"{r['arm']}: {e}" for r in group for e in r["errors"]]
         lines += [""] + [f"- failed: {e}" for e in errors] + ([""] if errors else [])
+    if meta.get("skipped"):
+        lines += ["Not run (the `--max-minutes` budget was spent): " + "; ".join(meta["skipped"]) + ".", ""]
     lines += [f"![{os.path.basename(f)}]({os.path.basename(f)})" for f in figures]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
