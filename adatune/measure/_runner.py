@@ -18,7 +18,7 @@ import numpy as np
 import tvm
 from tvm.support.popen_pool import PopenPoolExecutor
 
-from ..devices import DeviceLimits, limits_of_tvm_device
+from ..devices import DeviceLimits, limits_of_tvm_device, profile
 from ..evaluator import EvaluatorConfig
 from ..task import TuningTask
 from . import _worker
@@ -76,7 +76,9 @@ class LocalRunner(Runner):
     ``number`` for very fast kernels; ``cooldown_interval`` sleeps between candidates;
     ``enable_cpu_cache_flush`` flushes caches before each run (cold-cache timing);
     ``check_correctness`` compares each candidate's output with the reference before timing it;
-    ``min_converge_coef`` enables AdaTune's adaptive evaluator (see ``adatune.evaluator``).
+    ``min_converge_coef`` enables AdaTune's adaptive evaluator (see ``adatune.evaluator``);
+    ``device_profile`` names the GPU whose per-block limits CUDA candidates are checked against before they
+    are built (``adatune.devices.PROFILES``: "h100", "a100", ...), for machines without that GPU.
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class LocalRunner(Runner):
         min_micro_batches: int = 3,
         rtol: float | None = None,
         atol: float | None = None,
+        device_profile: str | None = None,
     ):
         if timeout <= 0:
             raise ValueError(f"LocalRunner timeout must be positive, got {timeout}")
@@ -103,6 +106,7 @@ class LocalRunner(Runner):
         self.cooldown_interval = float(cooldown_interval)
         self.check_correctness = bool(check_correctness)
         self.rtol, self.atol = rtol, atol
+        self.profile_limits = profile(device_profile) if device_profile is not None else None
         self._pool: PopenPoolExecutor | None = None
         self._dir = tempfile.mkdtemp(prefix="adatune-ref-")
         self._refs: dict[str, str] = {}
@@ -115,8 +119,11 @@ class LocalRunner(Runner):
         return other
 
     def device_limits(self, target: object) -> DeviceLimits | None:
-        """The real device's limits for CUDA targets, when this machine has one (else None: no device)."""
+        """For CUDA targets: the named profile's limits when one was given, else the real device's when this
+        machine has one (else None: nothing to check)."""
         kind = getattr(getattr(target, "kind", None), "name", None)
+        if kind == "cuda" and self.profile_limits is not None:
+            return self.profile_limits
         if kind != "cuda" or not tvm.runtime.enabled("cuda"):
             return None
         dev = tvm.cuda(0)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["warm_up", "build_candidate", "run_candidate", "gpu_limit_violation"]
+__all__ = ["warm_up", "build_candidate", "run_candidate", "gpu_limit_violation", "thread_extents"]
 
 _REF_CACHE: dict[str, dict[str, np.ndarray]] = {}
 
@@ -55,32 +55,79 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
 
 
 def gpu_limit_violation(mod: Any, limits: dict) -> str:
-    """Empty when every GPU function of ``mod`` respects ``limits`` (TVM's ``verify_gpu_code``), else why not.
+    """Empty when every GPU function of ``mod`` respects ``limits``, else which limit it breaks and why.
 
-    Launch limits are checked on the scheduled TIR, before lowering or nvcc, so a config that could never
-    launch costs nothing to reject."""
+    ``verify_gpu_code`` on a naively lowered function passes everything: its thread variables keep their
+    loop names and the shared buffers are allocated outside the kernel. Meta-schedule's ``VerifyGPUCode``
+    postproc lowers the way ``tvm.build`` does (buffer allocations planned into the kernel, thread bindings
+    unified) before verifying, so it is what rejects here, on the scheduled TIR, before any nvcc run.
+    Per-axis thread limits (``max_thread_x/y/z``) are read from the loops' thread bindings."""
     import tvm
-    from tvm.s_tir.analysis import verify_gpu_code
 
+    max_threads = int(limits["max_threads_per_block"])
+    max_shared = int(limits["max_shared_memory_per_block"])
     for gv, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
-        try:
-            lowered = tvm.transform.Sequential(
-                [
-                    tvm.s_tir.transform.LowerInitBlock(),
-                    tvm.s_tir.transform.ConvertBlocksToOpaque(),
-                    tvm.s_tir.transform.CompactBufferAllocation(),
-                    tvm.s_tir.transform.LowerOpaqueBlock(),
-                    tvm.tirx.transform.FlattenBuffer(),
-                ]
-            )(tvm.IRModule({"main": func}))
-            ok = verify_gpu_code(lowered["main"], limits)
-        except Exception as err:  # noqa: BLE001 - a function the analysis cannot read is judged at build time
-            return "" if "verify" not in str(err).lower() else f"{gv.name_hint}: {err}"
-        if not ok:
-            return f"{gv.name_hint} needs more threads or shared memory per block than {limits}"
+        name = gv.name_hint
+        one = tvm.IRModule({"main": func})
+        extents = thread_extents(one)
+        for axis in "xyz":
+            extent, cap = extents.get(f"threadIdx.{axis}", 1), int(limits.get(f"max_thread_{axis}", 1 << 30))
+            if extent > cap:
+                return f"{name}: threadIdx.{axis} extent {extent} exceeds max_thread_{axis}={cap}"
+        threads = extents.get("threadIdx.x", 1) * extents.get("threadIdx.y", 1) * extents.get("threadIdx.z", 1)
+        if threads > max_threads:
+            return f"{name}: {threads} threads per block exceed max_threads_per_block={max_threads}"
+        if not _passes_verify_gpu_code(one, max_threads, 1 << 30):
+            return f"{name}: more than max_threads_per_block={max_threads} threads per block (VerifyGPUCode)"
+        if not _passes_verify_gpu_code(one, 1 << 30, max_shared):
+            return f"{name}: more than max_shared_memory_per_block={max_shared} bytes of shared memory per block"
     return ""
+
+
+def thread_extents(mod: Any) -> dict[str, int]:
+    """Largest extent bound to each thread tag (``blockIdx.x``, ``threadIdx.y``, ``vthread.x``...) in the
+    scheduled ``main`` of ``mod``: the kernel's launch grid and block for single-kernel functions."""
+    import tvm
+
+    sch = tvm.s_tir.Schedule(mod)
+    found: dict[str, int] = {}
+    stack = [sch.get_sblock("root")]
+    while stack:
+        block = stack.pop()
+        for loop in sch.get_loops(block):
+            stmt = sch.get(loop)
+            if stmt.thread_binding is not None:
+                tag = str(stmt.thread_binding.thread_tag)
+                found[tag] = max(found.get(tag, 1), int(stmt.extent))
+        stack.extend(sch.get_child_blocks(block))
+    return found
+
+
+def _passes_verify_gpu_code(mod: Any, max_threads: int, max_shared: int) -> bool:
+    """Meta-schedule's ``VerifyGPUCode`` postproc for a CUDA target carrying these two limits."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule import _ffi_api as ms_ffi
+
+    target = tvm.target.Target(
+        {
+            "kind": "cuda",
+            "arch": "sm_80",  # any: only the two limits matter, and without one TVM probes for a GPU
+            "max_threads_per_block": max_threads,
+            "max_shared_memory_per_block": max_shared,
+            "thread_warp_size": 32,
+        },
+        host="llvm",
+    )
+    # The context's Python constructor first imports every tensor intrinsic (minutes on a busy machine);
+    # the postproc reads only the target from it, so build the bare context object directly.
+    context = ms.TuneContext.__new__(ms.TuneContext)
+    context.__init_handle_by_constructor__(ms_ffi.TuneContext, mod, target, None, None, "main", 1, -1, None)
+    postproc = ms.postproc.VerifyGPUCode()
+    postproc._initialize_with_tune_context(context)
+    return bool(postproc.apply(tvm.s_tir.Schedule(mod)))
 
 
 def _enable_nvcc() -> None:

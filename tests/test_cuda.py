@@ -1,0 +1,307 @@
+"""CUDA without a GPU: launch limits reject configs before they are built, every CUDA template's source
+compiles with nvcc for sm_80 and sm_90, launch dims and argument order match the PrimFunc, and the
+export / standalone CuPy runner / resume loop works end to end with a fake launcher standing in for CuPy.
+GPU tests are marked ``gpu`` and skip without a device."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tvm
+
+import adatune
+from adatune import devices, evaluator
+from adatune.cuda_export import cupy_runner, export_batch, export_candidate, select_candidates
+from adatune.measure import LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, _worker
+
+CUDA = adatune.target.cuda("sm_80")
+TEMPLATES = {
+    "dense.cuda": (64, 64, 64),
+    "batch_matmul.cuda": (2, 64, 32, 64, "NT"),
+    "conv2d_nchw.cuda": (1, 16, 14, 14, 16, 3, 3, 1, 1),
+}
+HAS_NVCC = shutil.which("nvcc") is not None
+
+
+def _task(name: str) -> adatune.task.Task:
+    return adatune.task.create(name, TEMPLATES[name], CUDA)
+
+
+def _config_with_threads(task: adatune.task.Task, threads: int) -> object:
+    for idx in task.space.valid_indices():
+        cfg = task.space.get(int(idx))
+        if cfg["tile_y"].size[2] * cfg["tile_x"].size[2] == threads:
+            return cfg
+    raise AssertionError(f"no config with {threads} threads")
+
+
+# ---------------------------------------------------------------------- limits before cost
+def test_256_thread_block_is_rejected_before_build_for_a_64_thread_device() -> None:
+    task = adatune.task.create("dense.cuda", (256, 256, 256), CUDA)
+    cfg = _config_with_threads(task, 256)
+    small = devices.DeviceLimits("small", 64, 48 * 1024, 65536, 32)
+    builder = LocalBuilder(n_parallel=1)
+    try:
+        (res,) = builder.build([MeasureInput(task, cfg)], small)
+        assert res.error_no == MeasureErrorNo.INSTANTIATION_ERROR
+        assert "max_threads_per_block=64" in res.error_msg and "small" in res.error_msg
+        assert builder._pool is None  # nothing was compiled
+    finally:
+        builder.close()
+    # the same config fits an H100
+    h100 = devices.profile("h100").verify_gpu_code_kwargs()
+    assert _worker.gpu_limit_violation(task.scheduled_module(cfg), h100) == ""
+
+
+def test_meta_schedule_verifier_itself_rejects_the_thread_count_and_shared_memory() -> None:
+    task = adatune.task.create("dense.cuda", (256, 256, 256), CUDA)
+    mod = task.scheduled_module(_config_with_threads(task, 256))
+    assert not _worker._passes_verify_gpu_code(mod, 64, 48 * 1024)
+    assert _worker._passes_verify_gpu_code(mod, 1024, 48 * 1024)
+    assert not _worker._passes_verify_gpu_code(mod, 1024, 16)
+
+
+@pytest.mark.parametrize("name", list(TEMPLATES))
+def test_shared_memory_over_the_limit_is_rejected_and_valid_configs_pass(name: str) -> None:
+    task = _task(name)
+    h100 = devices.profile("h100").verify_gpu_code_kwargs()
+    rng = np.random.default_rng(0)
+    for cfg in task.space.random_candidates(rng, 4):
+        mod = task.scheduled_module(cfg)
+        assert _worker.gpu_limit_violation(mod, h100) == "", cfg
+        broken = _worker.gpu_limit_violation(mod, dict(h100, max_shared_memory_per_block=4))
+        assert "shared memory" in broken and "max_shared_memory_per_block=4" in broken
+
+
+def test_per_axis_thread_limit() -> None:
+    task = adatune.task.create("dense.cuda", (256, 256, 256), CUDA)
+    cfg = _config_with_threads(task, 256)
+    axis = "y" if cfg["tile_y"].size[2] == 256 else "x"
+    limits = dict(devices.profile("a100").verify_gpu_code_kwargs(), **{f"max_thread_{axis}": 128})
+    assert f"threadIdx.{axis} extent 256 exceeds max_thread_{axis}=128" in _worker.gpu_limit_violation(
+        task.scheduled_module(cfg), limits
+    )
+
+
+def test_device_profile_option_of_the_local_runner() -> None:
+    runner = LocalRunner(device_profile="H100")
+    try:
+        assert runner.device_limits(CUDA) == devices.PROFILES["h100"]
+        assert runner.device_limits(adatune.target.host()) is None
+        assert runner.with_min_converge_coef(0.1).device_limits(CUDA) == devices.PROFILES["h100"]
+    finally:
+        runner.close()
+    with pytest.raises(ValueError, match="unknown device profile 'b200'.*a100"):
+        LocalRunner(device_profile="b200")
+
+
+# ---------------------------------------------------------------------- source, nvcc, launch dims
+@pytest.fixture(scope="module")
+def exported() -> dict[str, tuple]:
+    out = {}
+    for name in TEMPLATES:
+        task = _task(name)
+        cfg = task.space.random_candidates(np.random.default_rng(1), 1)[0]
+        out[name] = (task, cfg, *export_candidate(task, cfg))
+    return out
+
+
+@pytest.mark.parametrize("name", list(TEMPLATES))
+def test_launch_dims_and_argument_order_match_the_primfunc(name: str, exported: dict) -> None:
+    task, cfg, source, launch = exported[name]
+    assert f'extern "C" __global__ void __launch_bounds__({launch.launch_bounds}) {launch.name}(' in source
+    assert int(np.prod(launch.block)) == launch.launch_bounds
+    params = [str(p.name) for p in task.scheduled_module(cfg)["main"].params]
+    kernel_params = cupy_runner.kernel_parameters(source, launch.name)
+    assert [params[i] + "_ptr" for i in launch.arg_order] == kernel_params
+    assert sorted(launch.arg_order) == list(range(len(task.arg_specs)))
+    y, x = cfg["tile_y"].size, cfg["tile_x"].size
+    if name == "conv2d_nchw.cuda":
+        f = cfg["tile_f"].size
+        assert launch.arg_order == (2, 0, 1)  # TVM puts the conv2d output first
+        assert launch.grid == (x[0], y[0], f[0]) and launch.block == (x[2], y[2], f[2])
+    else:
+        batch = TEMPLATES[name][0] if name.startswith("batch") else 1
+        assert launch.grid == (x[0], y[0], batch) and launch.block == (x[2], y[2], 1)
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", list(TEMPLATES))
+def test_nvcc_compiles_every_template_source(name: str, arch: str, exported: dict, tmp_path: os.PathLike) -> None:
+    source = exported[name][2]
+    cu, cubin = os.path.join(str(tmp_path), "k.cu"), os.path.join(str(tmp_path), "k.cubin")
+    with open(cu, "w") as f:
+        f.write(source)
+    proc = subprocess.run(
+        ["nvcc", f"-arch={arch}", "-cubin", "-std=c++17", "-o", cubin, cu], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert os.path.getsize(cubin) > 0
+
+
+# ---------------------------------------------------------------------- the standalone runner's logic
+def test_error_numbers_and_evaluator_rule_are_those_of_adatune() -> None:
+    for kind in MeasureErrorNo:
+        assert getattr(cupy_runner, kind.name) == int(kind)
+    assert (cupy_runner.TRIM_FROM_BATCHES, cupy_runner.EXTRA_BATCHES) == (
+        evaluator.TRIM_FROM_BATCHES,
+        evaluator.EXTRA_BATCHES,
+    )
+    settings = [
+        dict(number=5, repeat=3),
+        dict(number=5, repeat=3, min_converge_coef=0.05),
+        dict(number=20, repeat=10, min_converge_coef=0.02, micro_batch=10),
+        dict(number=100, repeat=4, min_converge_coef=0.3, micro_batch=7, min_micro_batches=2),
+        dict(number=50, repeat=10, min_converge_coef=1e-9, micro_batch=25),
+    ]
+    for noise in (0.001, 0.05, 0.5):
+        for kw in settings:
+
+            def fake_timings(noise: float) -> evaluator.TimeFn:
+                rng = np.random.default_rng(0)
+                return lambda _n, repeat, _ms: [1e-4 * (1 + noise * abs(rng.standard_normal())) for _ in range(repeat)]
+
+            want = evaluator.evaluate(fake_timings(noise), evaluator.EvaluatorConfig(**kw))
+            costs, runs, cv, batch_runs = cupy_runner.evaluate(fake_timings(noise), cupy_runner.EvalSettings(**kw))
+            assert (costs, runs, batch_runs) == (want.costs, want.runs, want.batch_runs), kw
+            assert cv == want.cv, kw
+
+
+def test_error_classification() -> None:
+    assert cupy_runner.classify("compile", "anything") == MeasureErrorNo.COMPILE_DEVICE
+    assert cupy_runner.classify("run", "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access") == 4
+    assert cupy_runner.classify("run", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested") == 4
+    assert cupy_runner.classify("run", "KeyError: 'in0'") == MeasureErrorNo.UNKNOWN_ERROR
+
+
+def test_manifest_errors_name_the_problem(tmp_path: os.PathLike) -> None:
+    with open(os.path.join(str(tmp_path), "manifest.json"), "w") as f:
+        json.dump({"format": "something-else", "version": 1}, f)
+    with pytest.raises(ValueError, match="not an adatune CUDA batch manifest"):
+        cupy_runner.load_manifest(str(tmp_path))
+
+
+def test_export_measure_there_resume_here(tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole loop with CuPy absent: export (one candidate over a small device's limits), run the copied
+    standalone script's run_batch in child processes with the fake launcher, resume a tuner from its records."""
+    import functools
+    import importlib.util
+
+    import cuda_fake_launcher as fake
+
+    from adatune import records
+
+    task = adatune.task.create("dense.cuda", (64, 64, 64), CUDA)
+    old = task.space.random_candidates(np.random.default_rng(5), 1)[0]
+    log = os.path.join(str(tmp_path), "tune.jsonl")
+    first = adatune.MeasureResult((2e-5,), MeasureErrorNo.NO_ERROR, 1.0, 0)
+    records.save_to_file(log, [(MeasureInput(task, old), first)])
+    seen = adatune.cuda_export.logged_keys(task, log)
+    assert seen == {str(old.key)}
+    cands = select_candidates(task, 6, seed=3, exclude=seen)
+    over = _config_with_threads(task, 256)
+    assert str(old.key) not in {str(c.key) for c in cands} and str(over.key) not in {str(c.key) for c in cands}
+    batch = os.path.join(str(tmp_path), "batch")
+    limits = devices.DeviceLimits("small", 128, 48 * 1024, 65536, 32)
+    manifest = export_batch(task, [*cands, over], batch, limits)
+    with pytest.raises(FileExistsError):
+        export_batch(task, cands, batch)
+    assert "max_threads_per_block=128" in manifest["candidates"][-1]["error"]["msg"]
+    copied = os.path.join(batch, "cupy_runner.py")
+    with open(copied) as f:
+        assert "adatune" not in "".join(line for line in f if line.startswith(("import", "from")))
+
+    sources = [open(os.path.join(batch, c["source"])).read() for c in manifest["candidates"][:-1]]
+    plan = ["ok:3e-5", "ok:1e-5", "wrong", "illegal", "segv", "nvrtc"]
+    behaviours = {fake.source_id(s): b for s, b in zip(sources, plan)}
+    assert len(behaviours) == len(plan)  # every candidate's source differs
+    monkeypatch.syspath_prepend(batch)  # the child processes import the copied script by its name
+    spec = importlib.util.spec_from_file_location("cupy_runner", copied)
+    assert spec is not None and spec.loader is not None
+    standalone = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "cupy_runner", standalone)
+    spec.loader.exec_module(standalone)
+    out = os.path.join(str(tmp_path), "results.jsonl")
+    lines = standalone.run_batch(
+        batch,
+        out,
+        standalone.EvalSettings(number=20, repeat=5, min_converge_coef=0.05, micro_batch=10),
+        timeout=60.0,
+        launcher_factory=functools.partial(fake.FakeLauncher, behaviours),
+        log=lambda _msg: None,
+    )
+    kinds = [line["result"]["error_no"] for line in lines]
+    assert kinds == [0, 0, 5, 4, 4, 3, 1]
+    assert "illegal memory access" in lines[3]["result"]["error_msg"]
+    assert "crashed" in lines[4]["result"]["error_msg"]
+    ok = lines[1]["result"]
+    assert ok["runs"] <= 100 and len(ok["costs"]) >= 3 and ok["extra"]["device"] == "fake0"
+
+    recs = list(records.load_from_file(out))
+    assert [r.key for r in recs] == [str(c.key) for c in [*cands, over]]
+    with open(log, "a") as f, open(out) as g:
+        f.write(g.read())
+    tuner = adatune.tuners.create_tuner("random", task, seed=0)
+    assert tuner.load_history(records.load_from_file(log)) == 8
+    assert tuner.visited == {str(c.key) for c in [old, *cands, over]}
+    assert str(tuner.best_config.key) == str(cands[1].key)
+    assert not {str(c.key) for c in tuner.next_batch(8)} & tuner.visited
+
+
+def test_hang_is_killed_and_recorded_as_run_timeout(tmp_path: os.PathLike) -> None:
+    import cuda_fake_launcher as fake
+
+    task = adatune.task.create("dense.cuda", (64, 64, 64), CUDA)
+    batch = os.path.join(str(tmp_path), "batch")
+    manifest = export_batch(task, select_candidates(task, 1, seed=9), batch)
+    with open(os.path.join(batch, manifest["candidates"][0]["source"])) as f:
+        behaviours = {fake.source_id(f.read()): "hang"}
+    import functools
+
+    (line,) = cupy_runner.run_batch(
+        batch,
+        os.path.join(str(tmp_path), "r.jsonl"),
+        timeout=3.0,
+        launcher_factory=functools.partial(fake.FakeLauncher, behaviours),
+        start_method="fork",  # no CUDA in this parent: forking is safe and skips re-importing adatune
+        log=lambda _msg: None,
+    )
+    assert line["result"]["error_no"] == MeasureErrorNo.RUN_TIMEOUT and "3 s" in line["result"]["error_msg"]
+
+
+def test_export_cli_and_the_script_without_cupy(tmp_path: os.PathLike) -> None:
+    from adatune.cuda_export.__main__ import main
+
+    batch = os.path.join(str(tmp_path), "b")
+    assert main(["export", "--workload", "dense:M=32,N=32,K=32", "--n", "2", "--out", batch, "--arch", "sm_90"]) == 0
+    manifest = cupy_runner.load_manifest(batch)
+    assert len(manifest["candidates"]) == 2 and manifest["target"]["arch"] == "sm_90"
+    assert main(["export", "--workload", "no-such-workload", "--out", batch]) == 2
+    proc = subprocess.run(
+        [sys.executable, os.path.join(batch, "cupy_runner.py"), batch, "--out", os.path.join(batch, "r.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        assert proc.returncode == 2 and "needs CuPy" in proc.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tvm.cuda(0).exist, reason="no CUDA device")
+def test_cupy_runner_on_a_real_gpu(tmp_path: os.PathLike) -> None:
+    pytest.importorskip("cupy")
+    task = adatune.task.create("dense.cuda", (64, 64, 64), CUDA)
+    batch = os.path.join(str(tmp_path), "batch")
+    export_batch(task, select_candidates(task, 3), batch, devices.profile("h100"))
+    lines = cupy_runner.run_batch(batch, os.path.join(str(tmp_path), "r.jsonl"), log=lambda _msg: None)
+    assert all(line["result"]["error_no"] == 0 for line in lines)
