@@ -305,3 +305,87 @@ def test_cupy_runner_on_a_real_gpu(tmp_path: os.PathLike) -> None:
     export_batch(task, select_candidates(task, 3), batch, devices.profile("h100"))
     lines = cupy_runner.run_batch(batch, os.path.join(str(tmp_path), "r.jsonl"), log=lambda _msg: None)
     assert all(line["result"]["error_no"] == 0 for line in lines)
+
+
+def test_gpu_benchmark_rounds_export_measure_ingest_report(
+    tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """benchmarks/gpu's local halves: two rounds of two schemes, the GPU side played by the fake launcher."""
+    import functools
+
+    import cuda_fake_launcher as fake
+
+    from adatune import records
+
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.gpu.__main__ import ingest, main, make_round, report, rounds
+
+    state, spec = os.path.join(str(tmp_path), "state"), "dense:M=32,N=32,K=32"
+    assert main(["report", "--state", state]) == 0
+    with open(os.path.join(state, "summary.md")) as f:
+        assert "not yet measured" in f.read()
+    with pytest.raises(ValueError, match="unknown scheme 'ga'"):
+        make_round(state, [spec], ["ga"], 4, "sm_90", 0, None)
+    keys: dict[str, set[str]] = {}
+    for k in (1, 2):
+        root = make_round(state, [spec], ["xgb", "rfei-ae"], 4, "sm_90", 0, "h100")
+        assert rounds(state)[-1] == k and root.endswith(f"round-{k}")
+        with open(os.path.join(root, "run.sh")) as f:
+            script = f.read()
+        assert "--min-converge-coef 0.1" in script and "torch_reference.py" in script
+        with open(os.path.join(root, "shapes.json")) as f:
+            assert json.load(f) == {"dense_M_32_N_32_K_32": ["dense", [32, 32, 32, "float32"]]}
+        out_dir = os.path.join(str(tmp_path), f"gpu-out-{k}")  # what the device run would bring back
+        for scheme in ("xgb", "rfei-ae"):
+            batch = os.path.join(root, "dense_M_32_N_32_K_32", scheme)
+            manifest = cupy_runner.load_manifest(batch)
+            new = {c["key"] for c in manifest["candidates"]}
+            assert len(new) == 4 and not new & keys.get(scheme, set())  # never the same candidate twice
+            keys.setdefault(scheme, set()).update(new)
+            times = {}
+            for j, c in enumerate(manifest["candidates"]):
+                with open(os.path.join(batch, c["source"])) as f:
+                    times[fake.source_id(f.read())] = f"ok:{(j + 1) * 1e-6}"
+            os.makedirs(os.path.join(out_dir, "dense_M_32_N_32_K_32", scheme))
+            cupy_runner.run_batch(
+                batch,
+                os.path.join(out_dir, "dense_M_32_N_32_K_32", scheme, "results.jsonl"),
+                launcher_factory=functools.partial(fake.FakeLauncher, times),
+                start_method="fork",
+                log=lambda _msg: None,
+            )
+        assert ingest(state, k, out_dir) == {"dense_M_32_N_32_K_32/rfei-ae": 4, "dense_M_32_N_32_K_32/xgb": 4}
+        assert ingest(state, k, out_dir) == {"dense_M_32_N_32_K_32/rfei-ae": 0, "dense_M_32_N_32_K_32/xgb": 0}
+    table = report(state)
+    logged = list(records.load_from_file(os.path.join(state, "logs", "dense_M_32_N_32_K_32", "xgb.jsonl")))
+    assert {r.key for r in logged} == keys["xgb"]
+    best = max(2.0 * 32**3 / r.result.mean_cost for r in logged)  # the fake's fastest kernel: ~1 us a run
+    assert 0.9 * 2.0 * 32**3 / 1e-6 < best < 1.1 * 2.0 * 32**3 / 1e-6
+    assert f"| dense_M_32_N_32_K_32 | xgb | 8 | 8 | {best / 1e9:.1f} | not yet measured |" in table
+
+
+@pytest.mark.parametrize(
+    "op,args",
+    [
+        ("dense", [8, 16, 12, "float32"]),
+        ("batch_matmul", [2, 8, 12, 16, "NT", "float32"]),
+        ("batch_matmul", [2, 8, 12, 16, "NN", "float32"]),
+        ("conv2d_nchw", [1, 4, 9, 9, 6, 3, 3, 2, 1, "float32"]),
+    ],
+)
+def test_pytorch_reference_computes_the_workloads_operator(
+    op: str, args: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.gpu.torch_reference import operator_for
+
+    torch.manual_seed(0)
+    fn = operator_for(op, args, torch, dev="cpu")
+    cells = fn.__closure__ or ()
+    inputs = [c.cell_contents for c in cells if isinstance(c.cell_contents, torch.Tensor)]
+    task = adatune.task.create(f"{op}.cuda", tuple(args), CUDA)
+    shapes = [tuple(s.shape) for s in task.arg_specs if not s.is_output]
+    by_shape = {tuple(t.shape): t.numpy() for t in inputs}
+    (want,) = task.reference_outputs([by_shape[s] for s in shapes])
+    np.testing.assert_allclose(fn().numpy(), want, rtol=1e-4, atol=1e-4)

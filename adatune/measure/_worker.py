@@ -218,7 +218,9 @@ def run_candidate(
                         "msg": f"output {i} differs from the reference (max abs error {diff:.3g}, "
                         f"rtol={rtol}, atol={atol})",
                     }
-        outcome = evaluate(time_fn_for(module, dev, args, eval_cfg.enable_cpu_cache_flush), eval_cfg)
+        # time_evaluator synchronises the device around each repeat; the CPU cache flush has no GPU meaning
+        flush = eval_cfg.enable_cpu_cache_flush and device_type == "cpu"
+        outcome = evaluate(time_fn_for(module, dev, args, flush), eval_cfg)
     except Exception as err:  # noqa: BLE001
         return {"error": "runtime_device", "msg": f"{type(err).__name__}: {err}\n{traceback.format_exc()}"[-4000:]}
     return {"costs": outcome.costs, "runs": outcome.runs, "cv": outcome.cv, "time": time.perf_counter() - t0}

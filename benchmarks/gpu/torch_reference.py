@@ -1,0 +1,85 @@
+"""cuBLAS / cuDNN reference times through PyTorch, for the shapes a round exported (``shapes.json``).
+
+Standalone (needs only torch with CUDA): ``python torch_reference.py ROUND_DIR --out torch_reference.json``.
+Each operator is warmed up, then timed with CUDA events over ``--number`` launches, ``--repeat`` times; the
+median seconds per launch is written per workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def operator_for(op: str, args: list, torch: Any, dev: str = "cuda") -> Callable[[], Any]:
+    """The PyTorch call computing workload ``op`` with template arguments ``args`` on random tensors."""
+    if op == "dense":
+        n, k, m, dtype = args[:4]
+        dt = getattr(torch, dtype)
+        a, b = torch.rand(n, k, device=dev, dtype=dt), torch.rand(k, m, device=dev, dtype=dt)
+        return lambda: torch.matmul(a, b)
+    if op == "batch_matmul":
+        bsz, m, n, k, layout, dtype = args[:6]
+        dt = getattr(torch, dtype)
+        a = torch.rand(bsz, m, k, device=dev, dtype=dt)
+        b = (
+            torch.rand(bsz, n, k, device=dev, dtype=dt)
+            if layout == "NT"
+            else torch.rand(bsz, k, n, device=dev, dtype=dt)
+        )
+        return (lambda: torch.bmm(a, b.transpose(1, 2))) if layout == "NT" else (lambda: torch.bmm(a, b))
+    if op == "conv2d_nchw":
+        n, ci, h, w, co, kh, kw, stride, pad, dtype = args[:10]
+        dt = getattr(torch, dtype)
+        x, wt = torch.rand(n, ci, h, w, device=dev, dtype=dt), torch.rand(co, ci, kh, kw, device=dev, dtype=dt)
+        return lambda: torch.nn.functional.conv2d(x, wt, stride=stride, padding=pad)
+    raise ValueError(f"no PyTorch reference for operator {op!r}")
+
+
+def time_op(fn: Callable[[], Any], number: int, repeat: int, torch: Any) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(number):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 1e3 / number)
+    return statistics.median(times)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="cuBLAS/cuDNN times through PyTorch for a round's shapes")
+    p.add_argument("round_dir")
+    p.add_argument("--out", required=True)
+    p.add_argument("--number", type=int, default=50)
+    p.add_argument("--repeat", type=int, default=10)
+    args = p.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: PyTorch sees no CUDA device", file=sys.stderr)
+        return 2
+    with open(os.path.join(args.round_dir, "shapes.json")) as f:
+        shapes = json.load(f)
+    seconds: dict[str, float] = {}
+    out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "seconds": seconds}
+    for name, (op, op_args) in shapes.items():
+        seconds[name] = time_op(operator_for(op, op_args, torch), args.number, args.repeat, torch)
+        print(f"{name}: {seconds[name] * 1e6:.2f} us")
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
