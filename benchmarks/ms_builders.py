@@ -136,39 +136,54 @@ def measure(
     }
 
 
+def _per_call_ratio(r: dict, fast: dict | None) -> float:
+    """Mean per-call seconds over FastBuilder's on the same first candidates (its pool start included)."""
+    k = len(r["per_call_seconds"])
+    if not fast or len(fast["per_call_seconds"]) < k:
+        return float("nan")
+    return r["per_call_mean"] / statistics.fmean(fast["per_call_seconds"][:k])
+
+
+def _started(run: tuple[str, str]) -> str:
+    return run[1]
+
+
 def write_summary(path: str, meta: dict, results: dict[str, dict]) -> None:
     fast = results.get("fast")
+    runs = {(r["run"]["command"], r["run"]["started"]) for r in results.values() if "run" in r}
+    runs.add((meta["command"], meta["started"]))
     lines = [
         "# meta_schedule builders: stock LocalBuilder vs adatune FastBuilder",
         "",
-        f"Command: `{meta['command']}` (under `flock /tmp/bench.lock`), started {meta['started']}, "
-        f"{meta['wall_s']:.0f} s in all.",
+        *[f"- `{cmd}` (under `flock /tmp/bench.lock`), started {when}" for cmd, when in sorted(runs, key=_started)],
+        "",
         f"Host: {meta['cpu']} ({meta['cores']} cores), TVM {meta['tvm']}. The machine was shared with other "
-        "agents' builds and tests while this ran (1-minute load average "
+        "agents' builds and tests while this ran (1-minute load average of the last run "
         f"{meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after), so the seconds are noisy and "
         "the builders, run one after another, did not see identical load.",
         f"Candidates: {meta['n']} distinct post-processed samples of TVM's rule-made design spaces for "
         f"`{meta['workload']}` (seed {meta['seed']}), the same modules for every builder; {meta['workers']} build "
         "processes each. Every artifact built was loaded and its output matched the unscheduled program's.",
         "",
-        "| builder | per-call mean (s/cand) | per-call median | batch of N (s/cand) | per-call ratio vs fast | "
-        "batch ratio vs fast | failed builds |",
-        "|---|---|---|---|---|---|---|",
+        "| builder | per-call n | per-call mean (s/cand) | per-call median | batch of N (s/cand) | "
+        "per-call ratio vs fast | batch ratio vs fast | failed builds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
-        ratio_call = r["per_call_mean"] / fast["per_call_mean"] if fast else float("nan")
         ratio_batch = r["batch_per_candidate"] / fast["batch_per_candidate"] if fast else float("nan")
         lines.append(
-            f"| {name} | {r['per_call_mean']:.3f} | {r['per_call_median']:.3f} | {r['batch_per_candidate']:.3f} | "
-            f"{ratio_call:.1f}x | {ratio_batch:.1f}x | {r['failed_builds']} |"
+            f"| {name} | {len(r['per_call_seconds'])} | {r['per_call_mean']:.3f} | {r['per_call_median']:.3f} | "
+            f"{r['batch_per_candidate']:.3f} | {_per_call_ratio(r, fast):.1f}x | {ratio_batch:.1f}x | "
+            f"{r['failed_builds']} |"
         )
     failed = [f"- {name}: {r['first_error']}" for name, r in results.items() if r["first_error"]]
     lines += ["", "First build error per builder (a failed build's seconds still count):", *failed] if failed else []
     lines += [
         "",
-        f"Per call: one `build` call per candidate for the first {meta['per_call_n']} candidates, in sequence (a "
-        "fresh LocalBuilder pool each call; FastBuilder's pool starts inside its first call, which is included). "
-        f"Batch: one call with all {meta['n']} candidates (one `ms.tune_tir` iteration of that size).",
+        "Per call: one `build` call per candidate for the first n candidates, in sequence (a fresh LocalBuilder "
+        "pool each call; FastBuilder's pool starts inside its first call, which is included; the ratio compares "
+        f"the same first candidates). Batch: one call with all {meta['n']} candidates (one `ms.tune_tir` "
+        "iteration of that size).",
         "",
     ]
     with open(path, "w") as f:
@@ -203,11 +218,28 @@ def _write(
     }
     if "fast" in results:
         for r in results.values():
-            r["per_call_ratio_vs_fast"] = r["per_call_mean"] / results["fast"]["per_call_mean"]
+            r["per_call_ratio_vs_fast"] = _per_call_ratio(r, results["fast"])
             r["batch_ratio_vs_fast"] = r["batch_per_candidate"] / results["fast"]["batch_per_candidate"]
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
     write_summary(os.path.join(args.out, "summary.md"), meta, results)
+
+
+def _earlier_results(args: argparse.Namespace) -> dict[str, dict]:
+    """Results of a previous run into ``--out`` on the same candidates (one lock slot per builder if needed)."""
+    path = os.path.join(args.out, "results.json")
+    if not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        earlier = json.load(f)
+    meta = earlier["meta"]
+    if (meta["workload"], meta["n"], meta["seed"]) != (args.workload, args.n, args.seed):
+        print(f"{path}: another workload, n or seed; not merged", file=sys.stderr)
+        return {}
+    kept = {name: r for name, r in earlier["results"].items() if name not in args.builders}
+    for r in kept.values():
+        r["run"] = r.get("run", {"command": meta["command"], "started": meta["started"]})
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="build timeout per candidate (s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/ms_builders")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other builders' results already in --out/results.json (same workload, n and seed)",
+    )
     args = p.parse_args(argv)
     if args.n < 1 or args.workers < 1 or args.timeout <= 0 or not 1 <= args.per_call <= args.n:
         p.error("--n and --workers must be at least 1, --per-call in 1..n and --timeout positive")
@@ -230,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
     task, mods = _candidates(args.workload, args.n, args.seed)
     check = _checker(task)
-    results: dict[str, dict] = {}
+    results: dict[str, dict] = _earlier_results(args) if args.merge else {}
     for name in args.builders:
         print(f"{name}:", flush=True)
         results[name] = measure(name, mods, args.per_call, task.target, args.workers, args.timeout, check)
