@@ -166,6 +166,7 @@ def _prepare_tune(args: argparse.Namespace) -> tuple[Any, Any, Any, list, Any]:
                 repeat=args.repeat,
                 timeout=args.run_timeout,
                 check_correctness=args.check_correctness,
+                device_profile=args.device_profile,
             ),
             min_converge_coef=args.min_converge_coef,
         )
@@ -278,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--build-timeout", type=_positive_float, default=30.0)
     t.add_argument("--run-timeout", type=_positive_float, default=10.0)
     t.add_argument("--reference", action="store_true", help="also time PyTorch/numpy on the same shape")
+    t.add_argument(
+        "--device-profile",
+        default=None,
+        help="check CUDA candidates against this GPU's per-block limits before building: h100, h200, a100, v100, t4",
+    )
     t.set_defaults(fn=cmd_tune)
     b = sub.add_parser("best", help="show the best record of each workload in a log")
     b.add_argument("log")

@@ -136,6 +136,7 @@ def test_tuners_markdown_has_a_row_per_option(capsys: pytest.CaptureFixture[str]
         (["--workload", TINY, "--target", "cuda", "--arch", "80"], "CUDA arch must look like 'sm_80'"),
         (["--workload", "conv2d-resnet18-L6-small", "--target", "cuda"], "is defined for CPUs only"),
         (["--workload", TINY, "--min-converge-coef", "-1"], "argument --min-converge-coef: must be a positive"),
+        (["--workload", TINY, "--target", "cuda", "--device-profile", "gtx"], "unknown device profile 'gtx'"),
         ([], "the following arguments are required: --workload"),
     ],
 )
