@@ -106,7 +106,9 @@ def _markdown(cfg: dict, summaries: list[dict], agreement: dict) -> str:
         f"Machine: {cfg['machine']}; shared with other agents' builds and tests while this ran (load average "
         f"{cfg['load_before']} before, {cfg['load_after']} after), so absolute numbers are noisy.  ",
         "RPC: loopback tracker + 2 CPU servers on 127.0.0.1 (same cores as the client): no network cost "
-        "is in these numbers.",
+        "is in these numbers. With two candidates in flight (n_parallel=2) both servers' kernels, each using "
+        "every core, run on the same cores at once, so kernel times and overheads rise here; on a real fleet "
+        "each server has its own device and the batch's wall time divides by the servers.",
         "",
         "overhead = runner wall time per candidate (+ wait for a free server) - kernel time timed (runs x mean).",
         "",
@@ -124,7 +126,8 @@ def _markdown(cfg: dict, summaries: list[dict], agreement: dict) -> str:
     lines += [
         "",
         f"Kernel times agree: median ratio of a candidate's mean cost over RPC to its local mean cost "
-        f"= {agreement['median_ratio']} (over {agreement['n']} candidates).",
+        f"= {agreement['median_ratio']} (over {agreement['n']} candidates; n_parallel=1 against local, same "
+        "candidates and rounds).",
         "",
     ]
     return "\n".join(lines)
