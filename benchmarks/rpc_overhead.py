@@ -125,7 +125,7 @@ def _markdown(cfg: dict, summaries: list[dict], agreement: dict) -> str:
         )
     lines += [
         "",
-        f"Kernel times agree: median ratio of a candidate's mean cost over RPC to its local mean cost "
+        f"Kernel times: median ratio of a candidate's mean cost over RPC to its local mean cost "
         f"= {agreement['median_ratio']} (over {agreement['n']} candidates; n_parallel=1 against local, same "
         "candidates and rounds).",
         "",
