@@ -23,6 +23,7 @@ import os
 import platform
 import shlex
 import sys
+import tempfile
 import time
 
 import adatune
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         n_parallel=args.n_parallel,
         timeout=args.timeout,
         stock_builder=args.stock_builder,
-        work_dir=os.path.join(args.out, "ms-work"),
+        work_dir=tempfile.mkdtemp(prefix="adatune-trace-search-"),  # meta_schedule logs, not results
     )
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
     load_before = os.getloadavg()
