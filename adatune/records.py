@@ -15,6 +15,7 @@ configs only) still load. As in AutoTVM, ``for inp, res in load_from_file(log)``
 from __future__ import annotations
 
 import base64
+import io
 import json
 import math
 import os
@@ -34,6 +35,7 @@ __all__ = [
     "encode",
     "decode",
     "load_from_file",
+    "load_from_buffer",
     "save_to_file",
     "pick_best",
     "group_by_workload",
@@ -100,6 +102,14 @@ class Record:
     def __iter__(self) -> Iterator[Any]:
         return iter((self.input, self.result))
 
+    def __getitem__(self, k: int) -> Any:
+        """``rec[0]`` the input, ``rec[1]`` the result (AutoTVM's records are ``(inp, res)`` tuples)."""
+        if k in (1, -1):
+            return self.result
+        if k in (0, -2):
+            return self.input
+        raise IndexError(f"a record is a pair (input, result); index {k} is out of range")
+
 
 def _line(inp: MeasureInput, result: MeasureResult) -> dict:
     cand = inp.config
@@ -156,16 +166,21 @@ def measure_str_key(inp: MeasureInput, include_config: bool = True) -> str:
     return " ".join(parts)
 
 
-def load_from_file(path: str | os.PathLike) -> Iterator[Record]:
+def load_from_file(path: str | bytes | os.PathLike) -> Iterator[Record]:
     """Records of a log; corrupt or truncated lines (a run killed mid-write) are skipped with a warning."""
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield decode(line)
-            except (ValueError, KeyError, TypeError) as err:
-                warnings.warn(f"{path}:{lineno}: skipping a corrupt record ({err})", stacklevel=2)
+        yield from load_from_buffer(f, name=os.fsdecode(path))
+
+
+def load_from_buffer(f: IO[str] | io.TextIOBase, name: str = "<buffer>") -> Iterator[Record]:
+    """Records of an open text log (AutoTVM's ``load_from_buffer``), corrupt lines skipped with a warning."""
+    for lineno, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        try:
+            yield decode(line)
+        except (ValueError, KeyError, TypeError) as err:
+            warnings.warn(f"{name}:{lineno}: skipping a corrupt record ({err})", stacklevel=3)
 
 
 def save_to_file(dest: str | os.PathLike | IO[str], pairs: Iterable[tuple[MeasureInput, MeasureResult]]) -> None:
@@ -183,14 +198,19 @@ def save_to_file(dest: str | os.PathLike | IO[str], pairs: Iterable[tuple[Measur
 
 
 def as_records(items: Iterable[Any]) -> Iterator[Record]:
-    """Records from records, ``(inp, res)`` pairs, log paths, or lists mixing them (AutoTVM's inputs)."""
+    """Records from records, ``(inp, res)`` pairs, log paths, open text logs, or (nested) iterables mixing
+    them (AutoTVM's inputs: ``zip([zip(inputs, results), ...])`` works too)."""
     for item in items:
         if isinstance(item, Record):
             yield item
-        elif isinstance(item, (str, os.PathLike)):
+        elif isinstance(item, (str, bytes, os.PathLike)):
             yield from load_from_file(item)
+        elif isinstance(item, io.TextIOBase):
+            yield from load_from_buffer(item)
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], MeasureInput):
             yield _from_dict(_line(item[0], item[1]))
+        elif isinstance(item, Iterable) and not isinstance(item, (MeasureInput, dict)):
+            yield from as_records(item)
         else:
             raise TypeError(f"expected records, (MeasureInput, MeasureResult) pairs or log paths, got {item!r}")
 

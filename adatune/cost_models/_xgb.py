@@ -71,6 +71,15 @@ class XGBoostCostModel(CostModel):
         self.booster: Any = None
         self.base_model: XGBoostCostModel | None = None
 
+    def as_features(self, xs: Any) -> np.ndarray:
+        """As ``CostModel.as_features``; a 1-D array of numbers is AutoTVM's knob config indices
+        (``predict(np.ones(12))``), integer-valued floats included."""
+        if self.task is not None and isinstance(xs, np.ndarray) and xs.ndim == 1 and xs.dtype.kind == "f":
+            if not np.all(np.isfinite(xs) & (xs == np.round(xs))):
+                raise ValueError("a 1-D array given to the cost model must hold knob config indices (integers)")
+            xs = xs.astype(np.int64)
+        return super().as_features(xs)
+
     def load_basemodel(self, base_model: XGBoostCostModel) -> None:
         """Use a model fitted on earlier records as the base of this one (AutoTVM's transfer learning)."""
         self.base_model = base_model

@@ -42,13 +42,12 @@ class DispatchContext:
 
 
 class ApplyHistoryBest(DispatchContext):
-    """Best valid record per (workload, target) from a log path, records, ``(inp, res)`` pairs, or a list of
-    any of these."""
+    """Best valid record per (workload, target) from a log path, an open text log, records, ``(inp, res)``
+    pairs, or (nested) iterables of any of these."""
 
     def __init__(self, records: str | os.PathLike | Iterable[Any]):
-        items = [records] if isinstance(records, (str, os.PathLike)) else records
         self._best: dict[str, list[Record]] = {}
-        for r in as_records(items):
+        for r in as_records([records]):
             if r.result.ok:
                 self._best.setdefault(r.workload_key, []).append(r)
         self._tasks: dict[tuple[str, str], TuningTask] = {}

@@ -477,6 +477,10 @@ class ConfigEntity(_ConfigBase):
             self._entities = ents
         return self._entities
 
+    @_entity_map.setter
+    def _entity_map(self, entities: dict[str, Any]) -> None:  # AutoTVM code assigns it (a config's entities)
+        self._entities = dict(entities)
+
     def _define(self, name: str, make: Callable[[], KnobSpace]) -> None:
         if name not in self._entity_map:
             raise KeyError(

@@ -2,7 +2,7 @@
 
 Ported from apache/tvm v0.18.0 ``python/tvm/testing/autotvm.py`` (Apache-2.0). What TVM 0.27 forces: the
 template schedules ``te.create_prim_func`` with ``tvm.s_tir.Schedule`` instead of a TE schedule, and is
-registered with ``@adatune.template``; the runner subclasses adatune's ``Runner``.
+registered with ``@adatune.template``; the runner subclasses adatune's ``Runner`` and needs no build.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from adatune.measure import BuildResult, MeasureInput, MeasureResult, Runner
 
 
 class DummyRunner(Runner):
-    """Reports a random cost for every built candidate (AutoTVM's ``DummyRunner``): tuners run without timing."""
+    """Reports a random cost for every candidate (AutoTVM's ``DummyRunner``): tuners run without timing.
+
+    AutoTVM's tests paired it with ``LocalBuilder`` and threw the binaries away; here it needs no build, so
+    ``measure_option(runner=DummyRunner())`` skips compiling (on a loaded 2-core machine a batch of real builds
+    costs tens of seconds; the real builder is tested in ``tests/test_measure.py``).
+    """
+
+    needs_build = False
 
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
         return [MeasureResult((np.random.random(),), 0, 0.2, time.time()) for _ in range(len(inputs))]
