@@ -7,6 +7,7 @@ from ._registry import TUNER_NAMES, TunerOption, TunerSpec, create_tuner, get_tu
 from ._release import ReleaseTuner
 from ._rfei import RFEITuner
 from ._simple import GridSearchTuner, RandomTuner
+from ._trace import TraceSearchTuner
 from ._xgb import XGBTuner
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "XGBTuner",
     "ReleaseTuner",
     "RFEITuner",
+    "TraceSearchTuner",
     "TUNER_NAMES",
     "create_tuner",
     "TunerOption",
