@@ -1,0 +1,35 @@
+"""Whole models: import (PyTorch, ONNX, built-in ResNet-18 and BERT-base), one task per fused function, one
+tuning budget over all of them, and a compiled, deployable model with the best schedule of every task.
+
+    import adatune.models as am
+
+    model = am.load_builtin("resnet18")               # or am.from_torch(module, inputs), am.from_onnx(path, shapes)
+    print(am.format_task_table(am.model_tasks(model)))
+    am.tune_model(model, "resnet18.jsonl", n_trial=2000, strategy="gradient", tuner="xgb")
+    compiled = am.build(model, "resnet18.jsonl")
+    compiled.export_library("resnet18.so")
+"""
+
+from ._build import CompiledModel, build
+from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
+from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
+from ._zoo import BUILTIN_MODELS, bert_base, resnet18
+
+__all__ = [
+    "BUILTIN_MODELS",
+    "CompiledModel",
+    "build",
+    "MODEL_PREFIX",
+    "FusedKnobTask",
+    "InputSpec",
+    "Model",
+    "ModelTask",
+    "bert_base",
+    "extract_tasks",
+    "format_task_table",
+    "from_onnx",
+    "from_torch",
+    "load_builtin",
+    "model_tasks",
+    "resnet18",
+]

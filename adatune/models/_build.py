@@ -1,0 +1,98 @@
+"""Apply and deploy: compile a model with the best record of every task (a fallback schedule where none).
+
+Records for another target never apply. A task with no record warns and gets its fallback: the knob
+template's fallback config, or the first design space of TVM's rules sampled with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from .. import target as _target
+from ..records import as_records, pick_best
+from ..space import FallbackConfig
+from ._extract import FusedKnobTask, ModelTask, extract_tasks
+from ._frontend import Model
+
+__all__ = ["CompiledModel", "build"]
+
+
+class CompiledModel:
+    """A compiled model: ``run(*arrays)`` returns numpy outputs; ``export_library(path)`` writes one .so that
+    TVM's runtime alone loads (``tvm.runtime.load_module`` + ``relax.VirtualMachine``)."""
+
+    def __init__(self, model: Model, executable: Any, applied: dict[str, str]):
+        self.model = model
+        self.executable = executable
+        self.applied = applied  # function name -> "record" or "fallback"
+        self._vm = relax.VirtualMachine(executable, tvm.cpu())
+
+    def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        self.model.check_inputs(arrays)
+        out = self._vm["main"](*[tvm.runtime.tensor(a, tvm.cpu()) for a in arrays])
+        outs = out if not hasattr(out, "numpy") else [out]
+        return [o.numpy() for o in outs]
+
+    def export_library(self, path: str | os.PathLike) -> str:
+        path = os.fspath(path)
+        self.executable.export_library(path)
+        return path
+
+
+def _fallback(task: ModelTask) -> Any:
+    """The knob template's fallback config; None for a trace task (TVM's default lowering of the function)."""
+    if task.created and isinstance(task.task, FusedKnobTask):
+        return FallbackConfig()
+    return None
+
+
+def build(
+    model: Model,
+    log: str | os.PathLike | Sequence[Any] | None,
+    target: _target.TargetLike | None = None,
+    tasks: list[ModelTask] | None = None,
+) -> CompiledModel:
+    """Compile ``model`` for ``target`` (the host CPU by default) with the best record per task from ``log``."""
+    tgt = _target.create(target) if target is not None else _target.host()
+    tasks = tasks if tasks is not None else extract_tasks(model, tgt)
+    records: list[Any] = []
+    if log is not None:
+        if isinstance(log, (str, os.PathLike)) and not os.path.isfile(log):
+            raise ValueError(f"tuning log {os.fspath(log)!r} does not exist")
+        records = list(as_records([log] if isinstance(log, (str, os.PathLike)) else log))
+    best = pick_best(records, tgt)
+    mod = model.mod
+    applied: dict[str, str] = {}
+    untuned = []
+    for t in tasks:
+        rec = next((r for k, r in best.items() if json.loads(k)[0] == t.task_name), None)
+        if rec is not None:
+            cand, how = t.task.candidate_from_json(rec.config), "record"
+        else:
+            cand, how = _fallback(t), "fallback"
+            untuned.append(t.func_name)
+        if cand is None:
+            applied[t.func_name] = how
+            continue
+        func = t.task.scheduled_module(cand)["main"].without_attr("global_symbol").with_attr("tirx.is_scheduled", True)
+        for name in t.global_vars:
+            mod = tvm.IRModule(dict(mod.functions_items()))
+            mod[mod.get_global_var(name)] = func
+        applied[t.func_name] = how
+    if untuned:
+        warnings.warn(
+            f"{len(untuned)} of {len(tasks)} tasks have no record for this target and use a fallback schedule: "
+            + ", ".join(untuned[:8])
+            + (" ..." if len(untuned) > 8 else ""),
+            stacklevel=2,
+        )
+    executable = tvm.compile(mod, target=tgt)
+    return CompiledModel(model, executable, applied)

@@ -1,0 +1,192 @@
+"""Whole models into Relax: PyTorch (torch.export) and ONNX, legalised and fused into one PrimFunc per task.
+
+The preparation is the front half of TVM's static-shape tuning pipeline: ``DecomposeOpsForInference`` (so a
+BatchNorm left in the graph becomes element-wise ops that fuse into its convolution), then the ``zero``
+pipeline (LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR). Weights are constants of the
+module (FoldConstant pre-transposes linear weights), so every fused PrimFunc takes them as parameters.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+__all__ = ["Model", "InputSpec", "from_torch", "from_onnx", "load_builtin", "prepare"]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """Name, static shape and dtype of one model input."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class Model:
+    """A model imported into Relax and fused: ``mod["main"]`` calls one PrimFunc per fused operator.
+
+    ``reference`` (when known) computes the framework's own outputs for numpy inputs, so compiled models can
+    be checked against it.
+    """
+
+    name: str
+    mod: tvm.IRModule
+    inputs: list[InputSpec]
+    reference: Any = field(default=None, repr=False)
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Seeded standard-normal inputs of the model's shapes."""
+        rng = np.random.default_rng(seed)
+        return [rng.standard_normal(s.shape).astype(s.dtype) for s in self.inputs]
+
+    def check_inputs(self, arrays: Sequence[np.ndarray]) -> None:
+        """ValueError naming the input whose count, shape or dtype differs from the model's."""
+        if len(arrays) != len(self.inputs):
+            raise ValueError(f"model {self.name!r} takes {len(self.inputs)} inputs, got {len(arrays)}")
+        for spec, arr in zip(self.inputs, arrays):
+            if tuple(arr.shape) != spec.shape:
+                raise ValueError(
+                    f"input {spec.name!r} of model {self.name!r} has shape {spec.shape}, got {tuple(arr.shape)}"
+                )
+            if str(arr.dtype) != spec.dtype:
+                raise ValueError(f"input {spec.name!r} of model {self.name!r} is {spec.dtype}, got {arr.dtype}")
+
+
+def prepare(mod: tvm.IRModule) -> tvm.IRModule:
+    """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task."""
+    seq = tvm.transform.Sequential(
+        [
+            relax.transform.DecomposeOpsForInference(),
+            relax.transform.CanonicalizeBindings(),
+            relax.get_pipeline("zero"),
+        ]
+    )
+    return seq(mod)
+
+
+def _input_specs(mod: tvm.IRModule) -> list[InputSpec]:
+    specs = []
+    for param in mod["main"].params:
+        ty, name = param.ty, str(getattr(param, "name_hint", None) or param.name)
+        shape: Any = getattr(ty, "shape", None)
+        if not isinstance(ty, relax.TensorType) or not hasattr(shape, "values"):
+            raise ValueError(f"model input {name!r} is not a tensor with a known shape")
+        dims = list(shape.values)
+        if not all(isinstance(d, tvm.tirx.IntImm) for d in dims):
+            raise ValueError(f"model input {name!r} has a dynamic shape {dims}: give static shapes")
+        specs.append(InputSpec(name, tuple(int(d) for d in dims), str(ty.dtype)))
+    return specs
+
+
+def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = None) -> Model:
+    """A ``torch.nn.Module`` (in eval mode) traced by ``torch.export`` with ``example_inputs`` (their shapes are
+    the model's)."""
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"from_torch needs a torch.nn.Module, got {type(module).__name__}")
+    example = tuple(example_inputs)
+    if not example or not all(isinstance(t, torch.Tensor) for t in example):
+        raise ValueError("from_torch needs a non-empty sequence of example input tensors")
+    module = module.eval()
+    with torch.no_grad():
+        try:
+            exported = torch.export.export(module, example)
+        except Exception as err:
+            raise ValueError(
+                f"torch.export could not trace the model with inputs of shapes "
+                f"{[tuple(t.shape) for t in example]}: {err}"
+            ) from err
+        mod = from_exported_program(exported, keep_params_as_input=False)
+
+    def reference(*arrays: np.ndarray) -> list[np.ndarray]:
+        with torch.no_grad():
+            out = module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays])
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        return [o.detach().numpy() for o in outs]
+
+    fused = prepare(mod)
+    return Model(name or type(module).__name__, fused, _input_specs(fused), reference)
+
+
+def from_onnx(
+    model: str | os.PathLike | Any, shapes: Mapping[str, Sequence[int]] | None = None, name: str | None = None
+) -> Model:
+    """An ONNX model (a path or an ``onnx.ModelProto``) with static ``shapes`` for its inputs (by input name;
+    needed when the file's shapes are symbolic). onnxruntime, when installed, is the reference."""
+    try:
+        import onnx
+    except ImportError as err:
+        raise ImportError("from_onnx needs the 'onnx' package (pip install onnx==1.23.2)") from err
+    from tvm.relax.frontend.onnx import from_onnx as relax_from_onnx
+
+    path = None
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise ValueError(f"ONNX model file {path!r} does not exist")
+        try:
+            proto = onnx.load(path)
+            onnx.checker.check_model(proto)
+        except Exception as err:
+            raise ValueError(f"{path!r} is not a valid ONNX model: {err}") from err
+    elif isinstance(model, onnx.ModelProto):
+        proto = model
+    else:
+        raise TypeError(f"from_onnx needs a path or an onnx.ModelProto, got {type(model).__name__}")
+    graph_inputs = {i.name: i for i in proto.graph.input}
+    init_names = {i.name for i in proto.graph.initializer}
+    declared = {n: i for n, i in graph_inputs.items() if n not in init_names}
+    shape_dict: dict[str, list[int]] = {}
+    for n, info in declared.items():
+        dims = info.type.tensor_type.shape.dim
+        shape_dict[n] = [d.dim_value if d.HasField("dim_value") else -1 for d in dims]
+    for n, shape in (shapes or {}).items():
+        if n not in declared:
+            raise ValueError(f"the ONNX model has no input {n!r} (inputs: {', '.join(declared)})")
+        fixed = shape_dict[n]
+        given = [int(s) for s in shape]
+        if len(given) != len(fixed) or any(f > 0 and f != g for f, g in zip(fixed, given)):
+            raise ValueError(f"ONNX input {n!r} has shape {fixed} (-1: free), got {given}")
+        shape_dict[n] = given
+    for n, shape in shape_dict.items():
+        if any(s <= 0 for s in shape):
+            raise ValueError(f"ONNX input {n!r} has a symbolic shape {shape}: pass shapes={{{n!r}: [...]}}")
+    mod = relax_from_onnx(proto, shape_dict=shape_dict, keep_params_in_input=False)
+    fused = prepare(mod)
+    return Model(
+        name or (os.path.basename(path) if path else proto.graph.name or "onnx"),
+        fused,
+        _input_specs(fused),
+        _onnxruntime_reference(proto, list(declared)),
+    )
+
+
+def _onnxruntime_reference(proto: Any, names: list[str]) -> Any:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def reference(*arrays: np.ndarray) -> list[np.ndarray]:
+        return [np.asarray(o) for o in session.run(None, dict(zip(names, arrays)))]
+
+    return reference
+
+
+def load_builtin(name: str, seed: int = 0) -> Model:
+    """``resnet18`` or ``bert-base`` (see ``adatune.models._zoo``), imported through torch.export."""
+    from ._zoo import builtin_model
+
+    module, example = builtin_model(name, seed)
+    return from_torch(module, example, name=name)

@@ -1,0 +1,110 @@
+"""Whole models: import (PyTorch, ONNX, built-ins), task extraction, build with records and fallbacks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+import tvm
+from torch import nn
+
+import adatune.models as am
+from adatune.models._zoo import bert_base, resnet18
+
+
+class TinyNet(nn.Module):
+    """Two convolutions (one with BN, one strided) and a dense layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, 1, 1)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 16, 3, 2, 1)
+        self.fc = nn.Linear(16 * 4 * 4, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.b1(self.c1(x)))
+        x = F.relu(self.c2(x))
+        return self.fc(torch.flatten(x, 1))
+
+
+@pytest.fixture(scope="module")
+def tiny() -> am.Model:
+    torch.manual_seed(0)
+    net = TinyNet().eval()
+    with torch.no_grad():
+        net.b1.running_mean.uniform_(-0.1, 0.1)
+        net.b1.running_var.uniform_(0.5, 1.5)
+    return am.from_torch(net, (torch.randn(1, 3, 8, 8),), name="tiny")
+
+
+def test_builtin_models_are_seeded_and_bn_free() -> None:
+    model, (x,) = resnet18()
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())  # folded for inference
+    assert tuple(x.shape) == (1, 3, 224, 224)
+    bert, (h,) = bert_base(layers=1)
+    assert tuple(h.shape) == (1, 128, 768)
+    with torch.no_grad():
+        assert bert(h).shape == (1, 128, 768)
+    with pytest.raises(ValueError, match="unknown built-in model"):
+        am.load_builtin("vgg16")
+
+
+def test_extraction_covers_every_prim_func(tiny: am.Model) -> None:
+    tasks = am.extract_tasks(tiny)
+    called = {gv.name_hint for gv, f in tiny.mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)}
+    covered = {name for t in tasks for name in t.global_vars}
+    assert called == covered
+    kinds = {t.kind for t in tasks}
+    assert "conv2d_nchw.x86" in kinds  # the convolutions (with their bias/BN/ReLU epilogue) use the template
+    assert all(t.weight >= 1 for t in tasks)
+    assert all((t.space_size or 0) >= 1 for t in tasks if t.kind != "trace")
+    conv = next(t for t in tasks if t.kind == "conv2d_nchw.x86" and t.task.args[7] == 2)
+    assert conv.task.args[:9] == (1, 16, 8, 8, 16, 3, 3, 2, 1)
+    table = am.format_task_table(am.model_tasks(tiny))
+    assert "conv2d_nchw.x86" in table and "tasks" in table
+
+
+def test_build_with_fallbacks_matches_pytorch(tiny: am.Model, tmp_path) -> None:
+    x = tiny.random_inputs(0)
+    with pytest.warns(UserWarning, match="fallback schedule"):
+        compiled = am.build(tiny, None)
+    assert set(compiled.applied.values()) == {"fallback"}
+    out = compiled.run(*x)[0]
+    np.testing.assert_allclose(out, tiny.reference(*x)[0], rtol=1e-4, atol=1e-4)
+    path = compiled.export_library(tmp_path / "tiny.so")
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    again = vm["main"](tvm.runtime.tensor(x[0], tvm.cpu()))
+    again = again[0] if not hasattr(again, "numpy") else again
+    np.testing.assert_allclose(again.numpy(), out, rtol=1e-6, atol=1e-6)
+
+
+def test_bad_shapes_and_files(tiny: am.Model, tmp_path) -> None:
+    with pytest.raises(ValueError, match="has shape"):
+        tiny.check_inputs([np.zeros((1, 3, 9, 9), "float32")])
+    with pytest.raises(ValueError, match="does not exist"):
+        am.from_onnx(tmp_path / "missing.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not an onnx model")
+    with pytest.raises(ValueError, match="not a valid ONNX model"):
+        am.from_onnx(bad)
+    with pytest.raises(ValueError, match="tuning log"):
+        am.build(tiny, tmp_path / "missing.jsonl")
+
+
+def test_onnx_import_matches_onnxruntime(tmp_path) -> None:
+    pytest.importorskip("onnxscript")
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 4)).eval()
+    path = tmp_path / "small.onnx"
+    torch.onnx.export(net, (torch.randn(1, 3, 6, 6),), str(path), input_names=["x"], dynamo=False)
+    model = am.from_onnx(path, {"x": [1, 3, 6, 6]})
+    assert [s.shape for s in model.inputs] == [(1, 3, 6, 6)]
+    with pytest.raises(ValueError, match="has shape"):
+        am.from_onnx(path, {"x": [1, 3, 7, 6]})
+    with pytest.raises(ValueError, match="no input 'y'"):
+        am.from_onnx(path, {"y": [1]})
