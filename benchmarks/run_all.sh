@@ -21,9 +21,11 @@ fi
 for f in benchmarks/data/*.jsonl; do
   w=$(basename "$f" .jsonl)
   run $PY -m benchmarks.harness replay --sweeps "$f" --seeds 20 --trials 96 --plan-size 16 \
-    --title "Replay: search schemes on $w" --out "benchmarks/results/replay/$w"
+    --title "Replay: search schemes on $w" --out "/tmp/replay_parts/$w"
 done
-run $PY -m benchmarks.harness report --inputs benchmarks/results/replay/*/ --out benchmarks/results/replay
+run $PY -m benchmarks.harness report --inputs /tmp/replay_parts/*/ --out benchmarks/results/replay
+run $PY -m benchmarks.harness report --inputs /tmp/replay_parts/*/ --target-fraction 1.0 \
+  --out benchmarks/results/replay/optimum
 locked $PY -m benchmarks.harness evaluator --workloads bmm-bert-nt dense-bert-qkv --n-random 6 --n-top 6
 locked $PY -m benchmarks.tune_workloads --budget 50
 locked $PY -m benchmarks.ablation --no-replay --budget 60 --seeds 3 --plan-size 16 --workloads bmm-bert-nt
