@@ -97,7 +97,7 @@ class XGBoostCostModel(CostModel):
         if len(yv) == 0 or yv.max() <= 0:
             return
         y = yv / yv.max()
-        dtrain = xgb.DMatrix(x, label=y, missing=np.nan)
+        dtrain = xgb.DMatrix(x, label=y, missing=np.nan, nthread=self.params["nthread"])
         margin = self._margin(x)
         if margin is not None:
             dtrain.set_base_margin(margin)
@@ -126,7 +126,7 @@ class XGBoostCostModel(CostModel):
         if self.booster is None:
             base = self._margin(x)
             return base if base is not None else np.zeros(len(x))
-        dm = xgb.DMatrix(x, missing=np.nan)
+        dm = xgb.DMatrix(x, missing=np.nan, nthread=self.params["nthread"])
         margin = self._margin(x)
         if margin is not None:
             dm.set_base_margin(margin)
