@@ -108,3 +108,53 @@ def test_onnx_import_matches_onnxruntime(tmp_path) -> None:
         am.from_onnx(path, {"x": [1, 3, 7, 6]})
     with pytest.raises(ValueError, match="no input 'y'"):
         am.from_onnx(path, {"y": [1]})
+
+
+def test_tune_build_matches_pytorch_and_resumes_after_sigkill(tiny: am.Model, tmp_path) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    log = tmp_path / "tiny.jsonl"
+    script = tmp_path / "tune.py"
+    tests_dir = str(__import__("pathlib").Path(__file__).parent)
+    script.write_text(
+        "import sys, torch\n"
+        f"sys.path.insert(0, {tests_dir!r})\n"
+        "from test_models import TinyNet\n"
+        "import adatune.models as am\n"
+        "torch.manual_seed(0)\n"
+        "net = TinyNet().eval()\n"
+        "with torch.no_grad():\n"
+        "    net.b1.running_mean.uniform_(-0.1, 0.1)\n"
+        "    net.b1.running_var.uniform_(0.5, 1.5)\n"
+        "m = am.from_torch(net, (torch.randn(1, 3, 8, 8),), name='tiny')\n"
+        "tasks = [t for t in am.extract_tasks(m) if t.kind != 'trace']\n"
+        f"am.tune_model(m, {str(log)!r}, n_trial=400, strategy='round-robin', round_trials=2, tasks=tasks, "
+        "progress=False)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 150
+    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 4):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    assert len(killed_lines) >= 4, "the killed run measured nothing"
+    # knob tasks only: a trace task's first design space imports TVM's tensor intrinsics (minutes on 2 busy cores)
+    tasks = [t for t in am.extract_tasks(tiny) if t.kind != "trace"]
+    n_total = len(killed_lines) + 8
+    summary = am.tune_model(
+        tiny, log, n_trial=n_total, strategy="gradient", round_trials=2, tasks=tasks, progress=False
+    )
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    keys = [(json.dumps(r["task"]), r["key"]) for r in lines]
+    assert len(keys) == len(set(keys)), "a candidate of the killed run was measured again"
+    assert len(lines) <= n_total and sum(summary.trials) == len(lines)
+    with pytest.warns(UserWarning, match="fallback schedule"):  # the untuned reshape
+        compiled = am.build(tiny, log)
+    assert "record" in compiled.applied.values()
+    x = tiny.random_inputs(1)
+    np.testing.assert_allclose(compiled.run(*x)[0], tiny.reference(*x)[0], rtol=1e-4, atol=1e-4)

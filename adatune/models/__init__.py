@@ -13,12 +13,16 @@ tuning budget over all of them, and a compiled, deployable model with the best s
 from ._build import CompiledModel, build
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
 from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
+from ._scheduler import STRATEGIES, TuneSummary, tune_model
 from ._zoo import BUILTIN_MODELS, bert_base, resnet18
 
 __all__ = [
     "BUILTIN_MODELS",
     "CompiledModel",
     "build",
+    "STRATEGIES",
+    "TuneSummary",
+    "tune_model",
     "MODEL_PREFIX",
     "FusedKnobTask",
     "InputSpec",

@@ -1,0 +1,113 @@
+"""Command-line functions for whole models, for ``adatune/cli.py`` to wire as ``tune-model``, ``model-tasks`` and
+``compile-model``. Each takes parsed ``argparse`` arguments and returns an exit status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._build import build
+from ._extract import format_task_table, model_tasks
+from ._frontend import Model, from_onnx, load_builtin
+from ._scheduler import STRATEGIES, tune_model
+from ._zoo import BUILTIN_MODELS
+
+__all__ = [
+    "add_model_arguments",
+    "add_tune_arguments",
+    "load_model",
+    "model_tasks_main",
+    "tune_model_main",
+    "compile_model_main",
+]
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help=f"built-in ({', '.join(BUILTIN_MODELS)}) or a path to an .onnx file")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="static shape of an ONNX input (repeatable)",
+    )
+
+
+def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--log", required=True, help="records log (appended; an existing one resumes)")
+    parser.add_argument("--n-trial", type=int, default=None, help="total trials over all tasks")
+    parser.add_argument("--time-budget", type=float, default=None, help="seconds for this run")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="gradient")
+    parser.add_argument("--tuner", default="xgb", help="tuner of knob tasks (any registered tuner)")
+    parser.add_argument("--trace-cost-model", default="xgb", choices=("xgb", "rfei"))
+    parser.add_argument("--round-trials", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def load_model(args: argparse.Namespace) -> Model:
+    """The model named on the command line (ValueError with the reason when it cannot be loaded)."""
+    if args.model in BUILTIN_MODELS:
+        return load_builtin(args.model)
+    shapes = {}
+    for item in args.shape:
+        name, _, dims = item.partition("=")
+        if not name or not dims:
+            raise ValueError(f"--shape wants NAME=D0,D1,..., got {item!r}")
+        shapes[name] = [int(d) for d in dims.split(",")]
+    return from_onnx(args.model, shapes)
+
+
+def model_tasks_main(args: argparse.Namespace) -> int:
+    print(format_task_table(model_tasks(load_model(args))))
+    return 0
+
+
+def tune_model_main(args: argparse.Namespace) -> int:
+    summary = tune_model(
+        load_model(args),
+        args.log,
+        n_trial=args.n_trial,
+        time_budget=args.time_budget,
+        strategy=args.strategy,
+        tuner=args.tuner,
+        trace_cost_model=args.trace_cost_model,
+        round_trials=args.round_trials,
+        seed=args.seed,
+    )
+    est = summary.estimated_latency
+    print(
+        f"{sum(summary.trials)} trials; estimated latency "
+        + (f"{est * 1e3:.3f} ms" if est is not None else "n/a (some tasks have no valid measurement)")
+    )
+    return 0
+
+
+def compile_model_main(args: argparse.Namespace) -> int:
+    compiled = build(load_model(args), args.log)
+    print(compiled.export_library(args.output))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -m adatune.models.cli``) with the three subcommands."""
+    parser = argparse.ArgumentParser(prog="adatune-models")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    add_tune_arguments(sub.add_parser("tune-model", help="tune every task of a model under one budget"))
+    add_model_arguments(sub.add_parser("model-tasks", help="the model's task table"))
+    p = sub.add_parser("compile-model", help="compile with the best records into one .so")
+    add_model_arguments(p)
+    p.add_argument("--log", default=None)
+    p.add_argument("-o", "--output", required=True)
+    args = parser.parse_args(argv)
+    try:
+        return {"tune-model": tune_model_main, "model-tasks": model_tasks_main, "compile-model": compile_model_main}[
+            args.cmd
+        ](args)
+    except ValueError as err:
+        print(f"adatune: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
