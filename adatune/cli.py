@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 __all__ = ["UsageError", "build_parser", "main"]
@@ -288,7 +288,38 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("best", help="show the best record of each workload in a log")
     b.add_argument("log")
     b.set_defaults(fn=cmd_best)
+    _add_model_commands(sub)
     return p
+
+
+def _model_command(name: str) -> Callable[[argparse.Namespace], int]:
+    """A whole-model command whose bad input (a ValueError naming it) becomes a usage error."""
+
+    def run(args: argparse.Namespace) -> int:
+        from .models import cli as model_cli
+
+        try:
+            return int(getattr(model_cli, name)(args))
+        except (ValueError, FileNotFoundError) as err:
+            raise UsageError(str(err).splitlines()[0] if str(err) else repr(err)) from None
+
+    return run
+
+
+def _add_model_commands(sub: Any) -> None:
+    from .models import cli as model_cli
+
+    tm = sub.add_parser("tune-model", help="tune every task of a model (resnet18, bert-base, .onnx) under one budget")
+    model_cli.add_tune_arguments(tm)
+    tm.set_defaults(fn=_model_command("tune_model_main"))
+    mt = sub.add_parser("model-tasks", help="a model's task table (weight, FLOPs, space kind)")
+    model_cli.add_model_arguments(mt)
+    mt.set_defaults(fn=_model_command("model_tasks_main"))
+    cm = sub.add_parser("compile-model", help="compile a model with its best records into one .so")
+    model_cli.add_model_arguments(cm)
+    cm.add_argument("--log", default=None, help="records log (none: every task gets its fallback schedule)")
+    cm.add_argument("-o", "--output", required=True, help="the deployable shared library to write")
+    cm.set_defaults(fn=_model_command("compile_model_main"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -239,3 +239,20 @@ def test_best_describes_other_candidate_kinds() -> None:
     assert _describe({"kind": "knob", "index": 7, "entity": {"tile": [2, 8]}}, "7") == "config 7: {'tile': [2, 8]}"
     assert _describe({"index": 7, "entity": {}}, "7") == "config 7: {}"  # version-1 records have no kind
     assert _describe({"kind": "trace", "decisions": [1, 2]}, "a1b2") == "trace a1b2"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["model-tasks", "nope"], "adatune model-tasks: ONNX model file 'nope' does not exist"),
+        (["compile-model", "missing.onnx", "-o", "out.so"], "ONNX model file 'missing.onnx' does not exist"),
+        (["tune-model", "resnet18"], "the following arguments are required: --log"),
+    ],
+)
+def test_model_commands_usage_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert message in _one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
