@@ -163,3 +163,13 @@ def test_malformed_specs_are_refused(options: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         register_tuner(TunerSpec("bad-spec", RandomTuner, "bad", options))
     assert "bad-spec" not in TUNER_NAMES
+
+
+def test_readme_tuner_table_is_the_generated_one() -> None:
+    """The README's options table is `python -m adatune.tuners.docs` verbatim, so docs and defaults cannot drift."""
+    from pathlib import Path
+
+    from adatune.tuners.docs import markdown_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert markdown_table().strip() in readme
