@@ -190,16 +190,9 @@ def measure_remote(
         if check_correctness and ref:
             module[module.entry_name](*args)
             dev.sync()
-            for i in outputs:
-                got, want = args[i].numpy(), ref[f"out{i}"]
-                if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol):
-                    diff = float(np.max(np.abs(got.astype(np.float64) - want))) if got.shape == want.shape else -1.0
-                    return {
-                        **out,
-                        "error": "wrong_answer",
-                        "msg": f"output {i} differs from the reference on {server} (max abs error {diff:.3g}, "
-                        f"rtol={rtol}, atol={atol})",
-                    }
+            mismatch = _worker.output_mismatch(args, ref, outputs, rtol, atol, where=f" on {server}")
+            if mismatch:
+                return {**out, "error": "wrong_answer", "msg": mismatch}
         stages["prepare"], t_stage = time.perf_counter() - t_stage, time.perf_counter()
         outcome = evaluate(time_fn_for(module, dev, args, eval_cfg.enable_cpu_cache_flush), eval_cfg)
         stages["evaluate"] = time.perf_counter() - t_stage

@@ -147,6 +147,16 @@ def _is_device_error(text: str) -> bool:
     return any(k in low for k in ("nvcc", "cuda", "ptx", "thread", "shared memory", "gpu", "nvrtc"))
 
 
+def output_mismatch(args: list, ref: dict, outputs: list[int], rtol: float, atol: float, where: str = "") -> str:
+    """Why the computed outputs differ from the reference ("" when they all match), for a WRONG_ANSWER."""
+    for i in outputs:
+        got, want = args[i].numpy(), ref[f"out{i}"]
+        if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol):
+            diff = float(np.max(np.abs(got.astype(np.float64) - want))) if got.shape == want.shape else -1.0
+            return f"output {i} differs from the reference{where} (max abs error {diff:.3g}, rtol={rtol}, atol={atol})"
+    return ""
+
+
 def _load_reference(ref_path: str) -> dict[str, np.ndarray]:
     if ref_path not in _REF_CACHE:
         with np.load(ref_path) as data:
@@ -208,16 +218,9 @@ def run_candidate(
         if check_correctness and ref:
             module[module.entry_name](*args)
             dev.sync()
-            for i in outputs:
-                got = args[i].numpy()
-                want = ref[f"out{i}"]
-                if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol):
-                    diff = float(np.max(np.abs(got.astype(np.float64) - want))) if got.shape == want.shape else -1.0
-                    return {
-                        "error": "wrong_answer",
-                        "msg": f"output {i} differs from the reference (max abs error {diff:.3g}, "
-                        f"rtol={rtol}, atol={atol})",
-                    }
+            mismatch = output_mismatch(args, ref, outputs, rtol, atol)
+            if mismatch:
+                return {"error": "wrong_answer", "msg": mismatch}
         # time_evaluator synchronises the device around each repeat; the CPU cache flush has no GPU meaning
         flush = eval_cfg.enable_cpu_cache_flush and device_type == "cpu"
         outcome = evaluate(time_fn_for(module, dev, args, flush), eval_cfg)
