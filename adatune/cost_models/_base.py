@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..features import FeatureExtractor
+from ..records import as_records
 from ..task import TuningTask
 
 __all__ = ["CostModel"]
@@ -34,6 +35,21 @@ class CostModel(abc.ABC):
 
     def fit_log(self, records: Iterable, plan_size: int) -> None:
         """Warm start from earlier records of the same task (default: ignore them)."""
+
+    def _task_history(self, records: Iterable) -> tuple[list[Any], list[float]]:
+        """The candidates of this model's task in ``records`` (records or ``(inp, res)`` pairs) and their
+        throughputs; records whose candidate no longer decodes (a changed template) are skipped."""
+        if self.task is None:
+            raise ValueError(f"fit_log needs a model made with its task: {type(self).__name__}(task, ...)")
+        cands, ys = [], []
+        for r in as_records(records):
+            if r.workload_key == self.task.workload_key:
+                try:
+                    cands.append(self.task.candidate_from_json(r.config))
+                except ValueError:
+                    continue
+                ys.append(r.result.flops(self.task.flop))
+        return cands, ys
 
     # -- features ---------------------------------------------------------------------------------
     def _bind(self, task: TuningTask | None, feature_type: str) -> None:

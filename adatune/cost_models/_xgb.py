@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from ..records import as_records
 from ..task import TuningTask
 from ._base import CostModel
 
@@ -134,15 +133,6 @@ class XGBoostCostModel(CostModel):
 
     def fit_log(self, records: Iterable, plan_size: int) -> None:
         """Fit on earlier records of this model's task (records or ``(inp, res)`` pairs)."""
-        if self.task is None:
-            raise ValueError("fit_log needs a model made with its task: XGBoostCostModel(task, ...)")
-        cands, ys = [], []
-        for r in as_records(records):
-            if r.workload_key == self.task.workload_key:
-                try:
-                    cands.append(self.task.candidate_from_json(r.config))
-                except ValueError:
-                    continue
-                ys.append(r.result.flops(self.task.flop))
+        cands, ys = self._task_history(records)
         if cands:
             self.fit(cands, ys, plan_size)

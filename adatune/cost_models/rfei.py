@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from ..records import as_records
 from ..task import TuningTask
 from ._base import CostModel
 
@@ -218,16 +217,7 @@ class RFEICostModel(CostModel):
 
     def fit_log(self, records: Iterable, plan_size: int) -> None:
         """Warm start: earlier records of this task become part of every later fit's training set."""
-        if self.task is None:
-            raise ValueError("fit_log needs a model made with its task: RFEICostModel(task, ...)")
-        cands, ys = [], []
-        for r in as_records(records):
-            if r.workload_key == self.task.workload_key:
-                try:
-                    cands.append(self.task.candidate_from_json(r.config))
-                except ValueError:
-                    continue
-                ys.append(r.result.flops(self.task.flop))
+        cands, ys = self._task_history(records)
         self._base = (self.as_features(cands), ys) if cands else (None, [])
         if cands:
             self.fit(np.zeros((0, self._base[0].shape[1]), np.float32), [], plan_size)  # type: ignore[union-attr]

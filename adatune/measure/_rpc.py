@@ -22,8 +22,6 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-import tvm
 from tvm.rpc import base as rpc_base
 from tvm.support.popen_pool import PopenPoolExecutor
 
@@ -178,15 +176,7 @@ def measure_remote(
         if not dev.exist:
             return {**out, "error": "runtime_device", "msg": f"server {server} (key {key!r}) has no {device_type}"}
         ref = _worker._load_reference(ref_path) if ref_path else {}
-        rng = np.random.default_rng(0)
-        args, outputs = [], []
-        for i, (shape, dtype, is_output) in enumerate(arg_specs):
-            if is_output:
-                outputs.append(i)
-                arr = np.zeros(shape, dtype=dtype)
-            else:
-                arr = ref[f"in{i}"] if f"in{i}" in ref else rng.uniform(-1, 1, size=shape).astype(dtype)
-            args.append(tvm.runtime.tensor(arr, dev))
+        args, outputs = _worker.make_arguments(arg_specs, ref, dev)
         if check_correctness and ref:
             module[module.entry_name](*args)
             dev.sync()

@@ -147,6 +147,25 @@ def _is_device_error(text: str) -> bool:
     return any(k in low for k in ("nvcc", "cuda", "ptx", "thread", "shared memory", "gpu", "nvrtc"))
 
 
+def make_arguments(arg_specs: list, ref: dict, dev: Any) -> tuple[list, list[int]]:
+    """Tensors on ``dev`` for a kernel's arguments (the reference's inputs where it has them, else seeded random
+    ones; zeroed outputs) and the positions of the outputs."""
+    import tvm
+
+    args, outputs = [], []
+    rng = np.random.default_rng(0)
+    for i, (shape, dtype, is_output) in enumerate(arg_specs):
+        if is_output:
+            arr = np.zeros(shape, dtype=dtype)
+            outputs.append(i)
+        elif f"in{i}" in ref:
+            arr = ref[f"in{i}"]
+        else:
+            arr = rng.uniform(-1, 1, size=shape).astype(dtype)
+        args.append(tvm.runtime.tensor(arr, dev))
+    return args, outputs
+
+
 def output_mismatch(args: list, ref: dict, outputs: list[int], rtol: float, atol: float, where: str = "") -> str:
     """Why the computed outputs differ from the reference ("" when they all match), for a WRONG_ANSWER."""
     for i in outputs:
@@ -203,17 +222,7 @@ def run_candidate(
     finally:
         os.remove(lib_path)
     ref = _load_reference(ref_path) if ref_path else {}
-    args, outputs = [], []
-    rng = np.random.default_rng(0)
-    for i, (shape, dtype, is_output) in enumerate(arg_specs):
-        if is_output:
-            arr = np.zeros(shape, dtype=dtype)
-            outputs.append(i)
-        elif f"in{i}" in ref:
-            arr = ref[f"in{i}"]
-        else:
-            arr = rng.uniform(-1, 1, size=shape).astype(dtype)
-        args.append(tvm.runtime.tensor(arr, dev))
+    args, outputs = make_arguments(arg_specs, ref, dev)
     try:
         if check_correctness and ref:
             module[module.entry_name](*args)
