@@ -31,8 +31,8 @@ test: check
 	$(BIN)/python examples/autotvm_style.py
 	# ms.tune_tir leaves TVM process state behind (its logging set-up, meta_schedule globals) that later tests in
 	# the same process trip over (a second tune_tir crashes; trace-space postprocessing stalled): its own process
-	$(BIN)/python -m pytest -q tests --ignore=tests/test_meta_schedule.py
-	$(BIN)/python -m pytest -q tests/test_meta_schedule.py
+	$(BIN)/python -m pytest -q --durations=15 tests --ignore=tests/test_meta_schedule.py
+	$(BIN)/python -m pytest -q --durations=5 tests/test_meta_schedule.py
 
 bench: $(STAMP)
 	benchmarks/run_all.sh

@@ -115,9 +115,13 @@ class TraceSearchTuner(Tuner):
     def next_batch(self, batch_size: int) -> list[Any]:
         out: list[Any] = []
         taken: set[str] = set()
+        fresh_plan_added = True  # a plan that adds nothing new means the space has no more to give this batch
         while len(out) < batch_size:
             if self.plan_pt >= len(self.plan):
+                if not fresh_plan_added:
+                    break
                 self.plan, self.plan_pt = self._new_plan(), 0
+                fresh_plan_added = False
                 if not self.plan:
                     break
             cand = self.plan[self.plan_pt]
@@ -125,6 +129,7 @@ class TraceSearchTuner(Tuner):
             if cand.key not in self.visited and cand.key not in taken:
                 taken.add(cand.key)
                 out.append(cand)
+                fresh_plan_added = True
         return out
 
     def _new_plan(self) -> list[Any]:
