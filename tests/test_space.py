@@ -77,6 +77,51 @@ def test_filters_knob_and_multi():
         assert all(s.is_index_valid(int(p)) for p in pts)
 
 
+def _launch_space(array_safe: bool) -> ConfigSpace:
+    """A CUDA-like space whose filter reads every knob (a table of ~100k rows), written either way."""
+    s = ConfigSpace()
+    s.define_split("y", 1024, num_outputs=4)
+    s.define_split("x", 256, num_outputs=3)
+    s.define_split("k", 16, num_outputs=2)
+    s.define_knob("u", [0, 16, 64])
+
+    def launchable(c):  # noqa: ANN001, ANN202
+        y, x = c["y"].size, c["x"].size
+        threads, acc = y[2] * x[1], y[1] * y[3] * x[2] * c["k"].size[-1] + c["u"].val
+        if array_safe:
+            return (32 <= threads) & (threads <= 512) & (acc <= 80)
+        return 32 <= threads <= 512 and acc <= 80
+
+    s.multi_filter(launchable)
+    return s
+
+
+def test_filters_evaluated_on_arrays_agree_with_rows(monkeypatch):
+    from adatune.space import _filter
+
+    used = []
+    by_arrays = _filter.ValidIndexSet._table_by_arrays
+
+    def spy(self, *args):  # noqa: ANN001, ANN002, ANN202
+        out = by_arrays(self, *args)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(_filter.ValidIndexSet, "_table_by_arrays", spy)
+    fast, slow = _launch_space(True), _launch_space(False)
+    len(fast), len(slow)
+    assert used == [True, False]  # the &-form runs on arrays; `and` on an array raises, so rows are used
+    assert fast.range_length > 65536  # large enough for the array path
+    assert len(fast) == len(slow) > 0
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, fast.range_length, size=4000)
+    assert np.array_equal(fast.are_valid(idx), slow.are_valid(idx))
+    for i in fast.sample(rng, 50):
+        c = fast.get(i)
+        y, x = c["y"].size, c["x"].size
+        assert 32 <= y[2] * x[1] <= 512 and y[1] * y[3] * x[2] * c["k"].size[-1] + c["u"].val <= 80
+
+
 def test_sample_is_distinct_and_excludes():
     s = _space()
     rng = np.random.default_rng(1)

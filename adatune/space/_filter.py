@@ -59,6 +59,46 @@ class _KnobView(Mapping):
         raise FilterNeedsEntity(attr)
 
 
+class _ArrayEntity:
+    """One knob's entities for many rows at once: ``.size`` is a list of int arrays (one per split factor),
+    ``.val`` an array; what a filter computes from them with ``&``, ``*`` and comparisons is then a row mask."""
+
+    def __init__(self, entities: Sequence[Any], digits: np.ndarray):
+        self._entities, self._digits = entities, digits
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        values = [getattr(e, attr) for e in self._entities]
+        if all(isinstance(v, (list, tuple)) for v in values):
+            table = np.asarray(values)  # equal-length factor lists -> (entities, factors); else an object array
+            if table.ndim != 2:
+                raise FilterNeedsEntity(attr)
+            return [table[self._digits, j] for j in range(table.shape[1])]
+        return np.asarray(values)[self._digits]
+
+
+class _ArrayView(Mapping):
+    """``name -> _ArrayEntity`` over a block of digit rows (see ``ValidIndexSet._table_by_arrays``)."""
+
+    def __init__(self, names: Sequence[str], entities: Sequence[Sequence[Any]], rows: np.ndarray):
+        self._pos = {n: k for k, n in enumerate(names)}
+        self._names, self._entities, self._rows = list(names), entities, rows
+        self.read: set[int] = set()
+
+    def __getitem__(self, name: str) -> Any:
+        k = self._pos[name]
+        self.read.add(k)
+        return _ArrayEntity(self._entities[k], self._rows[:, k])
+
+    def __iter__(self) -> Iterator[str]:
+        self.read.update(range(len(self._names)))
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 class ValidIndexSet:
     """The valid indices of a mixed-radix space (knob 0 least significant) under AND-ed filters."""
 
@@ -110,6 +150,10 @@ class ValidIndexSet:
         while True:
             knobs = sorted(view.read)
             n = math.prod(self.dims[k] for k in knobs)
+            if n > _CHUNK:  # a large table: one array evaluation per block of rows instead of a call per row
+                mask = self._table_by_arrays(knobs, names, entities, filters, passes)
+                if mask is not None:
+                    return knobs, mask
             if n > _LARGE:
                 logger.info("multi_filter reads %d knobs: evaluating it on %d combinations", len(knobs), n)
             mask = np.empty(n, dtype=bool)
@@ -125,6 +169,40 @@ class ValidIndexSet:
                     break
             if not restart:
                 return knobs, mask
+
+    def _table_by_arrays(
+        self,
+        knobs: list[int],
+        names: Sequence[str],
+        entities: Sequence[Sequence[Any]],
+        filters: Sequence[Callable[[Any], Any]],
+        passes: Callable[[list[int]], bool],
+    ) -> np.ndarray | None:
+        """The table from filters evaluated on whole blocks of rows (filters written with ``&`` and single
+        comparisons work on arrays as on numbers). None when a filter does not (``and``, ``if``, ``in`` on an
+        array raise) or disagrees with its per-row answer on a sample of rows."""
+        n = math.prod(self.dims[k] for k in knobs)
+        mask = np.empty(n, dtype=bool)
+        for start in range(0, n, _CHUNK * 16):
+            stop = min(n, start + _CHUNK * 16)
+            view = _ArrayView(names, entities, self._rows(knobs, start, stop))
+            try:
+                block = np.ones(stop - start, dtype=bool)
+                for f in filters:
+                    out = np.asarray(f(view))
+                    if out.shape not in ((), (stop - start,)) or out.dtype != bool:
+                        return None
+                    block &= out
+            except Exception:  # noqa: BLE001 - any failure means "not array-safe": use the per-row path
+                return None
+            if not view.read <= set(knobs):
+                return None
+            mask[start:stop] = block
+        for i in np.random.default_rng(1).integers(0, n, size=min(n, 256)).tolist():
+            if passes(self._rows(knobs, i, i + 1)[0].tolist()) != bool(mask[i]):
+                logger.warning("a multi_filter gives different answers on arrays and on rows; using rows")
+                return None
+        return mask
 
     def _table_by_entities(
         self, filters: Sequence[Callable[[Any], Any]], make_entity: Callable[[int], Any]

@@ -50,10 +50,12 @@ def _define_knobs(
         data = rc * ((block_y - 1) * stride + ry) * ((block_x - 1) * stride + rx)
         weight = f[1] * f[2] * f[3] * rc * ry * rx
         acc = f[1] * f[3] * y[1] * y[3] * x[1] * x[3]
+        # written with & so the space evaluates it on arrays of configs at once (space._filter)
         return (
-            min_threads <= threads <= _cuda.MAX_THREADS
-            and (data + weight) * nbytes <= _cuda.SHARED_BYTES
-            and acc <= _cuda.MAX_ACCUMULATORS
+            (min_threads <= threads)
+            & (threads <= _cuda.MAX_THREADS)
+            & ((data + weight) * nbytes <= _cuda.SHARED_BYTES)
+            & (acc <= _cuda.MAX_ACCUMULATORS)
         )
 
     cfg.multi_filter(launchable)

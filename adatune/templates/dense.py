@@ -79,10 +79,12 @@ def define_gemm_cuda(cfg, y_extent: int, x_extent: int, k_extent: int, bytes_per
         threads = y[2] * x[2]
         shared = kk * (y[1] * y[2] * y[3] + x[1] * x[2] * x[3]) * bytes_per_elem
         acc = y[1] * y[3] * x[1] * x[3]
+        # written with & so the space evaluates it on arrays of configs at once (space._filter)
         return (
-            min_threads <= threads <= _cuda.MAX_THREADS
-            and shared <= _cuda.SHARED_BYTES
-            and acc <= _cuda.MAX_ACCUMULATORS
+            (min_threads <= threads)
+            & (threads <= _cuda.MAX_THREADS)
+            & (shared <= _cuda.SHARED_BYTES)
+            & (acc <= _cuda.MAX_ACCUMULATORS)
         )
 
     cfg.multi_filter(launchable)
