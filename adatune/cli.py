@@ -316,9 +316,7 @@ def _add_model_commands(sub: Any) -> None:
     model_cli.add_model_arguments(mt)
     mt.set_defaults(fn=_model_command("model_tasks_main"))
     cm = sub.add_parser("compile-model", help="compile a model with its best records into one .so")
-    model_cli.add_model_arguments(cm)
-    cm.add_argument("--log", default=None, help="records log (none: every task gets its fallback schedule)")
-    cm.add_argument("-o", "--output", required=True, help="the deployable shared library to write")
+    model_cli.add_compile_arguments(cm)
     cm.set_defaults(fn=_model_command("compile_model_main"))
 
 

@@ -247,6 +247,9 @@ def test_best_describes_other_candidate_kinds() -> None:
         (["model-tasks", "nope"], "adatune model-tasks: ONNX model file 'nope' does not exist"),
         (["compile-model", "missing.onnx", "-o", "out.so"], "ONNX model file 'missing.onnx' does not exist"),
         (["tune-model", "resnet18"], "the following arguments are required: --log"),
+        (["tune-model", "resnet18", "--log", "r.jsonl"], "give a budget: --budget 2000, --budget 30m"),
+        (["tune-model", "resnet18", "--log", "r.jsonl", "--budget", "30x"], "--budget wants a positive trial"),
+        (["tune-model", "resnet18", "--log", "r.jsonl", "--budget", "5", "--n-trial", "5"], "not both"),
     ],
 )
 def test_model_commands_usage_errors(

@@ -158,3 +158,34 @@ def test_tune_build_matches_pytorch_and_resumes_after_sigkill(tiny: am.Model, tm
     assert "record" in compiled.applied.values()
     x = tiny.random_inputs(1)
     np.testing.assert_allclose(compiled.run(*x)[0], tiny.reference(*x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_latency_table_measures_every_engine_on_the_same_inputs(tiny: am.Model) -> None:
+    with pytest.warns(UserWarning, match="fallback schedule"):
+        compiled = am.build(tiny, None)
+    table = am.latency_table(compiled, repeats=3)
+    assert set(table) == {"adatune", "pytorch", "onnxruntime"}
+    assert all(v is not None and v > 0 for v in table.values())
+    proto = am.onnx_proto(tiny)  # PyTorch's export of the source module computes what the module does
+    import onnxruntime as ort
+
+    x = tiny.random_inputs(2)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = {session.get_inputs()[0].name: x[0]}
+    np.testing.assert_allclose(session.run(None, feed)[0], tiny.reference(*x)[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="unknown framework 'tensorflow'"):
+        am.framework_latency(tiny, "tensorflow", x)
+    no_source = am.Model(tiny.name, tiny.mod, tiny.inputs)
+    assert am.framework_latency(no_source, "pytorch", x) is None
+
+
+def test_budget_is_a_trial_count_or_a_duration() -> None:
+    from adatune.models.cli import parse_budget
+
+    assert parse_budget("2000") == (2000, None)
+    assert parse_budget("30m") == (None, 1800.0)
+    assert parse_budget("1.5h") == (None, 5400.0)
+    assert parse_budget("90s") == (None, 90.0)
+    for bad in ("0", "-5m", "30x", "m", ""):
+        with pytest.raises(ValueError, match="--budget wants"):
+            parse_budget(bad)

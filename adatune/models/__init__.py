@@ -8,11 +8,13 @@ tuning budget over all of them, and a compiled, deployable model with the best s
     am.tune_model(model, "resnet18.jsonl", n_trial=2000, strategy="gradient", tuner="xgb")
     compiled = am.build(model, "resnet18.jsonl")
     compiled.export_library("resnet18.so")
+    print(am.latency_table(compiled))                  # median s per inference: adatune, pytorch, onnxruntime
 """
 
 from ._build import CompiledModel, build
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
 from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
+from ._latency import FRAMEWORKS, compiled_latency, framework_latency, latency_table, onnx_proto
 from ._scheduler import STRATEGIES, TuneSummary, tune_model
 from ._zoo import BUILTIN_MODELS, bert_base, resnet18
 
@@ -20,6 +22,11 @@ __all__ = [
     "BUILTIN_MODELS",
     "CompiledModel",
     "build",
+    "FRAMEWORKS",
+    "compiled_latency",
+    "framework_latency",
+    "latency_table",
+    "onnx_proto",
     "STRATEGIES",
     "TuneSummary",
     "tune_model",

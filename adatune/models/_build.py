@@ -35,6 +35,11 @@ class CompiledModel:
         self.applied = applied  # function name -> "record" or "fallback"
         self._vm = relax.VirtualMachine(executable, tvm.cpu())
 
+    @property
+    def main(self) -> Any:
+        """The VM's ``main`` on TVM tensors (what latency measurements call, without numpy conversions)."""
+        return self._vm["main"]
+
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         self.model.check_inputs(arrays)
         out = self._vm["main"](*[tvm.runtime.tensor(a, tvm.cpu()) for a in arrays])

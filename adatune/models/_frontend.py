@@ -34,13 +34,15 @@ class Model:
     """A model imported into Relax and fused: ``mod["main"]`` calls one PrimFunc per fused operator.
 
     ``reference`` (when known) computes the framework's own outputs for numpy inputs, so compiled models can
-    be checked against it.
+    be checked against it. ``source`` is what it was imported from (the ``torch.nn.Module`` or the
+    ``onnx.ModelProto``), so its latency can be measured beside TVM's (``adatune.models.latency_table``).
     """
 
     name: str
     mod: tvm.IRModule
     inputs: list[InputSpec]
     reference: Any = field(default=None, repr=False)
+    source: Any = field(default=None, repr=False)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Seeded standard-normal inputs of the model's shapes."""
@@ -115,7 +117,7 @@ def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = No
         return [o.detach().numpy() for o in outs]
 
     fused = prepare(mod)
-    return Model(name or type(module).__name__, fused, _input_specs(fused), reference)
+    return Model(name or type(module).__name__, fused, _input_specs(fused), reference, source=module)
 
 
 def from_onnx(
@@ -168,6 +170,7 @@ def from_onnx(
         fused,
         _input_specs(fused),
         _onnxruntime_reference(proto, list(declared)),
+        source=proto,
     )
 
 

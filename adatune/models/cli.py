@@ -9,12 +9,15 @@ import sys
 from ._build import build
 from ._extract import format_task_table, model_tasks
 from ._frontend import Model, from_onnx, load_builtin
+from ._latency import latency_table
 from ._scheduler import STRATEGIES, tune_model
 from ._zoo import BUILTIN_MODELS
 
 __all__ = [
     "add_model_arguments",
     "add_tune_arguments",
+    "add_compile_arguments",
+    "parse_budget",
     "load_model",
     "model_tasks_main",
     "tune_model_main",
@@ -36,6 +39,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--log", required=True, help="records log (appended; an existing one resumes)")
+    parser.add_argument(
+        "--budget",
+        default=None,
+        metavar="N|DURATION",
+        help="one budget: trials over all tasks (2000) or wall-clock of this run (90s, 30m, 1.5h)",
+    )
     parser.add_argument("--n-trial", type=int, default=None, help="total trials over all tasks")
     parser.add_argument("--time-budget", type=float, default=None, help="seconds for this run")
     parser.add_argument("--strategy", choices=STRATEGIES, default="gradient")
@@ -43,6 +52,34 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace-cost-model", default="xgb", choices=("xgb", "rfei"))
     parser.add_argument("--round-trials", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+
+
+def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--log", default=None, help="records log (none: every task gets its fallback schedule)")
+    parser.add_argument("-o", "--output", required=True, help="the deployable shared library to write")
+    parser.add_argument(
+        "--bench", action="store_true", help="then print its latency beside PyTorch's and onnxruntime's, measured now"
+    )
+    parser.add_argument("--bench-repeats", type=int, default=30, help="timed inferences per engine for --bench")
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_budget(text: str) -> tuple[int | None, float | None]:
+    """``--budget``: a trial count (``2000``) or a duration (``90s``, ``30m``, ``1.5h``) -> (n_trial, seconds)."""
+    value = text.strip().lower()
+    try:
+        if value[-1:] in _UNITS:
+            seconds = float(value[:-1]) * _UNITS[value[-1]]
+            if seconds > 0:
+                return None, seconds
+        elif int(value) > 0:
+            return int(value), None
+    except ValueError:
+        pass
+    raise ValueError(f"--budget wants a positive trial count (2000) or a duration (90s, 30m, 1.5h), got {text!r}")
 
 
 def load_model(args: argparse.Namespace) -> Model:
@@ -64,11 +101,18 @@ def model_tasks_main(args: argparse.Namespace) -> int:
 
 
 def tune_model_main(args: argparse.Namespace) -> int:
+    n_trial, time_budget = args.n_trial, args.time_budget
+    if args.budget is not None:
+        if n_trial is not None or time_budget is not None:
+            raise ValueError("give --budget or --n-trial/--time-budget, not both")
+        n_trial, time_budget = parse_budget(args.budget)
+    if n_trial is None and time_budget is None:
+        raise ValueError("give a budget: --budget 2000, --budget 30m, --n-trial or --time-budget")
     summary = tune_model(
         load_model(args),
         args.log,
-        n_trial=args.n_trial,
-        time_budget=args.time_budget,
+        n_trial=n_trial,
+        time_budget=time_budget,
         strategy=args.strategy,
         tuner=args.tuner,
         trace_cost_model=args.trace_cost_model,
@@ -84,8 +128,19 @@ def tune_model_main(args: argparse.Namespace) -> int:
 
 
 def compile_model_main(args: argparse.Namespace) -> int:
+    if args.bench_repeats < 1:
+        raise ValueError(f"--bench-repeats must be positive, got {args.bench_repeats}")
     compiled = build(load_model(args), args.log)
     print(compiled.export_library(args.output))
+    if args.bench:
+        table = latency_table(compiled, repeats=args.bench_repeats)
+        ours = table["adatune"]
+        for engine, seconds in table.items():
+            if seconds is None:
+                print(f"{engine:>12}: n/a (the model cannot run there)")
+            else:
+                ratio = "" if engine == "adatune" or not ours else f"  (adatune is {seconds / ours:.2f}x faster)"
+                print(f"{engine:>12}: {seconds * 1e3:9.3f} ms median of {args.bench_repeats}{ratio}")
     return 0
 
 
@@ -95,10 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     add_tune_arguments(sub.add_parser("tune-model", help="tune every task of a model under one budget"))
     add_model_arguments(sub.add_parser("model-tasks", help="the model's task table"))
-    p = sub.add_parser("compile-model", help="compile with the best records into one .so")
-    add_model_arguments(p)
-    p.add_argument("--log", default=None)
-    p.add_argument("-o", "--output", required=True)
+    add_compile_arguments(sub.add_parser("compile-model", help="compile with the best records into one .so"))
     args = parser.parse_args(argv)
     try:
         return {"tune-model": tune_model_main, "model-tasks": model_tasks_main, "compile-model": compile_model_main}[

@@ -1,0 +1,1 @@
+"""Whole-model benchmark: ResNet-18 and BERT-base against untuned TVM, PyTorch and onnxruntime."""

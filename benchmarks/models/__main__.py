@@ -1,0 +1,104 @@
+"""``python -m benchmarks.models``: ResNet-18 and BERT-base end to end, in one run.
+
+Per model: task extraction; untuned TVM (TVM's own pipeline, no schedule), PyTorch eager and onnxruntime on all
+physical cores; then each arm (``xgb``: XGBTuner with the deterministic evaluator; ``rfei-ae``: RFEITuner with
+the adaptive evaluator, ``min_converge_coef=0.1``) tunes every task under the same wall-clock budget with the
+gradient task scheduler, the model is compiled and timed at ``--checkpoints`` points along the way, and at the
+end every engine is timed again back to back. Writes results.json, tasks.csv (per-task breakdown),
+latency_<model>.png and summary.md to ``--out``.
+
+The default (10 minutes per arm and model) takes under an hour on the 2-core machine; run it under the lock::
+
+    flock /tmp/bench.lock .venv/bin/python -m benchmarks.models
+
+Smoke run::
+
+    python -m benchmarks.models --models resnet18 --budget-min 1 --checkpoints 1 --out /tmp/models-smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+
+import tvm
+
+import adatune
+from adatune.models import BUILTIN_MODELS
+
+from .report import plot, write_markdown, write_results
+from .run import ARMS, ModelRun, run_model
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.models", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--models", nargs="*", default=list(BUILTIN_MODELS), choices=list(BUILTIN_MODELS))
+    p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
+    p.add_argument("--budget-min", type=float, default=10.0, help="tuning wall-clock per arm and model (minutes)")
+    p.add_argument("--checkpoints", type=int, default=3, help="compile-and-time points along each arm's budget")
+    p.add_argument("--repeats", type=int, default=30, help="timed inferences per latency")
+    p.add_argument("--untuned-repeats", type=int, default=2, help="timed inferences of untuned TVM (slow)")
+    p.add_argument("--number", type=int, default=10, help="runs per repeat of a candidate's measurement")
+    p.add_argument("--repeat", type=int, default=10, help="repeats of a candidate's measurement (AE: the cap)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="benchmarks/results/models")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.budget_min <= 0 or args.checkpoints < 1 or args.repeats < 1 or args.untuned_repeats < 1:
+        print("budget, checkpoints and repeats must be positive", file=sys.stderr)
+        return 2
+    import onnxruntime
+    import torch
+
+    os.makedirs(args.out, exist_ok=True)
+    started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
+    meta = {
+        "command": "python -m benchmarks.models " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "host": adatune.target.describe_host(),
+        "target": str(adatune.target.host()),
+        "tvm": tvm.__version__,
+        "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "config": vars(args),
+        "started": started,
+        "wall_s": 0.0,
+    }
+    runs: list[ModelRun] = []
+
+    def save(partial: ModelRun | None = None) -> None:  # after every arm, so a killed run keeps what it measured
+        meta["wall_s"] = time.perf_counter() - t0
+        write_results(args.out, meta, runs + ([partial] if partial is not None else []))
+
+    for name in args.models:
+        runs.append(
+            run_model(
+                name,
+                args.arms,
+                args.budget_min * 60,
+                args.checkpoints,
+                args.out,
+                args.repeats,
+                args.untuned_repeats,
+                args.number,
+                args.repeat,
+                args.seed,
+                on_progress=save,
+            )
+        )
+        save()
+    figures = plot(args.out, runs)
+    write_markdown(args.out, meta, runs, figures)
+    print(f"wrote {args.out}/results.json, tasks.csv, summary.md and {len(figures)} figures")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""results.json, tasks.csv, one latency-vs-tuning-time PNG per model, and summary.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .._common import write_csv  # noqa: E402
+from .run import ModelRun  # noqa: E402
+
+__all__ = ["write_results", "plot", "write_markdown"]
+
+
+def write_results(out: str, meta: dict[str, Any], runs: list[ModelRun]) -> None:
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "models": [dataclasses.asdict(r) for r in runs]}, f, indent=1)
+    rows = [{"model": r.model, "arm": a.arm, **t} for r in runs for a in r.arms for t in a.tasks]
+    write_csv(os.path.join(out, "tasks.csv"), rows)
+
+
+def plot(out: str, runs: list[ModelRun]) -> list[str]:
+    figures = []
+    for r in runs:
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for a in r.arms:
+            curve = [(s / 60, est * 1e3) for s, _, est in a.estimated_curve if est is not None]
+            if curve:
+                ax.plot(*zip(*curve), "--", alpha=0.6, label=f"{a.arm}: estimated (sum of task bests)")
+            pts = [(c["tuning_s"] / 60, c["measured_s"] * 1e3) for c in a.checkpoints]
+            ax.plot(*zip(*pts), "o-", label=f"{a.arm}: measured end to end")
+        for engine, style in (("pytorch", ":"), ("onnxruntime", "-.")):
+            v = r.final.get(engine) or r.baselines.get(engine)
+            if v:
+                ax.axhline(v * 1e3, linestyle=style, color="k", label=f"{engine} {v * 1e3:.1f} ms")
+        ax.set_yscale("log")
+        ax.set_xlabel("tuning wall-clock (min)")
+        ax.set_ylabel("latency (ms, batch 1)")
+        ax.set_title(f"{r.model}: untuned TVM {r.baselines['untuned-tvm'] * 1e3:.0f} ms")  # type: ignore[operator]
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(out, f"latency_{r.model}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        figures.append(os.path.basename(path))
+    return figures
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 1e3:.2f}"
+
+
+def _time_to_reach(curve: list[tuple[float, int, float | None]], level: float) -> float | None:
+    return next((s for s, _, est in curve if est is not None and est <= level), None)
+
+
+def write_markdown(out: str, meta: dict[str, Any], runs: list[ModelRun], figures: list[str]) -> None:
+    host = meta["host"]
+    lines = [
+        "# Whole models: adatune against untuned TVM, PyTorch and onnxruntime",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Host: {host.get('model')} (LLVM mcpu {host.get('mcpu')}, ISA {host.get('isa')}, {host.get('cores')} cores), "
+        f"TVM {meta['tvm']}, torch {meta['torch']}, onnxruntime {meta['onnxruntime']}; started {meta['started']}, "
+        f"{meta['wall_s'] / 60:.0f} min in all. One seed: these are single runs, not confidence intervals.",
+        "",
+        "Latency is the median of repeated batch-1 inferences in this process (PyTorch eager and onnxruntime on all "
+        "physical cores). The final table measures every engine again back to back after tuning.",
+        "",
+    ]
+    for r in runs:
+        lines += [f"## {r.model} ({r.n_tasks} tasks, extracted in {r.extract_s:.0f} s)", ""]
+        lines += [
+            "| engine | latency (ms) | vs onnxruntime | vs PyTorch | tuning (min) | trials |",
+            "|---|---|---|---|---|---|",
+        ]
+        ort, pt = r.final.get("onnxruntime"), r.final.get("pytorch")
+        rows: list[tuple[str, float | None, str, str]] = [("untuned TVM", r.baselines["untuned-tvm"], "-", "-")]
+        rows += [(fw, r.final.get(fw), "-", "-") for fw in ("pytorch", "onnxruntime")]
+        for a in r.arms:
+            trials = str(a.checkpoints[-1]["trials"]) if a.checkpoints else "-"
+            rows.append((f"adatune {a.arm}", r.final.get(a.arm), f"{a.tuning_s / 60:.1f}", trials))
+        for name, v, tmin, trials in rows:
+            rel_ort = f"{ort / v:.2f}x" if v and ort else "-"
+            rel_pt = f"{pt / v:.2f}x" if v and pt else "-"
+            lines.append(f"| {name} | {_ms(v)} | {rel_ort} | {rel_pt} | {tmin} | {trials} |")
+        lines += ["", "(x > 1: faster than that engine.)", ""]
+        for a in r.arms:
+            cps = ", ".join(f"{c['tuning_s'] / 60:.1f} min: {c['measured_s'] * 1e3:.2f} ms" for c in a.checkpoints)
+            lines.append(f"- {a.arm} checkpoints (tuning time: measured latency): {cps}")
+        base = next((a for a in r.arms if a.arm == "xgb"), None)
+        other = next((a for a in r.arms if a.arm != "xgb"), None)
+        if base and other and base.estimated_curve and base.estimated_curve[-1][2] is not None:
+            level = base.estimated_curve[-1][2]
+            t = _time_to_reach(other.estimated_curve, level)
+            lines.append(
+                f"- {other.arm} reached xgb's final estimated latency ({level * 1e3:.2f} ms) "
+                + (
+                    f"after {t / 60:.1f} min of tuning ({t / base.tuning_s:.2f} of xgb's {base.tuning_s / 60:.1f} min)"
+                    if t is not None
+                    else "not within its budget"
+                )
+                + "."
+            )
+        lines.append("")
+        top = sorted(
+            (t for a in r.arms[-1:] for t in a.tasks if t["weighted_ms"] is not None),
+            key=lambda t: -t["weighted_ms"],
+        )[:8]
+        if top:
+            lines += [
+                f"Largest tasks after {r.arms[-1].arm} (weighted ms = weight x best; all tasks in tasks.csv):",
+                "",
+                "| task | kind | weight | GFLOP | trials | best ms | weighted ms |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {t['task']} | {t['kind']} | {t['weight']} | {t['gflop']:.3f} | {t['trials']} | "
+                f"{t['best_ms']:.3f} | {t['weighted_ms']:.3f} |"
+                for t in top
+            ]
+            lines.append("")
+    lines += [f"![{f}]({f})" for f in figures]
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")

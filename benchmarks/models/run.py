@@ -1,0 +1,192 @@
+"""One model, every engine: untuned TVM, PyTorch eager, onnxruntime, and adatune tuned by each arm under the
+same wall-clock budget, with the measured latency at checkpoints along the way."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import tvm
+from tvm import relax
+
+import adatune
+import adatune.models as am
+
+__all__ = ["ARMS", "ArmRun", "ModelRun", "run_model"]
+
+# arm -> (tuner of knob tasks, cost model of trace tasks, adaptive evaluator's min_converge_coef or None)
+ARMS: dict[str, tuple[str, str, float | None]] = {
+    "xgb": ("xgb", "xgb", None),
+    "rfei-ae": ("rfei", "rfei", 0.1),
+}
+
+
+@dataclass
+class ArmRun:
+    """One arm's tuning of one model: checkpoints (tuning s, trials, estimated s, measured s), per-task rows."""
+
+    arm: str
+    log: str
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    estimated_curve: list[tuple[float, int, float | None]] = field(default_factory=list)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    final_latency_s: float | None = None
+    tuning_s: float = 0.0
+    build_s: float = 0.0
+
+
+@dataclass
+class ModelRun:
+    model: str
+    n_tasks: int
+    extract_s: float
+    baselines: dict[str, float | None]  # engine -> median s (untuned TVM, pytorch, onnxruntime)
+    arms: list[ArmRun]
+    final: dict[str, float | None] = field(default_factory=dict)  # all engines again, back to back, at the end
+
+
+def _option(coef: float | None, number: int, repeat: int, timeout: float) -> adatune.MeasureOption:
+    runner = adatune.LocalRunner(number=number, repeat=repeat, timeout=timeout, micro_batch=10, check_correctness=True)
+    return adatune.measure_option(adatune.LocalBuilder(n_parallel=2), runner, min_converge_coef=coef)
+
+
+def _untuned_latency(model: am.Model, repeats: int) -> tuple[float, float]:
+    """TVM's own pipeline with no schedule at all (what a user gets without tuning): (median s, build s)."""
+    t0 = time.perf_counter()
+    exe = tvm.compile(model.mod, target=adatune.target.host())
+    build_s = time.perf_counter() - t0
+    vm = relax.VirtualMachine(exe, tvm.cpu())
+    args = [tvm.runtime.tensor(a, tvm.cpu()) for a in model.random_inputs(0)]
+    vm["main"](*args)  # one warm-up call: untuned BERT-base takes tens of seconds per inference
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        vm["main"](*args)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), build_s
+
+
+def _compiled(model: am.Model, log: str, tasks: list[am.ModelTask]) -> tuple[am.CompiledModel, float]:
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a task still untuned at an early checkpoint gets its fallback
+        compiled = am.build(model, log, tasks=tasks)
+    return compiled, time.perf_counter() - t0
+
+
+def _task_rows(summary: am.TuneSummary) -> list[dict[str, Any]]:
+    return [
+        {
+            "task": t.task_name,
+            "kind": t.kind,
+            "weight": t.weight,
+            "gflop": t.flop / 1e9,
+            "trials": n,
+            "best_ms": None if b is None else b * 1e3,
+            "weighted_ms": None if b is None else b * t.weight * 1e3,
+        }
+        for t, n, b in zip(summary.tasks, summary.trials, summary.best_seconds)
+    ]
+
+
+def run_arm(
+    model: am.Model,
+    tasks: list[am.ModelTask],
+    arm: str,
+    budget_s: float,
+    checkpoints: int,
+    out: str,
+    repeats: int,
+    number: int,
+    repeat: int,
+    seed: int,
+) -> ArmRun:
+    tuner, trace_model, coef = ARMS[arm]
+    log = os.path.join(out, f"records_{model.name}_{arm}.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    run = ArmRun(arm, log)
+    option = _option(coef, number, repeat, timeout=10.0)
+    inputs = model.random_inputs(0)
+    for k in range(checkpoints):
+        t0 = time.perf_counter()
+        summary = am.tune_model(
+            model,
+            log,
+            time_budget=budget_s / checkpoints,
+            tuner=tuner,
+            trace_cost_model=trace_model,
+            option=option,
+            tasks=tasks,
+            seed=seed,
+            progress=False,
+        )
+        offset = run.tuning_s
+        run.tuning_s += time.perf_counter() - t0
+        run.estimated_curve += [(offset + s, n, est) for s, n, est in summary.history]
+        compiled, build_s = _compiled(model, log, tasks)
+        run.build_s += build_s
+        latency = am.compiled_latency(compiled, inputs, repeats)
+        run.checkpoints.append(
+            {
+                "tuning_s": run.tuning_s,
+                "trials": sum(summary.trials),
+                "estimated_s": summary.estimated_latency,
+                "measured_s": latency,
+                "tasks_with_record": sum(v == "record" for v in compiled.applied.values()),
+            }
+        )
+        print(
+            f"{model.name:>9} {arm:>8} checkpoint {k + 1}/{checkpoints}: {run.tuning_s:7.1f} s tuning, "
+            f"{sum(summary.trials):5d} trials, measured {latency * 1e3:8.2f} ms",
+            flush=True,
+        )
+        run.tasks = _task_rows(summary)
+    run.final_latency_s = run.checkpoints[-1]["measured_s"] if run.checkpoints else None
+    return run
+
+
+def run_model(
+    name: str,
+    arms: list[str],
+    budget_s: float,
+    checkpoints: int,
+    out: str,
+    repeats: int,
+    untuned_repeats: int,
+    number: int,
+    repeat: int,
+    seed: int,
+    on_progress: Any = None,
+) -> ModelRun:
+    t0 = time.perf_counter()
+    model = am.load_builtin(name)
+    tasks = am.extract_tasks(model)
+    extract_s = time.perf_counter() - t0
+    print(f"{name}: {len(tasks)} tasks extracted in {extract_s:.1f} s", flush=True)
+    untuned, untuned_build = _untuned_latency(model, untuned_repeats)
+    inputs = model.random_inputs(0)
+    baselines: dict[str, float | None] = {"untuned-tvm": untuned}
+    for fw in am.FRAMEWORKS:
+        baselines[fw] = am.framework_latency(model, fw, inputs, repeats)
+    print(
+        f"{name}: untuned TVM {untuned * 1e3:.1f} ms (built in {untuned_build:.0f} s), "
+        + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in baselines.items() if k != "untuned-tvm" and v),
+        flush=True,
+    )
+    result = ModelRun(name, len(tasks), extract_s, baselines, [])
+    for arm in arms:
+        result.arms.append(run_arm(model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed))
+        if on_progress is not None:
+            on_progress(result)
+    # the final comparison: every engine again, back to back, so load on the machine affects them alike
+    for fw in am.FRAMEWORKS:
+        result.final[fw] = am.framework_latency(model, fw, inputs, repeats)
+    for arm_run in result.arms:
+        compiled, _ = _compiled(model, arm_run.log, tasks)
+        result.final[arm_run.arm] = am.compiled_latency(compiled, inputs, repeats)
+    return result
