@@ -30,3 +30,12 @@ locked $PY -m benchmarks.harness evaluator --workloads bmm-bert-nt dense-bert-qk
 locked $PY -m benchmarks.tune_workloads --budget 50
 locked $PY -m benchmarks.ablation --no-replay --budget 60 --seeds 3 --plan-size 16 --workloads bmm-bert-nt
 locked $PY -m benchmarks.release --no-replay --budget 60 --seeds 3 --plan-size 16 --workloads conv2d-resnet18-L11
+for s in 0 1 2; do
+  locked $PY -m benchmarks.kernels_vs_pytorch --stage tune --workloads dense-1024 conv2d-resnet18-L6 --seeds $s --trials 128
+done
+locked $PY -m benchmarks.kernels_vs_pytorch --stage time --workloads dense-1024 conv2d-resnet18-L6 --seeds 0 1 2
+locked $PY -m benchmarks.trace_search --workloads softmax-bert dense-1024 --trials 16 --per-iter 8 --batch 8 --max-minutes 9
+locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
+locked $PY -m benchmarks.dietcode --workloads qkv --vendor-threads 1
+locked $PY -m benchmarks.rpc_overhead --out benchmarks/results/rpc_overhead
+locked $PY -m benchmarks.models  # ~55 min: ResNet-18 and BERT-base, XGB and RFEI+AE, 10 min each
