@@ -57,6 +57,7 @@ def _meta(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         + shlex.join([os.path.basename(os.path.dirname(sys.argv[0]))] + sys.argv[1:]),
         "host": host_record(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "load_start": os.getloadavg()[0],  # other work on the machine, reported beside the numbers
         "args": {k: v for k, v in vars(args).items() if k != "func"},
     }
 
@@ -91,6 +92,7 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
             args.timeout,
             args.n_parallel,
         )
+    meta["load_end"] = os.getloadavg()[0]
     return write_report(args.out, args.title or default_title, meta, studies)
 
 
@@ -173,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.micro_batch,
                 args.confirm_repeats,
             )
+            meta["load_end"] = os.getloadavg()[0]
             with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
                 json.dump({"meta": meta, "studies": studies}, f)
             with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
