@@ -189,3 +189,17 @@ def test_budget_is_a_trial_count_or_a_duration() -> None:
     for bad in ("0", "-5m", "30x", "m", ""):
         with pytest.raises(ValueError, match="--budget wants"):
             parse_budget(bad)
+
+
+def test_builtin_models_import_into_tasks_with_templates() -> None:
+    r18 = am.load_builtin("resnet18")
+    assert [(s.shape, s.dtype) for s in r18.inputs] == [((1, 3, 224, 224), "float32")]
+    tasks = am.extract_tasks(r18)
+    kinds = [t.kind for t in tasks]
+    assert len(tasks) == 22 and sum(t.weight for t in tasks) == 24
+    assert kinds.count("conv2d_nchw.x86") == 18 and kinds.count("dense.x86") == 1
+    assert sum(t.flop * t.weight for t in tasks) / 1e9 == pytest.approx(3.64, abs=0.01)
+    module, example = bert_base(layers=1)
+    bert = am.from_torch(module, example, name="bert-1")
+    kinds = [t.kind for t in am.extract_tasks(bert)]
+    assert kinds.count("dense.x86") == 4 and kinds.count("batch_matmul.x86") == 2 and "trace" in kinds
