@@ -42,7 +42,7 @@ class CompiledModel:
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         self.model.check_inputs(arrays)
-        out = self._vm["main"](*[tvm.runtime.tensor(a, tvm.cpu()) for a in arrays])
+        out = self.main(*[tvm.runtime.tensor(a, tvm.cpu()) for a in arrays])
         outs = out if not hasattr(out, "numpy") else [out]
         return [o.numpy() for o in outs]
 

@@ -24,7 +24,7 @@ FRAMEWORKS = ("pytorch", "onnxruntime")
 
 
 def compiled_latency(compiled: CompiledModel, inputs: Sequence[np.ndarray], repeats: int = 30) -> float:
-    """Median seconds of one inference of ``compiled`` (inputs already on the device)."""
+    """Median seconds of one inference of ``compiled``; the inputs are copied to the device once, before timing."""
     compiled.model.check_inputs(inputs)
     args = [tvm.runtime.tensor(a, tvm.cpu()) for a in inputs]
     fn = compiled.main

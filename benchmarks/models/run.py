@@ -34,7 +34,6 @@ class ArmRun:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     estimated_curve: list[tuple[float, int, float | None]] = field(default_factory=list)
     tasks: list[dict[str, Any]] = field(default_factory=list)
-    final_latency_s: float | None = None
     tuning_s: float = 0.0
     build_s: float = 0.0
 
@@ -104,7 +103,9 @@ def run_arm(
     number: int,
     repeat: int,
     seed: int,
-) -> ArmRun:
+) -> tuple[ArmRun, am.CompiledModel | None]:
+    """Tune in ``checkpoints`` slices of the budget, compiling and timing the model after each; returns the run
+    and the model compiled at the last checkpoint (timed again in the final comparison, not rebuilt)."""
     tuner, trace_model, coef = ARMS[arm]
     log = os.path.join(out, f"records_{model.name}_{arm}.jsonl")
     if os.path.exists(log):
@@ -112,6 +113,7 @@ def run_arm(
     run = ArmRun(arm, log)
     option = _option(coef, number, repeat, timeout=10.0)
     inputs = model.random_inputs(0)
+    compiled = None
     for k in range(checkpoints):
         t0 = time.perf_counter()
         summary = am.tune_model(
@@ -146,8 +148,7 @@ def run_arm(
             flush=True,
         )
         run.tasks = _task_rows(summary)
-    run.final_latency_s = run.checkpoints[-1]["measured_s"] if run.checkpoints else None
-    return run
+    return run, compiled
 
 
 def run_model(
@@ -179,14 +180,15 @@ def run_model(
         flush=True,
     )
     result = ModelRun(name, len(tasks), extract_s, baselines, [])
+    compiled: dict[str, am.CompiledModel | None] = {}
     for arm in arms:
-        result.arms.append(run_arm(model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed))
+        arm_run, compiled[arm] = run_arm(model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed)
+        result.arms.append(arm_run)
         if on_progress is not None:
             on_progress(result)
     # the final comparison: every engine again, back to back, so load on the machine affects them alike
     for fw in am.FRAMEWORKS:
         result.final[fw] = am.framework_latency(model, fw, inputs, repeats)
-    for arm_run in result.arms:
-        compiled, _ = _compiled(model, arm_run.log, tasks)
-        result.final[arm_run.arm] = am.compiled_latency(compiled, inputs, repeats)
+    for arm, last in compiled.items():
+        result.final[arm] = None if last is None else am.compiled_latency(last, inputs, repeats)
     return result
