@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 import pytest
 import tvm
+from dietcode_choices import two_kernel_choices
 
 import adatune
 from adatune.dietcode import (
@@ -338,15 +339,7 @@ def test_bert_encoder_layer_matches_numpy_for_several_lengths() -> None:
     hidden, heads, ffn = 64, 4, 128
     weights = random_bert_weights(np.random.default_rng(0), hidden, ffn)
     wls = bert_workloads(T_RANGE, hidden, heads, ffn)
-    choices = {}
-    for name, wl in wls.items():  # two kernels per GEMM, split at T = 12 (the choice is not what is tested)
-        space = MicroKernelSpace(HOST, "float32", static_k(wl))
-        small = min(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
-        large = max(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
-        ts = list(range(1, 41))
-        disp = ShapeDispatcher.fit(ts, [small.key if t <= 12 else large.key for t in ts], T_RANGE)
-        by_key = {small.key: small, large.key: large}
-        choices[name] = ([by_key[label] for label in disp.labels], disp)
+    choices = two_kernel_choices(wls, HOST, T_RANGE)  # the choice is not what is tested
     layer = BertEncoderLayer(weights, choices, T_RANGE, HOST, heads)
     rng = np.random.default_rng(1)
     for t in (1, 7, 12, 13, 29, 40):

@@ -17,7 +17,6 @@ equals ``forestci.random_forest_error(..., calibrate=False)`` clipped at zero (t
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from ..target import one_blas_thread
 from ..task import TuningTask
 from ._base import CostModel
 
@@ -34,20 +34,6 @@ logger = logging.getLogger("adatune.cost_model")
 
 UNCERTAINTY_SOURCES = ("forestci", "trees")
 _N_REFERENCE = 256  # random configs the empirical-Bayes calibration is fitted on, once per fit
-_BLAS: list = []  # a lazily created threadpoolctl controller
-
-
-def _one_blas_thread() -> contextlib.AbstractContextManager:
-    """The jackknife's products are (n_train x trees) @ (trees x batch): tiny. Multi-threaded BLAS only adds
-    synchronisation there, ~10x slower on a busy machine, so they run on one thread."""
-    try:
-        if not _BLAS:
-            from threadpoolctl import ThreadpoolController
-
-            _BLAS.append(ThreadpoolController())
-        return _BLAS[0].limit(limits=1, user_api="blas")
-    except Exception:  # noqa: BLE001 - threadpoolctl missing or confused: run as is
-        return contextlib.nullcontext()
 
 
 def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.ndarray:
@@ -177,7 +163,7 @@ class RFEICostModel(CostModel):
                 raise ValueError("the jackknife needs at least two training configs")
             self._inbag = np.asarray(forestci.calc_inbag(self.x_train_shape[0], self.forest), dtype=np.float64)
             if self.calibrate:
-                with _one_blas_thread():
+                with one_blas_thread():
                     self._calib = self._fit_calibration()
         except Exception as err:  # noqa: BLE001 - any failure here means: no jackknife for this fit
             logger.warning(
@@ -259,7 +245,7 @@ class RFEICostModel(CostModel):
         preds = self._tree_predictions(x)
         mean = preds.mean(axis=0)
         if self.uncertainty_used == "forestci" and self._inbag is not None:
-            with _one_blas_thread(), np.errstate(divide="ignore", invalid="ignore"):
+            with one_blas_thread(), np.errstate(divide="ignore", invalid="ignore"):
                 var = self._calibrated(self._ij_variance(preds, self._inbag))
             std = np.sqrt(np.maximum(var, 0.0))
             bad = ~np.isfinite(std)

@@ -6,10 +6,11 @@
 - ``MicroKernelCostModel``: cost = f_MK(kernel) x f_occ(P/M) x f_pad, f_MK learnt jointly over all shapes.
 - ``DietCodeTuner(...).tune()`` -> ``DietCodeResult`` (kernels + decision-tree dispatcher); ``.build()`` gives a
   ``DynamicKernel`` that runs any T, dispatching through C code compiled with the system compiler.
-- ``BertEncoderLayer``: a BERT encoder layer with a symbolic sequence length on DietCode kernels.
+- ``BertEncoderLayer`` / ``BertEncoder``: a BERT encoder layer (a stack of them) with a symbolic sequence
+  length on DietCode kernels, compiled once for the whole range.
 """
 
-from ._bert import BertEncoderLayer, bert_layer_reference, random_bert_weights
+from ._bert import BertEncoder, BertEncoderLayer, bert_layer_reference, random_bert_weights
 from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels
 from ._kernel import DynamicKernel
 from ._schedule import microkernel_func, schedule_microkernel
@@ -22,6 +23,7 @@ __all__ = [
     "GEMM_KINDS",
     "PREFIX",
     "SM80_LIMITS",
+    "BertEncoder",
     "BertEncoderLayer",
     "CudaLimits",
     "DietCodeResult",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tvm
@@ -24,7 +24,7 @@ from ._schedule import microkernel_func
 from ._space import MicroKernel, device_of
 from ._workloads import DynamicWorkload, bert_workloads
 
-__all__ = ["BertEncoderLayer", "bert_layer_reference", "random_bert_weights"]
+__all__ = ["BertEncoder", "BertEncoderLayer", "bert_layer_reference", "random_bert_weights"]
 
 GEMMS = ("qkv", "attn_out", "ffn1", "ffn2", "scores", "context")
 Choice = tuple[list[MicroKernel], ShapeDispatcher]
@@ -181,14 +181,36 @@ class BertEncoderLayer:
         self.lib[self._names[gemm][self.dispatchers[gemm].index(t, warn=False)]](a, b, c, t)
         return c
 
+    def upload(self, weights: Mapping[str, np.ndarray]) -> dict[str, tvm.runtime.Tensor]:
+        """One layer's weights on the device (another layer of the same shapes runs on the same program)."""
+        missing = sorted(set(self.weights) - set(weights))
+        if missing:
+            raise ValueError(f"layer weights lack {missing}")
+        out = {}
+        for k, v in weights.items():
+            if k in self.weights and tuple(v.shape) != tuple(self.weights[k].shape):
+                raise ValueError(
+                    f"weight {k!r} has shape {tuple(v.shape)}, the program expects {self.weights[k].shape}"
+                )
+            out[k] = tvm.runtime.tensor(np.ascontiguousarray(v, np.float32), self.dev)
+        return out
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x``: ``[T, hidden]`` float32; returns the layer's output of the same shape."""
+        return self.forward(self.to_device(x), self.weights).numpy()
+
+    def to_device(self, x: np.ndarray) -> tvm.runtime.Tensor:
+        """Checks ``x`` is ``[T, hidden]`` with T in range and copies it to the device."""
         if x.ndim != 2 or x.shape[1] != self.hidden:
             raise ValueError(f"input must be [T, {self.hidden}], got {x.shape}")
-        t = check_extent(int(x.shape[0]), self.t_range)
-        w, lib, dev, d = self.weights, self.lib, self.dev, self.hidden // self.heads
+        check_extent(int(x.shape[0]), self.t_range)
+        return tvm.runtime.tensor(np.ascontiguousarray(x, np.float32), self.dev)
+
+    def forward(self, xt: tvm.runtime.Tensor, w: Mapping[str, tvm.runtime.Tensor]) -> tvm.runtime.Tensor:
+        """The layer on device tensors, with the weights ``upload`` made (no copy back to the host)."""
+        t = int(xt.shape[0])
+        lib, dev, d = self.lib, self.dev, self.hidden // self.heads
         empty = lambda *shape: tvm.runtime.empty(shape, "float32", dev)  # noqa: E731
-        xt = tvm.runtime.tensor(np.ascontiguousarray(x, np.float32), dev)
         raw = self._gemm("qkv", t, xt, w["w_qkv"])
         q, k, v = (empty(self.heads, t, d) for _ in range(3))
         lib["split_heads"](raw, w["b_qkv"], q, k, v, t)
@@ -206,4 +228,30 @@ class BertEncoderLayer:
         lib["bias_gelu"](self._gemm("ffn1", t, h, w["w_1"]), w["b_1"], f, t)
         out = empty(t, self.hidden)
         lib["bias_residual_layernorm"](self._gemm("ffn2", t, f, w["w_2"]), w["b_2"], h, w["ln2_g"], w["ln2_b"], out, t)
-        return out.numpy()
+        return out
+
+
+class BertEncoder:
+    """BERT's encoder stack (one weight dict per layer) on one compiled DietCode layer program: any T in the
+    range runs every layer without recompiling; activations stay on the device between layers."""
+
+    def __init__(
+        self,
+        layer_weights: Sequence[Mapping[str, np.ndarray]],
+        choices: Mapping[str, Choice],
+        t_range: tuple[int, int],
+        target: _target.TargetLike | None = None,
+        heads: int = 12,
+    ):
+        if not layer_weights:
+            raise ValueError("an encoder needs at least one layer's weights")
+        self.layer = BertEncoderLayer(layer_weights[0], choices, t_range, target, heads)
+        self.t_range = self.layer.t_range
+        self.weights = [self.layer.weights] + [self.layer.upload(w) for w in layer_weights[1:]]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x``: ``[T, hidden]`` float32 (one sequence of T tokens); the last layer's output."""
+        h = self.layer.to_device(x)
+        for w in self.weights:
+            h = self.layer.forward(h, w)
+        return h.numpy()

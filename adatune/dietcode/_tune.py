@@ -21,6 +21,7 @@ from .. import target as _target
 from ..dispatch._dietcode import ShapeDispatcher
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
 from ..records import save_to_file
+from ..target import one_blas_thread
 from ._cost import MicroKernelCostModel, sample_shapes, select_kernels
 from ._schedule import schedule_microkernel
 from ._space import MicroKernel, MicroKernelSpace, device_of
@@ -56,6 +57,11 @@ class DietCodeResult:
 
     def kernel_for(self, t: int) -> MicroKernel:
         return self.kernels[self.dispatcher.index(t)]
+
+    @property
+    def choice(self) -> tuple[list[MicroKernel], ShapeDispatcher]:
+        """(kernels, dispatcher): what a program on several DietCode GEMMs (``BertEncoder``) takes per GEMM."""
+        return self.kernels, self.dispatcher
 
     def build(self, directory: str | None = None) -> Any:
         from ._kernel import DynamicKernel
@@ -96,7 +102,8 @@ def measure_kernel(
     for t in ts:
         start = time.time()
         a, b = wl.random_inputs(t, rng)
-        ref = wl.reference(a, b)
+        with one_blas_thread():  # numpy's BLAS workers would spin on the cores the kernel is timed on
+            ref = wl.reference(a, b)
         args = [
             tvm.runtime.tensor(a, dev),
             tvm.runtime.tensor(b, dev),

@@ -12,6 +12,7 @@ tuning budget over all of them, and a compiled, deployable model with the best s
 """
 
 from ._build import CompiledModel, build
+from ._dynamic import bert_layer_weights, dietcode_bert
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
 from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
 from ._latency import FRAMEWORKS, compiled_latency, framework_latency, latency_table, onnx_proto
@@ -22,6 +23,8 @@ __all__ = [
     "BUILTIN_MODELS",
     "CompiledModel",
     "build",
+    "bert_layer_weights",
+    "dietcode_bert",
     "FRAMEWORKS",
     "compiled_latency",
     "framework_latency",

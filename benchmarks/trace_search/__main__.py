@@ -29,7 +29,7 @@ import time
 import adatune
 
 from .report import plot, summarise, write_json, write_markdown
-from .run import ARMS, ArmResult, RunConfig, run_arm
+from .run import ARMS, DEFAULT_ARMS, ArmResult, RunConfig, run_arm
 from .workloads import WORKLOADS, make
 
 
@@ -40,7 +40,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
-    p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
+    p.add_argument(
+        "--arms",
+        nargs="*",
+        default=list(DEFAULT_ARMS),
+        choices=list(ARMS),
+        help="ms+<plug-in>: stock tune_tir with that one adatune plug-in (builder, runner, cost-model, search)",
+    )
     p.add_argument("--trials", type=int, default=32, help="measured candidates per arm")
     p.add_argument("--seeds", type=int, nargs="*", default=[0])
     p.add_argument("--per-iter", type=int, default=16, help="ms trials per iteration = adatune plan size")

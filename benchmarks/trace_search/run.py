@@ -29,9 +29,18 @@ from adatune.tuners._trace import TraceSearchTuner
 
 from .workloads import BenchWorkload
 
-__all__ = ["ARMS", "ArmResult", "RunConfig", "run_arm", "remeasure"]
+__all__ = ["ARMS", "DEFAULT_ARMS", "MS_ARMS", "ArmResult", "RunConfig", "run_arm", "remeasure"]
 
-ARMS = ("ms-stock", "ms-adatune", "trace-xgb", "trace-rfei", "knob-xgb", "knob-rfei")
+# ms arms: stock ``tune_tir``, each adatune plug-in alone in an otherwise stock call, and all four together
+PLUGINS = ("builder", "runner", "cost-model", "search")
+MS_ARMS: dict[str, frozenset[str]] = {
+    "ms-stock": frozenset(),
+    **{f"ms+{p}": frozenset({p}) for p in PLUGINS},
+    "ms-adatune": frozenset(PLUGINS),
+}
+ARMS = (*MS_ARMS, "trace-xgb", "trace-rfei", "knob-xgb", "knob-rfei")
+# what the default run compares (the single plug-in arms are asked for by name)
+DEFAULT_ARMS = ("ms-stock", "ms-adatune", "trace-xgb", "trace-rfei", "knob-xgb", "knob-rfei")
 
 
 @dataclass
@@ -111,15 +120,16 @@ class _Curve(PyMeasureCallback):
             self.curve.append((now, self.best))
 
 
-def _run_ms(wl: BenchWorkload, seed: int, cfg: RunConfig, plugins: bool, out: ArmResult) -> tvm.IRModule | None:
-    target = wl.trace_task.target
-    if plugins:
-        from adatune.meta_schedule import AdaptiveRunner, ContextualEvolutionarySearch, FastBuilder, RFEICostModel
+def _run_ms(
+    wl: BenchWorkload, seed: int, cfg: RunConfig, plugins: frozenset[str], out: ArmResult
+) -> tvm.IRModule | None:
+    """``ms.tune_tir`` with the named adatune plug-ins in place of the stock builder, runner, cost model and
+    search strategy; the rest stays stock."""
+    from adatune.meta_schedule import AdaptiveRunner, ContextualEvolutionarySearch, FastBuilder, RFEICostModel
 
+    target = wl.trace_task.target
+    if "builder" in plugins:
         builder = _TimedBuilder(FastBuilder(max_workers=cfg.n_parallel, timeout_sec=cfg.timeout))
-        runner: Any = AdaptiveRunner(min_converge_coef=cfg.min_converge_coef, timeout_sec=cfg.timeout)
-        cost_model: Any = RFEICostModel(seed=seed)
-        strategy: Any = ContextualEvolutionarySearch(seed=seed)
     else:
         f_build = build_without_intrinsics if cfg.stock_builder == "no-intrin" else None
         builder = _TimedBuilder(
@@ -127,13 +137,18 @@ def _run_ms(wl: BenchWorkload, seed: int, cfg: RunConfig, plugins: bool, out: Ar
                 max_workers=cfg.n_parallel, timeout_sec=cfg.timeout, **({"f_build": f_build} if f_build else {})
             )
         )
+    runner: Any
+    if "runner" in plugins:
+        runner = AdaptiveRunner(min_converge_coef=cfg.min_converge_coef, timeout_sec=cfg.timeout)
+    else:
         runner = ms.runner.LocalRunner(
             timeout_sec=cfg.timeout,
             evaluator_config=ms.runner.EvaluatorConfig(
                 number=cfg.number, repeat=cfg.repeat, min_repeat_ms=0, enable_cpu_cache_flush=False
             ),
         )
-        cost_model, strategy = "xgb", "evolutionary"
+    cost_model: Any = RFEICostModel(seed=seed) if "cost-model" in plugins else "xgb"
+    strategy: Any = ContextualEvolutionarySearch(seed=seed) if "search" in plugins else "evolutionary"
     work = os.path.join(cfg.work_dir, f"{wl.name}-{out.arm}-{seed}")
     t0 = time.perf_counter()
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Curve(t0, out.curve)]
@@ -244,8 +259,8 @@ def run_arm(arm: str, wl: BenchWorkload, seed: int, cfg: RunConfig) -> ArmResult
     """One arm on one workload and seed; a failure is recorded in ``error``, not raised."""
     out = ArmResult(wl.name, arm, seed)
     try:
-        if arm in ("ms-stock", "ms-adatune"):
-            best = _run_ms(wl, seed, cfg, arm == "ms-adatune", out)
+        if arm in MS_ARMS:
+            best = _run_ms(wl, seed, cfg, MS_ARMS[arm], out)
         else:
             best = _run_adatune(wl, seed, cfg, out)
         if best is not None:
