@@ -5,7 +5,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-export OMP_NUM_THREADS=1  # XGBoost's DMatrix otherwise spins one thread per core on every prediction
+# replays run with OMP_NUM_THREADS=1 (XGBoost's DMatrix otherwise spins one thread per core on every
+# prediction); never export it for runs that time kernels: TVM's thread pool would then use one core
 mkdir -p benchmarks/results
 run() { echo "=== $* ($(date +%T))"; "$@"; echo "=== exit $? ($(date +%T))"; }
 locked() { run flock /tmp/bench.lock nice -n 5 "$@"; }
@@ -20,11 +21,11 @@ if [ "${SKIP_SWEEP:-0}" != 1 ]; then
 fi
 for f in benchmarks/data/*.jsonl; do
   w=$(basename "$f" .jsonl)
-  run $PY -m benchmarks.harness replay --sweeps "$f" --seeds 20 --trials 96 --plan-size 16 \
+  run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps "$f" --seeds 20 --trials 96 --plan-size 16 \
     --title "Replay: search schemes on $w" --out "/tmp/replay_parts/$w"
 done
-run $PY -m benchmarks.harness report --inputs /tmp/replay_parts/*/ --out benchmarks/results/replay
-run $PY -m benchmarks.harness report --inputs /tmp/replay_parts/*/ --target-fraction 1.0 \
+run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness report --inputs /tmp/replay_parts/*/ --out benchmarks/results/replay
+run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness report --inputs /tmp/replay_parts/*/ --target-fraction 1.0 \
   --out benchmarks/results/replay/optimum
 locked $PY -m benchmarks.harness evaluator --workloads bmm-bert-nt dense-bert-qkv --n-random 6 --n-top 6
 locked $PY -m benchmarks.tune_workloads --budget 50

@@ -32,6 +32,18 @@ if "test/matmul" not in adatune.task.registered_templates():
             sch.vectorize(ji)
         return sch, [A, B, C]
 
+    @adatune.template("test/empty")
+    def empty(n: int):
+        """A template whose filter rejects every config (as dense.x86 does for some awkward shapes)."""
+        A = te.placeholder((n,), "float32", name="A")
+        B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+        sch = tvm.s_tir.Schedule(te.create_prim_func([A, B]))
+        cfg = adatune.get_config()
+        cfg.define_split("tile", n, num_outputs=2)
+        cfg.define_knob("unroll", [0, 1])
+        cfg.multi_filter(lambda c: c["tile"].size[0] * c["unroll"].val > n)  # no split has an outer part > n
+        return sch, [A, B]
+
     @adatune.template("test/faulty", reference=lambda a: a * 2.0)
     def faulty(n: int):
         """One knob whose values each fail in a different, real way (see MODES)."""

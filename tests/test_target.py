@@ -115,3 +115,18 @@ def test_tvm_pool_gets_every_usable_core_unless_the_user_chose() -> None:
     this process may use (what PyTorch uses), and leaves a user's TVM_NUM_THREADS alone."""
     assert _pool_threads({}) == target._usable_cores() == int(target.host().attrs["num-cores"])
     assert _pool_threads({"TVM_NUM_THREADS": "1"}) == 1
+
+
+def test_one_blas_thread_limits_numpy_blas_inside_the_block_only() -> None:
+    """numpy references computed next to timed kernels must not leave BLAS workers spinning on their cores."""
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    np.ones((64, 64)) @ np.ones((64, 64))  # make sure numpy's BLAS is loaded
+    blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+    if not blas:
+        pytest.skip("numpy has no BLAS that threadpoolctl can see")
+    before = [p["num_threads"] for p in blas]
+    with target.one_blas_thread():
+        assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
+    assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before

@@ -25,6 +25,14 @@ def test_respects_n_trial_and_never_repeats(name, matmul_task, replay_option):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_an_empty_space_is_refused_by_name(name):
+    """A task whose filters leave no config must not look like a run that found nothing."""
+    task = adatune.task.create("test/empty", (16,), adatune.target.host())
+    with pytest.raises(ValueError, match="empty search space"):
+        TUNER_FACTORIES[name](task, 0)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_calls_callbacks_and_writes_records(name, matmul_task, replay_option, tmp_path):
     seen = []
     log = tmp_path / "log.jsonl"

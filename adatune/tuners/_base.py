@@ -85,6 +85,10 @@ class Tuner(abc.ABC):
     """
 
     def __init__(self, task: TuningTask, seed: int | None = None):
+        if task.space.size == 0:  # otherwise tune() would end at once and look like a run that found nothing
+            raise ValueError(
+                f"{task} has an empty search space: no config passes its template's filters for these arguments"
+            )
         self.task = task
         self.space = task.space
         self.seed = seed

@@ -75,44 +75,50 @@ def _config(args: argparse.Namespace) -> BenchConfig:
     )  # fmt: skip
 
 
-def _run_workload(name: str, arms: list[str], cfg: BenchConfig, out: str) -> list[ArmResult]:
+def _run_workload(name: str, arms: list[str], cfg: BenchConfig, out: str, failed: list[str]) -> list[ArmResult]:
     wl = bert_workloads(cfg.t_range)[name]
     target = adatune.target.host()
     lo, hi = cfg.t_range
-    static = StaticTuner(wl, cfg, target)
+    static = StaticTuner(wl, cfg, target, os.path.join(out, f"static_{name}.jsonl"))
+    for log in (static.log_file, os.path.join(out, f"records_{name}.jsonl")):
+        if log and os.path.exists(log):  # the records beside results.json are this run's alone
+            os.remove(log)
     buckets = sorted({min(hi, b) for b in range(cfg.bucket, hi + cfg.bucket, cfg.bucket) if b >= lo} | {hi})
     sampled = sorted(set(cfg.sampled) | {hi})  # the top must be tuned for every T to have a kernel
+    results = []
     try:
-        return _run_arms(name, arms, cfg, out, static, sampled, buckets)
+        for arm in arms:
+            try:
+                res = _run_arm(name, arm, cfg, out, static, sampled, buckets)
+            except Exception as err:  # noqa: BLE001 - an arm that cannot serve the range must not lose the others
+                failed.append(f"{name} {arm}: {type(err).__name__}: {err}")
+                print(f"{name:>9} {arm:>15}: FAILED {type(err).__name__}: {err}", flush=True)
+                continue
+            results.append(res)
+            lat = [res.latency[t] for t in sorted(res.latency)]
+            print(
+                f"{name:>9} {arm:>15}: tuning {res.tuning_seconds:7.1f} s, latency {min(lat) * 1e3:8.3f} .. "
+                f"{max(lat) * 1e3:8.3f} ms over T in [{lo}, {hi}]",
+                flush=True,
+            )
     finally:
         static.close()
-
-
-def _run_arms(
-    name: str, arms: list[str], cfg: BenchConfig, out: str, static: StaticTuner, sampled: list[int], buckets: list[int]
-) -> list[ArmResult]:
-    wl, target = static.wl, static.target
-    lo, hi = cfg.t_range
-    results = []
-    for arm in arms:
-        if arm == "per-shape":
-            res = serve_padded(static, arm, sampled, sampled)
-        elif arm == "padded-largest":
-            res = serve_padded(static, arm, [hi], [hi])
-        elif arm == "buckets":
-            res = serve_padded(static, arm, buckets, buckets)
-        elif arm in ("torch", "numpy"):
-            res = run_vendor(wl, arm, cfg)
-        else:
-            res = run_dietcode(wl, cfg, target, os.path.join(out, f"records_{name}.jsonl"))
-        results.append(res)
-        lat = [res.latency[t] for t in sorted(res.latency)]
-        print(
-            f"{name:>9} {arm:>15}: tuning {res.tuning_seconds:7.1f} s, latency {min(lat) * 1e3:8.3f} .. "
-            f"{max(lat) * 1e3:8.3f} ms over T in [{lo}, {hi}]",
-            flush=True,
-        )
     return results
+
+
+def _run_arm(
+    name: str, arm: str, cfg: BenchConfig, out: str, static: StaticTuner, sampled: list[int], buckets: list[int]
+) -> ArmResult:
+    hi = cfg.t_range[1]
+    if arm == "per-shape":
+        return serve_padded(static, arm, sampled, sampled)
+    if arm == "padded-largest":
+        return serve_padded(static, arm, [hi], [hi])
+    if arm == "buckets":
+        return serve_padded(static, arm, buckets, buckets)
+    if arm in ("torch", "numpy"):
+        return run_vendor(static.wl, arm, cfg)
+    return run_dietcode(static.wl, cfg, static.target, os.path.join(out, f"records_{name}.jsonl"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,33 +130,45 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.makedirs(args.out, exist_ok=True)
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
-    results = []
+    load_before = os.getloadavg()
+    results: list[ArmResult] = []
+    failed: list[str] = []
+
+    def write(figures: bool) -> list[str]:
+        """Results so far (after every workload, so a run cut off keeps them); plots at the end."""
+        rows = summarise(results)
+        meta = {
+            "command": "python -m benchmarks.dietcode " + shlex.join(sys.argv[1:] if argv is None else argv),
+            "host": adatune.target.describe_host(),
+            "target": str(adatune.target.host()),
+            "tvm": tvm.__version__,
+            "t_range": list(cfg.t_range),
+            "sampled": cfg.sampled,
+            "bucket": cfg.bucket,
+            "static_trials": cfg.static_trials,
+            "vendor_threads": cfg.vendor_threads or physical_cores(),
+            "dietcode": {
+                "shapes": cfg.dietcode_shapes,
+                "rounds": cfg.dietcode_rounds,
+                "per_round": cfg.dietcode_per_round,
+                "max_kernels": cfg.dietcode_max_kernels,
+            },
+            "config": vars(args),
+            "started": started,
+            "wall_s": time.perf_counter() - t0,
+            "load_before": list(load_before),
+            "load_after": list(os.getloadavg()),
+            "failed": failed,
+        }
+        write_json(os.path.join(args.out, "results.json"), meta, results, rows)
+        made = plot(args.out, results) if figures else []
+        write_markdown(os.path.join(args.out, "summary.md"), meta, results, rows, made)
+        return made
+
     for name in args.workloads:
-        results += _run_workload(name, args.arms, cfg, args.out)
-    rows = summarise(results)
-    meta = {
-        "command": "python -m benchmarks.dietcode " + shlex.join(sys.argv[1:] if argv is None else argv),
-        "host": adatune.target.describe_host(),
-        "target": str(adatune.target.host()),
-        "tvm": tvm.__version__,
-        "t_range": list(cfg.t_range),
-        "sampled": cfg.sampled,
-        "bucket": cfg.bucket,
-        "static_trials": cfg.static_trials,
-        "vendor_threads": cfg.vendor_threads or physical_cores(),
-        "dietcode": {
-            "shapes": cfg.dietcode_shapes,
-            "rounds": cfg.dietcode_rounds,
-            "per_round": cfg.dietcode_per_round,
-            "max_kernels": cfg.dietcode_max_kernels,
-        },
-        "config": vars(args),
-        "started": started,
-        "wall_s": time.perf_counter() - t0,
-    }
-    write_json(os.path.join(args.out, "results.json"), meta, results, rows)
-    figures = plot(args.out, results)
-    write_markdown(os.path.join(args.out, "summary.md"), meta, results, rows, figures)
+        results += _run_workload(name, args.arms, cfg, args.out, failed)
+        write(figures=False)
+    figures = write(figures=True)
     print(f"wrote {args.out}/results.json, summary.md and {len(figures)} figures")
     return 0
 

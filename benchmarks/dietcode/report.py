@@ -77,6 +77,15 @@ def plot(out: str, results: list[ArmResult]) -> list[str]:
     return figures
 
 
+def _load_sentence(meta: dict[str, Any], cores: int) -> str:
+    if "load_before" not in meta:
+        return "The load on the machine during this run was not recorded."
+    return (
+        f"1-minute load average {meta['load_before'][0]:.2f} before the run and {meta['load_after'][0]:.2f} after"
+        f" it ({cores} cores; above the core count, other work shared the machine)."
+    )
+
+
 def write_markdown(
     path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]], figures: list[str]
 ) -> None:
@@ -88,8 +97,8 @@ def write_markdown(
         f"Started {meta['started']}, wall {meta['wall_s']:.0f} s. TVM {meta['tvm']}, target `{meta['target']}`.  ",
         f"CPU: {host['model']} ({host['isa']}, {host['fp32_lanes']} fp32 lanes, {host['vector_registers']} vector "
         f"registers, L2 {host['l2_bytes'] >> 10} KiB, {host['cores']} cores), LLVM {host['llvm_version']}.  ",
-        "The machine was shared with other agents' builds and tests while this ran (2 cores): absolute numbers are"
-        " noisy, and every arm suffered the same conditions only on average.",
+        _load_sentence(meta, host["cores"]) + " Arms ran one after another, so every arm met the machine's noise"
+        " only on average.",
         "",
         f"T range {meta['t_range']}; per-shape tuning at T in {meta['sampled']} ({meta['static_trials']} trials "
         "each, XGBTuner on the x86 knob template, worker processes started before the clock); buckets of "
@@ -110,6 +119,10 @@ def write_markdown(
             f"| {row['workload']} | {row['arm']} | {row['tuning_s']:.1f} | {row['mean_latency_ms']:.3f} | "
             f"{row['geomean_latency_ms']:.3f} | {row['vs_dietcode']:.2f} | {row['latency_at_max_ms']:.3f} |"
         )
+    gaps = [(r, t, why) for r in results for t, why in r.extra.get("unavailable", {}).items()]
+    if gaps:
+        lines += ["", "Static shapes the knob template could not serve (their T went to the next tuned kernel up):"]
+        lines += [f"- {r.workload} {r.arm}, T={t}: {why}" for r, t, why in gaps]
     for r in results:
         if r.arm != "dietcode":
             continue
@@ -135,6 +148,8 @@ def write_markdown(
                 f"one of the {len(r.latency)} T would take about {full:.0f} s (computed, not run)"
             )
         lines += ["", "```c", e["dispatcher_c"].rstrip(), "```"]
+    if meta.get("failed"):
+        lines += ["", "## Arms that failed", ""] + [f"- {f}" for f in meta["failed"]]
     lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")

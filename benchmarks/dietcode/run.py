@@ -27,7 +27,9 @@ import tvm
 from threadpoolctl import threadpool_limits
 
 import adatune
+import adatune.callback
 from adatune.dietcode import DietCodeTuner, DynamicWorkload
+from adatune.measure import MeasureErrorNo
 from adatune.reference import physical_cores, time_callable
 from adatune.target import one_blas_thread
 from adatune.tuners import XGBTuner
@@ -83,11 +85,12 @@ def static_task(wl: DynamicWorkload, t: int, target: tvm.target.Target) -> adatu
 class StaticTuner:
     """Tunes and times static kernels of one workload, once per T (shared by the arms that pad)."""
 
-    def __init__(self, wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Target):
-        self.wl, self.cfg, self.target = wl, cfg, target
+    def __init__(self, wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Target, log_file: str | None = None):
+        self.wl, self.cfg, self.target, self.log_file = wl, cfg, target, log_file
         self.tuning_seconds: dict[int, float] = {}
         self.latency: dict[int, float] = {}
         self.best: dict[int, str] = {}
+        self.unavailable: dict[int, str] = {}  # T -> why there is no static kernel at T
         self._option: Any = None
         self.startup_seconds = 0.0
 
@@ -105,22 +108,36 @@ class StaticTuner:
         self._option = adatune.measure_option(builder, runner)
         self.startup_seconds = time.perf_counter() - start
 
-    def ensure(self, t: int) -> None:
-        """Tune the static kernel for ``t`` (once), then time its best config."""
-        if t in self.latency:
-            return
+    def ensure(self, t: int) -> bool:
+        """Tune the static kernel for ``t`` (once), then time its best config; False (the reason kept in
+        ``unavailable``) where the template has no config at ``t`` or none measured correct. A shape where no
+        measured config is correct gets up to three more rounds of ``static_trials`` (all counted as its
+        tuning time); every static measurement is logged to ``log_file`` with its error kind."""
+        if t in self.latency or t in self.unavailable:
+            return t in self.latency
         if self._option is None:
             self._start()
         start = time.perf_counter()
         task = static_task(self.wl, t, self.target)
-        tuner = XGBTuner(task, plan_size=max(8, self.cfg.static_trials // 2), seed=self.cfg.seed)
-        tuner.tune(n_trial=self.cfg.static_trials, measure_option=self._option, batch_size=8)
+        try:
+            tuner = XGBTuner(task, plan_size=max(8, self.cfg.static_trials // 2), seed=self.cfg.seed)
+        except ValueError as err:  # the template's filters leave no config at this shape
+            self.unavailable[t] = str(err)
+            return False
+        callbacks = [adatune.callback.log_to_file(self.log_file)] if self.log_file else []
+        for _ in range(4):
+            tuner.tune(n_trial=self.cfg.static_trials, measure_option=self._option, batch_size=8, callbacks=callbacks)
+            if tuner.best_config is not None or not tuner.has_next():
+                break
         self.tuning_seconds[t] = time.perf_counter() - start
         if tuner.best_config is None:
-            raise RuntimeError(f"no correct static kernel for {self.wl.name} at T={t}")
+            kinds = sorted({MeasureErrorNo(tr.error_no).name for tr in tuner.trials})
+            self.unavailable[t] = f"no correct config in {len(tuner.trials)} trials ({kinds})"
+            return False
         self.best[t] = str(tuner.best_config)
         lib = tvm.tirx.build(task.scheduled_module(tuner.best_config), self.target)
         self.latency[t] = _time_tvm(lib, "main", _tensors(self.wl, t), (), self.cfg)
+        return True
 
     def close(self) -> None:
         if self._option is not None:
@@ -129,18 +146,21 @@ class StaticTuner:
 
 
 def serve_padded(tuner: StaticTuner, name: str, kernels_at: list[int], tuned: list[int]) -> ArmResult:
-    """Every T of the range served by the smallest of ``kernels_at`` >= T; tuning time of ``tuned``."""
+    """Every T of the range served by the smallest of ``kernels_at`` >= T that has a kernel (a shape the
+    template cannot serve is listed in ``extra["unavailable"]``, its T served by the next kernel up); tuning
+    time of ``tuned``, failed attempts included."""
     lo, hi = tuner.wl.t_range
-    kernels_at = sorted(kernels_at)
-    for t in kernels_at:
-        tuner.ensure(t)
+    kernels_at = [t for t in sorted(kernels_at) if tuner.ensure(t)]
+    if not kernels_at or kernels_at[-1] < hi:
+        raise RuntimeError(f"no static kernel of {tuner.wl.name} can serve T={hi}: {tuner.unavailable}")
     latency, served = {}, {}
     for t in range(lo, hi + 1):
         tp = next(k for k in kernels_at if k >= t)
         latency[t], served[t] = tuner.latency[tp], f"T'={tp}"
-    secs = sum(tuner.tuning_seconds[t] for t in tuned)
+    secs = sum(tuner.tuning_seconds.get(t, 0.0) for t in tuned)
     extra = {
         "kernels_at": kernels_at,
+        "unavailable": {t: why for t, why in tuner.unavailable.items() if t in tuned},
         "best_configs": {t: tuner.best[t] for t in kernels_at},
         "tuning_seconds_per_shape": {t: tuner.tuning_seconds[t] for t in kernels_at},
         "worker_startup_seconds": tuner.startup_seconds,
