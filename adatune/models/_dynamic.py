@@ -9,6 +9,7 @@ output is checked against the PyTorch module it came from.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 import numpy as np
 from torch import nn
@@ -67,5 +68,5 @@ def dietcode_bert(
     """The module's encoder compiled once on DietCode ``choices`` (per GEMM: kernels and dispatcher, as
     ``DietCodeResult`` gives them); call it with ``[T, hidden]`` for any T in ``t_range``."""
     weights = bert_layer_weights(model)
-    heads = int(getattr(model.layers[0], "heads", 12))
+    heads = int(getattr(next(iter(cast(nn.ModuleList, model.layers))), "heads", 12))
     return BertEncoder(weights, choices, t_range, target, heads)
