@@ -2,11 +2,12 @@
 
 Arms, all with the same trial budget and seeds: stock ``ms.tune_tir`` (XGB, evolutionary search, LocalRunner;
 its LocalBuilder skips the tensor-intrinsic import unless ``--stock-builder default``), ``ms.tune_tir`` with
-adatune's plug-ins (RFEICostModel, ContextualEvolutionarySearch, AdaptiveRunner, FastBuilder),
+each of adatune's plug-ins alone (``ms+builder``: FastBuilder, ``ms+runner``: AdaptiveRunner, ``ms+cost-model``:
+RFEICostModel, ``ms+search``: ContextualEvolutionarySearch) and with all four (``ms-adatune``),
 ``TraceSearchTuner`` with XGB and with RFEI + contextual exploration + the adaptive evaluator, and on dense and
 batch-matmul (which have knob templates) the knob tuners XGBTuner and RFEITuner.
 
-Full run (about 20 minutes on a 2-core machine: 4 workloads, 32 trials, 1 seed)::
+Full run (about 35 minutes on a 2-core machine: 4 workloads, 10 arms, 32 trials, 1 seed)::
 
     python -m benchmarks.trace_search
 
@@ -29,7 +30,7 @@ import time
 import adatune
 
 from .report import plot, summarise, write_json, write_markdown
-from .run import ARMS, DEFAULT_ARMS, ArmResult, RunConfig, run_arm
+from .run import ARMS, ArmResult, RunConfig, run_arm
 from .workloads import WORKLOADS, make
 
 
@@ -43,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--arms",
         nargs="*",
-        default=list(DEFAULT_ARMS),
+        default=list(ARMS),
         choices=list(ARMS),
         help="ms+<plug-in>: stock tune_tir with that one adatune plug-in (builder, runner, cost-model, search)",
     )

@@ -29,7 +29,7 @@ from adatune.tuners._trace import TraceSearchTuner
 
 from .workloads import BenchWorkload
 
-__all__ = ["ARMS", "DEFAULT_ARMS", "MS_ARMS", "ArmResult", "RunConfig", "run_arm", "remeasure"]
+__all__ = ["ARMS", "MS_ARMS", "ArmResult", "RunConfig", "run_arm", "remeasure"]
 
 # ms arms: stock ``tune_tir``, each adatune plug-in alone in an otherwise stock call, and all four together
 PLUGINS = ("builder", "runner", "cost-model", "search")
@@ -39,8 +39,6 @@ MS_ARMS: dict[str, frozenset[str]] = {
     "ms-adatune": frozenset(PLUGINS),
 }
 ARMS = (*MS_ARMS, "trace-xgb", "trace-rfei", "knob-xgb", "knob-rfei")
-# what the default run compares (the single plug-in arms are asked for by name)
-DEFAULT_ARMS = ("ms-stock", "ms-adatune", "trace-xgb", "trace-rfei", "knob-xgb", "knob-rfei")
 
 
 @dataclass
