@@ -7,7 +7,8 @@ RFEICostModel, ``ms+search``: ContextualEvolutionarySearch) and with all four (`
 ``TraceSearchTuner`` with XGB and with RFEI + contextual exploration + the adaptive evaluator, and on dense and
 batch-matmul (which have knob templates) the knob tuners XGBTuner and RFEITuner.
 
-Full run (about 35 minutes on a 2-core machine: 4 workloads, 10 arms, 32 trials, 1 seed)::
+Full run (4 workloads, 10 arms, 32 trials, 1 seed; not timed as a whole: at 32 trials one arm took 17-55 s on
+bmm-bert-nt and, at 16 trials, 30-140 s on dense-1024, so expect most of an hour on a 2-core machine)::
 
     python -m benchmarks.trace_search
 
