@@ -29,6 +29,7 @@ import adatune
 from adatune.dietcode import bert_workloads, validate_range
 from adatune.reference import physical_cores
 
+from .._common import load_now
 from .report import plot, summarise, write_json, write_markdown
 from .run import ARMS, ArmResult, BenchConfig, StaticTuner, run_dietcode, run_vendor, serve_padded
 
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.makedirs(args.out, exist_ok=True)
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
-    load_before = os.getloadavg()
+    load_before = load_now()
     results: list[ArmResult] = []
     failed: list[str] = []
 
@@ -156,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             "config": vars(args),
             "started": started,
             "wall_s": time.perf_counter() - t0,
-            "load_before": list(load_before),
-            "load_after": list(os.getloadavg()),
+            "load_before": load_before,
+            "load_after": load_now(),
             "failed": failed,
         }
         write_json(os.path.join(args.out, "results.json"), meta, results, rows)

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .._common import load_sentence  # noqa: E402
 from .run import ArmResult  # noqa: E402
 
 __all__ = ["summarise", "write_json", "write_markdown", "plot"]
@@ -77,15 +78,6 @@ def plot(out: str, results: list[ArmResult]) -> list[str]:
     return figures
 
 
-def _load_sentence(meta: dict[str, Any], cores: int) -> str:
-    if "load_before" not in meta:
-        return "The load on the machine during this run was not recorded."
-    return (
-        f"1-minute load average {meta['load_before'][0]:.2f} before the run and {meta['load_after'][0]:.2f} after"
-        f" it ({cores} cores; above the core count, other work shared the machine)."
-    )
-
-
 def write_markdown(
     path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]], figures: list[str]
 ) -> None:
@@ -97,7 +89,7 @@ def write_markdown(
         f"Started {meta['started']}, wall {meta['wall_s']:.0f} s. TVM {meta['tvm']}, target `{meta['target']}`.  ",
         f"CPU: {host['model']} ({host['isa']}, {host['fp32_lanes']} fp32 lanes, {host['vector_registers']} vector "
         f"registers, L2 {host['l2_bytes'] >> 10} KiB, {host['cores']} cores), LLVM {host['llvm_version']}.  ",
-        _load_sentence(meta, host["cores"]) + " Arms ran one after another, so every arm met the machine's noise"
+        load_sentence(meta, host["cores"]) + " Arms ran one after another, so every arm met the machine's noise"
         " only on average.",
         "",
         f"T range {meta['t_range']}; per-shape tuning at T in {meta['sampled']} ({meta['static_trials']} trials "

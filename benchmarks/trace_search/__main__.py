@@ -30,6 +30,7 @@ import time
 
 import adatune
 
+from .._common import load_now
 from .report import plot, summarise, write_json, write_markdown
 from .run import ARMS, ArmResult, RunConfig, run_arm
 from .workloads import WORKLOADS, make
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         work_dir=tempfile.mkdtemp(prefix="adatune-trace-search-"),  # meta_schedule logs, not results
     )
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
-    load_before = os.getloadavg()
+    load_before = load_now()
     target = adatune.target.host()
     import tvm.s_tir.tensor_intrin  # noqa: F401 - pay MetaSchedule's one-off import before any arm's clock
 
@@ -110,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             "config": vars(cfg),
             "started": started,
             "wall_s": time.perf_counter() - t0,
-            "load_before": list(load_before),
-            "load_after": list(os.getloadavg()),
+            "load_before": load_before,
+            "load_after": load_now(),
             "skipped": skipped,
         }
         write_json(os.path.join(args.out, "results.json"), meta, results, rows)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._common import load_sentence
 from .run import ArmResult
 
 __all__ = ["summarise", "write_json", "write_markdown", "plot"]
@@ -86,9 +87,8 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
         f"Host: {meta['host']}; target `{meta['target']}`; {meta['trials']} trials per arm; seeds "
         f"{meta['seeds']}; started {meta['started']}, took {meta['wall_s']:.0f} s.",
         "",
-        f"1-minute load average {_fmt(meta.get('load_before', [math.nan])[0], 2)} before the run and "
-        f"{_fmt(meta.get('load_after', [math.nan])[0], 2)} after it (above the core count, other work shared the "
-        "machine); arms ran one after another, so wall-clock and latency figures carry the machine's noise.",
+        load_sentence(meta) + " Arms ran one after another, so wall-clock and latency figures carry the machine's"
+        " noise.",
         "",
         "- **best ms**: each arm's best program re-timed by one in-process evaluator (median of 5 x 10 runs),"
         " checked against the unscheduled program (**ok**);",
