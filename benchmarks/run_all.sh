@@ -16,8 +16,8 @@ if [ "${SKIP_SWEEP:-0}" != 1 ]; then
     --out benchmarks/data/conv2d-resnet18-L11-small.jsonl --max-seconds 840
   locked $PY -m benchmarks.sweep --workload dense-bert-qkv --max-configs 512 --max-seconds 840
   locked $PY -m benchmarks.sweep --workload conv2d:N=1,CI=256,H=14,W=14,CO=256,KH=3,KW=3,stride=1,pad=1,space=small \
-    --out benchmarks/data/conv2d-resnet18-L9-small.jsonl --max-configs 512 --max-seconds 840
-  locked $PY -m benchmarks.sweep --workload conv2d-resnet18-L6-small --max-configs 512 --max-seconds 840
+    --out benchmarks/data/conv2d-resnet18-L9-small.jsonl --max-seconds 840
+  locked $PY -m benchmarks.sweep --workload conv2d-resnet18-L6-small --max-seconds 840
 fi
 for f in benchmarks/data/*.jsonl; do
   w=$(basename "$f" .jsonl)
@@ -36,7 +36,9 @@ for s in 0 1 2; do
 done
 locked $PY -m benchmarks.kernels_vs_pytorch --stage time --workloads dense-1024 conv2d-resnet18-L6 --seeds 0 1 2
 locked $PY -m benchmarks.trace_search --workloads softmax-bert dense-1024 --trials 16 --per-iter 8 --batch 8 --max-minutes 9
+locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt --arms ms-stock ms+builder ms+runner ms+cost-model \
+  ms+search ms-adatune --trials 32 --per-iter 16 --batch 8 --seeds 0 1 2 --out benchmarks/results/trace_search/plugins
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
-locked $PY -m benchmarks.dietcode --workloads qkv --vendor-threads 1
+locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~28 min: all six BERT dynamic GEMMs
 locked $PY -m benchmarks.rpc_overhead --out benchmarks/results/rpc_overhead
 locked $PY -m benchmarks.models  # ~55 min: ResNet-18 and BERT-base, XGB and RFEI+AE, 10 min each
