@@ -200,7 +200,7 @@ class BertEncoderLayer:
         return self.forward(self.to_device(x), self.weights).numpy()
 
     def to_device(self, x: np.ndarray) -> tvm.runtime.Tensor:
-        """Checks ``x`` is ``[T, hidden]`` with T in range and copies it to the device."""
+        """Checks ``x`` is ``[T, hidden]`` (a T outside the tuned range warns) and copies it to the device."""
         if x.ndim != 2 or x.shape[1] != self.hidden:
             raise ValueError(f"input must be [T, {self.hidden}], got {x.shape}")
         check_extent(int(x.shape[0]), self.t_range)
