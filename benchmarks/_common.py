@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import csv
 import os
+import shlex
+import sys
+import time
 from collections.abc import Iterable
 
-__all__ = ["load_now", "load_sentence", "write_csv"]
+__all__ = ["load_now", "load_sentence", "run_meta", "write_csv"]
 
 
 def write_csv(path: str, rows: Iterable[dict]) -> None:
@@ -35,3 +38,15 @@ def load_sentence(meta: dict, cores: int | None = None) -> str:
         f"1-minute load average {meta['load_before'][0]:.2f} before the run and {meta['load_after'][0]:.2f} after it"
         f" ({on}above the core count, other work shared the machine)."
     )
+
+
+def run_meta(prog: str, argv: list[str] | None, started: str, t0: float, load_before: list[float]) -> dict:
+    """The fields a benchmark's results.json starts with: the command that reproduces it, when it started,
+    how long it has run (``t0`` from ``time.perf_counter``) and the load before and now."""
+    return {
+        "command": f"python -m {prog} " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "started": started,
+        "wall_s": time.perf_counter() - t0,
+        "load_before": load_before,
+        "load_after": load_now(),
+    }

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import time
 
@@ -30,7 +29,7 @@ import adatune
 from adatune.dietcode import bert_workloads, validate_range
 from adatune.reference import physical_cores
 
-from .._common import load_now
+from .._common import load_now, run_meta
 from .report import plot, summarise, write_json, write_markdown
 from .run import ARMS, ArmResult, BenchConfig, StaticTuner, run_dietcode, run_vendor, serve_padded
 
@@ -140,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         """Results so far (after every workload, so a run cut off keeps them); plots at the end."""
         rows = summarise(results)
         meta = {
-            "command": "python -m benchmarks.dietcode " + shlex.join(sys.argv[1:] if argv is None else argv),
+            **run_meta("benchmarks.dietcode", argv, started, t0, load_before),
             "host": adatune.target.describe_host(),
             "target": str(adatune.target.host()),
             "tvm": tvm.__version__,
@@ -156,10 +155,6 @@ def main(argv: list[str] | None = None) -> int:
                 "max_kernels": cfg.dietcode_max_kernels,
             },
             "config": vars(args),
-            "started": started,
-            "wall_s": time.perf_counter() - t0,
-            "load_before": load_before,
-            "load_after": load_now(),
             "failed": failed,
         }
         write_json(os.path.join(args.out, "results.json"), meta, results, rows)

@@ -23,14 +23,13 @@ import argparse
 import logging
 import os
 import platform
-import shlex
 import sys
 import tempfile
 import time
 
 import adatune
 
-from .._common import load_now
+from .._common import load_now, run_meta
 from .report import plot, summarise, write_json, write_markdown
 from .run import ARMS, ArmResult, RunConfig, run_arm
 from .workloads import WORKLOADS, make
@@ -102,17 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         """Results so far as JSON and summary (after every arm: a run cut off keeps them), plots at the end."""
         rows = summarise(results)
         meta = {
-            "command": "python -m benchmarks.trace_search " + shlex.join(sys.argv[1:] if argv is None else argv),
+            **run_meta("benchmarks.trace_search", argv, started, t0, load_before),
             "host": f"{platform.node()} ({adatune.target.describe_host()['model']}, {os.cpu_count()} CPUs)",
             "target": str(target),
             "tvm": tvm.__version__,
             "trials": args.trials,
             "seeds": args.seeds,
             "config": vars(cfg),
-            "started": started,
-            "wall_s": time.perf_counter() - t0,
-            "load_before": load_before,
-            "load_after": load_now(),
             "skipped": skipped,
         }
         write_json(os.path.join(args.out, "results.json"), meta, results, rows)
