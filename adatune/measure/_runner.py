@@ -20,6 +20,7 @@ from tvm.support.popen_pool import PopenPoolExecutor
 
 from ..devices import DeviceLimits, limits_of_tvm_device, profile
 from ..evaluator import EvaluatorConfig
+from ..target import one_blas_thread
 from ..task import TuningTask
 from . import _worker
 from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
@@ -151,7 +152,8 @@ class LocalRunner(Runner):
         if key not in self._refs:
             rng = np.random.default_rng(0)
             inputs = [rng.uniform(-1, 1, size=s.shape).astype(s.dtype) for s in task.arg_specs if not s.is_output]
-            outputs = task.reference_outputs(inputs)
+            with one_blas_thread():  # BLAS workers left spinning here would share the cores with the timed worker
+                outputs = task.reference_outputs(inputs)
             if outputs is None:
                 outputs = _run_unscheduled(task, inputs)
             arrays, it_in, it_out = {}, iter(inputs), iter(outputs)
