@@ -76,6 +76,20 @@ def _device(target: tvm.target.Target) -> Any:
     return dev
 
 
+Case = tuple[np.ndarray, np.ndarray, np.ndarray]  # A, B and numpy's A @ B at one T
+
+
+def make_cases(wl: DynamicWorkload, ts: list[int], rng: np.random.Generator) -> dict[int, Case]:
+    """Random inputs and numpy's reference output at every T of ``ts``, computed once for a whole tuning run
+    (on one BLAS thread: its workers would otherwise spin on the cores the kernels are timed on)."""
+    cases = {}
+    for t in ts:
+        a, b = wl.random_inputs(t, rng)
+        with one_blas_thread():
+            cases[t] = (a, b, wl.reference(a, b))
+    return cases
+
+
 def measure_kernel(
     wl: DynamicWorkload,
     mk: MicroKernel,
@@ -85,8 +99,10 @@ def measure_kernel(
     number: int = 1,
     repeat: int = 3,
     min_repeat_ms: int = 10,
+    cases: dict[int, Case] | None = None,
 ) -> tuple[list[Measurement], list[MeasureResult]]:
-    """Compile ``mk`` once and time it at every T of ``ts`` (each run checked against numpy first)."""
+    """Compile ``mk`` once and time it at every T of ``ts`` (each run checked against numpy first); ``cases``
+    from ``make_cases`` reuses inputs and references across kernels, else they are drawn from ``rng``."""
     dev = _device(target)
     t0 = time.time()
     try:
@@ -101,9 +117,7 @@ def measure_kernel(
     out, results = [], []
     for t in ts:
         start = time.time()
-        a, b = wl.random_inputs(t, rng)
-        with one_blas_thread():  # numpy's BLAS workers would spin on the cores the kernel is timed on
-            ref = wl.reference(a, b)
+        a, b, ref = cases[t] if cases is not None and t in cases else make_cases(wl, [t], rng)[t]
         args = [
             tvm.runtime.tensor(a, dev),
             tvm.runtime.tensor(b, dev),
@@ -213,12 +227,15 @@ class DietCodeTuner:
         start = time.time()
         shapes = sample_shapes(self.workload.t_range, self.n_shapes, self.rng)
         measured: set[str] = set()
+        cases = make_cases(self.workload, shapes, self.rng)  # the same checks for every kernel, computed once
         for rnd in range(self.rounds):
             batch = self._propose(shapes, measured)
             if not batch:
                 break
             for mk in batch:
-                got, results = measure_kernel(self.workload, mk, shapes, self.target, self.rng, **self.timing)
+                got, results = measure_kernel(
+                    self.workload, mk, shapes, self.target, self.rng, cases=cases, **self.timing
+                )
                 measured.add(mk.key)
                 self.measurements.extend(got)
                 self._log(got, results)

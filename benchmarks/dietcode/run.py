@@ -119,11 +119,10 @@ class StaticTuner:
             self._start()
         start = time.perf_counter()
         task = static_task(self.wl, t, self.target)
-        try:
-            tuner = XGBTuner(task, plan_size=max(8, self.cfg.static_trials // 2), seed=self.cfg.seed)
-        except ValueError as err:  # the template's filters leave no config at this shape
-            self.unavailable[t] = str(err)
+        if task.space.size == 0:  # the template's filters leave no config at this shape
+            self.unavailable[t] = f"{task}: the knob template has no valid config at this shape"
             return False
+        tuner = XGBTuner(task, plan_size=max(8, self.cfg.static_trials // 2), seed=self.cfg.seed)
         callbacks = [adatune.callback.log_to_file(self.log_file)] if self.log_file else []
         for _ in range(4):
             tuner.tune(n_trial=self.cfg.static_trials, measure_option=self._option, batch_size=8, callbacks=callbacks)

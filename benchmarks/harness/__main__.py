@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .._common import load_now
 from .evaluator_study import evaluator_study, evaluator_summary
 from .report import write_report
 from .run import RunSpec, hardware_study, host_record, replay_study
@@ -57,7 +58,7 @@ def _meta(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         + shlex.join([os.path.basename(os.path.dirname(sys.argv[0]))] + sys.argv[1:]),
         "host": host_record(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "load_start": os.getloadavg()[0],  # other work on the machine, reported beside the numbers
+        "load_before": load_now(),  # other work on the machine, reported beside the numbers
         "args": {k: v for k, v in vars(args).items() if k != "func"},
     }
 
@@ -92,7 +93,7 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
             args.timeout,
             args.n_parallel,
         )
-    meta["load_end"] = os.getloadavg()[0]
+    meta["load_after"] = load_now()
     return write_report(args.out, args.title or default_title, meta, studies)
 
 
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.micro_batch,
                 args.confirm_repeats,
             )
-            meta["load_end"] = os.getloadavg()[0]
+            meta["load_after"] = load_now()
             with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
                 json.dump({"meta": meta, "studies": studies}, f)
             with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:

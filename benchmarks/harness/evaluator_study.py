@@ -20,7 +20,7 @@ from adatune.records import load_from_file
 from adatune.task import TuningTask
 from adatune.workloads import get as get_workload
 
-from .report import load_sentence
+from .._common import load_sentence
 
 __all__ = ["evaluator_study", "evaluator_summary"]
 
@@ -148,7 +148,7 @@ def evaluator_summary(meta: dict[str, Any], studies: list[dict[str, Any]]) -> st
         "# Evaluator study: adaptive (AE) vs deterministic (DE) vs a fixed 30-run control",
         "",
         f"Host: {host.get('cpu_model')} ({host.get('mcpu')}, {host.get('isa')}, {host.get('cores')} cores). "
-        + load_sentence(meta),
+        + load_sentence(meta, host.get("cores")),
         f"Command: `{meta['command']}`",
         "AE and DE have the same cap of runs; AE stops a candidate once the CV of its micro-batch throughputs "
         "falls under min_converge_coef. Each arm's pick (fastest by its own timing) is re-measured by DE, "

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .._common import write_csv
+from .._common import load_sentence, write_csv
 from .stats import SpeedupStat, best_curve, cost_to_target, speedup_stat, study_target
 
-__all__ = ["write_report", "study_stats", "load_sentence"]
+__all__ = ["write_report", "study_stats"]
 
 _METRICS = ("measurements", "seconds")
 
@@ -87,17 +87,6 @@ def _fmt_row(r: dict[str, Any]) -> str:
     return f"{head} | {r['median']:.2f}x | {ci} | {p} | {r['verdict']} |"
 
 
-def load_sentence(meta: dict[str, Any]) -> str:
-    """What else ran on the machine, from the 1-minute load average recorded at the start and end of the run."""
-    if "load_start" not in meta or "load_end" not in meta:
-        return "The load on the machine during this run was not recorded."
-    cores = meta["host"].get("cores")
-    return (
-        f"1-minute load average {meta['load_start']:.1f} at the start and {meta['load_end']:.1f} at the end "
-        f"({cores} cores; above the core count, other work shared the machine)."
-    )
-
-
 def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     host = meta["host"]
     lines = [
@@ -105,7 +94,7 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
         "",
         f"Host: {host.get('cpu_model')} (LLVM mcpu {host.get('mcpu')}, ISA {host.get('isa')},"
         f" {host.get('cores')} cores); target `{host.get('target')}`.",
-        load_sentence(meta),
+        load_sentence(meta, host.get("cores")),
         f"Command: `{meta['command']}`",
         f"Baseline {meta['baseline']}; target = {meta['target_fraction']:.0%} of "
         + ("each sweep's optimum (replay)." if meta["mode"] == "replay" else "the best commonly re-measured config."),
