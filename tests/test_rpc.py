@@ -74,6 +74,26 @@ def test_bad_arguments_are_named() -> None:
         RPCRunner("k", min_converge_coef=-1.0)
 
 
+@pytest.mark.parametrize(
+    "text, lost",
+    [
+        # what TVM 0.27 raised when a server was killed between two messages of a copy (seen in CI)
+        (
+            "Check failed: (HandleUntilReturnEvent(true, [](ffi::PackedArgs) {}) == RPCCode::kReturn) is false: ",
+            True,
+        ),
+        ("Channel closes before we get needed bytes", True),
+        ("Socket SockChannel::Recv Error:Connection reset by peer", True),
+        ("code=kShutdown", True),
+        ("Check failed: (n_dims == 2) is false: wrong rank", False),  # the kernel's own error stays a runtime error
+    ],
+)
+def test_every_way_tvm_reports_a_dead_session_is_a_lost_server(text: str, lost: bool) -> None:
+    from adatune.measure._rpc import _is_session_lost
+
+    assert _is_session_lost(RuntimeError(text)) is lost
+
+
 def test_no_tracker_or_no_server_of_the_key_fails_fast(fleet: LoopbackFleet, matmul_task) -> None:
     inp = MeasureInput(matmul_task, matmul_task.config_space.get(0))
     build = BuildResult(b"never loaded", time_cost=0.5)

@@ -125,9 +125,17 @@ def _request_session(
 
 def _is_session_lost(err: Exception) -> bool:
     """The session ended under a call: its process died (a crashing kernel takes a TVM rpc_server down with
-    it, so that looks the same as a server killed or powered off) or the connection broke."""
+    it, so that looks the same as a server killed or powered off) or the connection broke.
+
+    TVM says so in several ways: a socket or connection error, an EOF, "Channel closes before we get needed
+    bytes", or, when the channel closed cleanly between two messages, a failed check that the reply to a
+    call or a copy was a return (``HandleUntilReturnEvent(...) == RPCCode::kReturn`` in rpc_endpoint.cc).
+    """
     text = str(err)
-    return any(k in text for k in ("kShutdown", "Socket", "socket", "onnection", "EOF"))
+    return any(k in text for k in _SESSION_LOST_MARKS)
+
+
+_SESSION_LOST_MARKS = ("kShutdown", "Socket", "socket", "onnection", "EOF", "Channel closes", "HandleUntilReturnEvent")
 
 
 def measure_remote(
