@@ -351,3 +351,24 @@ def test_bert_encoder_layer_matches_numpy_for_several_lengths() -> None:
         layer(np.zeros((5, hidden + 1), np.float32))
     with pytest.raises(ValueError, match="no DietCode kernels"):
         BertEncoderLayer(weights, {k: v for k, v in choices.items() if k != "qkv"}, T_RANGE, HOST, heads)
+
+
+def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TVM's time evaluator keeps the number of runs it grew to for min_repeat_ms; one evaluator reused from a
+    small T to a large one ran the large T thousands of times (seconds per measurement, most of a tuning run)."""
+    from adatune.dietcode._tune import measure_kernel
+
+    made: list[tuple[int, int]] = []
+    original = tvm.runtime.Module.time_evaluator
+
+    def counting(self: tvm.runtime.Module, *args: object, **kwargs: object) -> object:
+        made.append((int(kwargs.get("number", 1)), int(kwargs.get("min_repeat_ms", 0))))  # type: ignore[call-overload]
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(tvm.runtime.Module, "time_evaluator", counting)
+    wl = WORKLOADS["dense"]
+    ts = [1, 17, 40]
+    mk = MicroKernelSpace(HOST, "float32", static_k(wl)).kernels[0]
+    got, _ = measure_kernel(wl, mk, ts, HOST, np.random.default_rng(0))
+    assert made == [(1, 10)] * len(ts)
+    assert [m.t for m in got] == ts and all(np.isfinite(m.seconds) for m in got)

@@ -113,7 +113,6 @@ def measure_kernel(
         res = MeasureResult((), MeasureErrorNo.COMPILE_HOST, time.time() - t0, time.time(), msg)
         return [Measurement(mk, t, float("inf"), msg) for t in ts], [res] * len(ts)
     build_time = time.time() - t0
-    evaluator = lib.mod.time_evaluator("main", dev, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
     out, results = [], []
     for t in ts:
         start = time.time()
@@ -133,6 +132,9 @@ def measure_kernel(
                 )
             )
             continue
+        # a fresh evaluator per T: TVM's keeps the number of runs it grew to reach min_repeat_ms, so one reused
+        # from a small T ran a large T thousands of times per repeat (seconds per measurement)
+        evaluator = lib.mod.time_evaluator("main", dev, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
         costs = tuple(float(c) for c in evaluator(*args, t).results)
         out.append(Measurement(mk, t, float(np.median(costs))))
         results.append(
