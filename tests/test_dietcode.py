@@ -42,17 +42,21 @@ from adatune.dietcode import (
     select_kernels,
     validate_range,
 )
+from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
 from adatune.dispatch import CompiledDispatcher, ShapeDispatcher
 from adatune.records import load_from_file
 
 T_RANGE = (1, 40)
+HOST = adatune.target.host()
+PANEL = weight_panel(HOST, "float32", 576)  # 576 columns: a multiple of every x86 panel width (48, 96, 192)
 WORKLOADS = {
     "dense": DynamicWorkload("t_dense", "dense", (24, 40), T_RANGE),
+    "dense_packed": DynamicWorkload("t_dense_packed", "dense", (24, 576), T_RANGE, b_panel=PANEL),
     "bmm_nt": DynamicWorkload("t_scores", "bmm_nt", (2, 16), T_RANGE),
     "bmm_nn": DynamicWorkload("t_context", "bmm_nn", (2, 16), T_RANGE),
 }
-HOST = adatune.target.host()
+ROW_MAJOR_B = [k for k, wl in WORKLOADS.items() if not wl.b_panel]  # what CUDA micro-kernels read
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:
@@ -246,6 +250,32 @@ def test_bad_ranges_and_shapes(deployed: dict[str, DynamicKernel]) -> None:
         dk(6, a, b)
 
 
+def test_packed_weights_round_trip_and_bad_panels_are_named(deployed: dict[str, DynamicKernel]) -> None:
+    assert PANEL > 0 and PANEL % adatune.target.cpu_info(HOST).lanes("float32") == 0
+    wl = WORKLOADS["dense_packed"]
+    w = np.random.default_rng(0).standard_normal((24, 576)).astype(np.float32)
+    packed = wl.pack_b(w)
+    assert packed.shape == wl.shapes(3)[1] == (576 // PANEL, 24, PANEL)
+    assert np.array_equal(packed[1, 5, :], w[5, PANEL : 2 * PANEL])  # panel 1 holds columns W..2W-1, K-major
+    assert np.array_equal(wl.unpack_b(packed), w)
+    a = np.random.default_rng(1).standard_normal((9, 24)).astype(np.float32)
+    dk = deployed["dense_packed"]
+    assert _close(dk(9, a, w), a @ w) and _close(dk(9, a, packed), a @ w)  # [K, N] is packed on the way in
+    with pytest.raises(ValueError, match="packs a \\[24, 576\\] weight"):
+        wl.pack_b(w[:, :40])
+    with pytest.raises(ValueError, match="b_panel=7 packs a dense weight"):
+        DynamicWorkload("x", "dense", (24, 40), b_panel=7)
+    with pytest.raises(ValueError, match="b_panel=8 packs a dense weight"):
+        DynamicWorkload("x", "bmm_nt", (2, 16), b_panel=8)
+    with pytest.raises(ValueError, match="b_panel must be"):
+        DynamicWorkload("x", "dense", (24, 40), b_panel=-8)
+    assert DynamicWorkload.from_json(wl.to_json()) == wl
+    old_record = ["t_dense", "dense", [24, 40], [1, 40], "float32"]  # written before weights were packed
+    assert DynamicWorkload.from_json(old_record) == WORKLOADS["dense"]
+    assert weight_panel(HOST, "float32", 40) == 0  # no panel width divides 40 columns: B stays [K, N]
+    assert weight_panel(CUDA_SM80, "float32", 576) == 0
+
+
 # ---------------------------------------------------------------------- records
 @pytest.mark.parametrize("kind", list(WORKLOADS))
 def test_records_round_trip(kind: str, tuned: dict[str, tuple[DietCodeResult, str]]) -> None:
@@ -255,7 +285,7 @@ def test_records_round_trip(kind: str, tuned: dict[str, tuple[DietCodeResult, st
     by_pair = {(m.kernel.key, m.t): m for m in res.measurements}
     for rec in recs:
         inp, result = rec
-        assert rec.kind == "microkernel" and rec.task_name == "dietcode/" + kind
+        assert rec.kind == "microkernel" and rec.task_name == "dietcode/" + res.workload.kind
         assert isinstance(inp.task, MicroKernelTask) and isinstance(inp.config, MicroKernel)
         assert inp.task.dynamic == res.workload
         m = by_pair[(inp.config.key, inp.task.t)]
@@ -296,7 +326,7 @@ def _cuda_picks(wl: DynamicWorkload) -> list[MicroKernel]:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-@pytest.mark.parametrize("kind", list(WORKLOADS))
+@pytest.mark.parametrize("kind", ROW_MAJOR_B)
 def test_cuda_microkernels_compile_with_nvcc_for_sm80(kind: str, tmp_path: os.PathLike) -> None:
     wl = DynamicWorkload(f"cuda_{kind}", kind, (4, 64) if kind != "dense" else (768, 2304), (1, 128))
     picks = _cuda_picks(wl)
@@ -320,7 +350,7 @@ def test_cuda_microkernels_compile_with_nvcc_for_sm80(kind: str, tmp_path: os.Pa
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not tvm.cuda(0).exist, reason="no CUDA device")
-@pytest.mark.parametrize("kind", list(WORKLOADS))
+@pytest.mark.parametrize("kind", ROW_MAJOR_B)
 def test_cuda_microkernels_run_correctly(kind: str) -> None:
     wl = WORKLOADS[kind]
     picks = _cuda_picks(wl)

@@ -1,6 +1,7 @@
 """DietCode (Zheng et al., MLSys 2022): one tuning run for a dynamic-shape operator over a whole range of T.
 
-- ``DynamicWorkload`` / ``bert_workloads``: GEMMs with a symbolic extent T and its range.
+- ``DynamicWorkload`` / ``bert_workloads``: GEMMs with a symbolic extent T and its range; a dense weight may be
+  pre-packed in panels of ``weight_panel(target, dtype, N)`` columns (``pack_b``), once, as a model loads.
 - ``MicroKernelSpace``: shape-generic micro-kernels from the hardware (x86 registers, caches, cores; CUDA
   threads, shared memory, registers); ``schedule_microkernel`` applies one with local padding.
 - ``MicroKernelCostModel``: cost = f_MK(kernel) x f_occ(P/M) x f_pad, f_MK learnt jointly over all shapes.
@@ -14,7 +15,7 @@ from ._bert import BertEncoder, BertEncoderLayer, bert_layer_reference, random_b
 from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels
 from ._kernel import DynamicKernel
 from ._schedule import microkernel_func, schedule_microkernel
-from ._space import SM80_LIMITS, CudaLimits, MicroKernel, MicroKernelSpace
+from ._space import SM80_LIMITS, CudaLimits, MicroKernel, MicroKernelSpace, weight_panel
 from ._task import PREFIX, MicroKernelTask
 from ._tune import DietCodeResult, DietCodeTuner, Measurement, measure_kernel
 from ._workloads import GEMM_KINDS, DynamicWorkload, bert_workloads, validate_range
@@ -48,4 +49,5 @@ __all__ = [
     "schedule_microkernel",
     "select_kernels",
     "validate_range",
+    "weight_panel",
 ]

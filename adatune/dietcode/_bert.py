@@ -27,6 +27,7 @@ from ._workloads import DynamicWorkload, bert_workloads
 __all__ = ["BertEncoder", "BertEncoderLayer", "bert_layer_reference", "random_bert_weights"]
 
 GEMMS = ("qkv", "attn_out", "ffn1", "ffn2", "scores", "context")
+_WEIGHT_OF = {"w_qkv": "qkv", "w_o": "attn_out", "w_1": "ffn1", "w_2": "ffn2"}  # weight -> the GEMM it feeds
 Choice = tuple[list[MicroKernel], ShapeDispatcher]
 
 
@@ -152,9 +153,11 @@ class BertEncoderLayer:
         self.hidden = int(weights["w_qkv"].shape[0])
         self.ffn = int(weights["w_1"].shape[1])
         self.heads = heads
-        self.workloads: dict[str, DynamicWorkload] = bert_workloads(t_range, self.hidden, heads, self.ffn)
-        self.t_range = self.workloads["qkv"].t_range
         self.target = _target.create(target) if target is not None else _target.host()
+        self.workloads: dict[str, DynamicWorkload] = bert_workloads(
+            t_range, self.hidden, heads, self.ffn, pack_for=self.target
+        )
+        self.t_range = self.workloads["qkv"].t_range
         funcs: dict[str, tvm.tirx.PrimFunc] = {}
         self._names: dict[str, list[str]] = {}
         for gemm in GEMMS:
@@ -171,9 +174,8 @@ class BertEncoderLayer:
         directory = tempfile.mkdtemp(prefix="dietcode-bert-")
         self.dispatchers = {g: CompiledDispatcher(choices[g][1], f"{g}_dispatch", directory) for g in GEMMS}
         self.dev = device_of(self.target)
-        self.weights = {
-            k: tvm.runtime.tensor(np.ascontiguousarray(v, np.float32), self.dev) for k, v in weights.items()
-        }
+        self._shapes = {k: tuple(v.shape) for k, v in weights.items()}
+        self.weights = self.upload(weights)
 
     def _gemm(self, gemm: str, t: int, a: tvm.runtime.Tensor, b: tvm.runtime.Tensor) -> tvm.runtime.Tensor:
         shape = self.workloads[gemm].shapes(t)[2]
@@ -182,17 +184,17 @@ class BertEncoderLayer:
         return c
 
     def upload(self, weights: Mapping[str, np.ndarray]) -> dict[str, tvm.runtime.Tensor]:
-        """One layer's weights on the device (another layer of the same shapes runs on the same program)."""
-        missing = sorted(set(self.weights) - set(weights))
+        """One layer's weights on the device (another layer of the same shapes runs on the same program); the
+        GEMM weights are packed into the layout their kernels read, once, here."""
+        missing = sorted(set(self._shapes) - set(weights))
         if missing:
             raise ValueError(f"layer weights lack {missing}")
         out = {}
         for k, v in weights.items():
-            if k in self.weights and tuple(v.shape) != tuple(self.weights[k].shape):
-                raise ValueError(
-                    f"weight {k!r} has shape {tuple(v.shape)}, the program expects {self.weights[k].shape}"
-                )
-            out[k] = tvm.runtime.tensor(np.ascontiguousarray(v, np.float32), self.dev)
+            if k in self._shapes and tuple(v.shape) != self._shapes[k]:
+                raise ValueError(f"weight {k!r} has shape {tuple(v.shape)}, the program expects {self._shapes[k]}")
+            host = self.workloads[_WEIGHT_OF[k]].pack_b(v) if k in _WEIGHT_OF else np.ascontiguousarray(v, np.float32)
+            out[k] = tvm.runtime.tensor(host, self.dev)
         return out
 
     def __call__(self, x: np.ndarray) -> np.ndarray:

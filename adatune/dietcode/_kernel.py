@@ -68,9 +68,11 @@ class DynamicKernel:
         self.function(t)(a, b, c, t)
 
     def __call__(self, t: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """numpy in, numpy out: ``C`` for extent ``t``."""
+        """numpy in, numpy out: ``C`` for extent ``t`` (a dense weight may come ``[K, N]``; it is packed here)."""
         t = check_extent(t)
         shapes = self.workload.shapes(t)
+        if self.workload.b_panel and tuple(b.shape) == tuple(self.workload.dims):
+            b = self.workload.pack_b(b)
         if tuple(a.shape) != shapes[0] or tuple(b.shape) != shapes[1]:
             raise ValueError(
                 f"{self.workload.name} at T={t} takes inputs of shapes {shapes[0]} and {shapes[1]}, "

@@ -27,6 +27,12 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
     *batch, i, j, k = sch.get_loops(blk)
     sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
     names = _blocks(sch)
+    if wl.b_panel:  # pad the einsum first (it needs plain indices), then read B from its packed panels
+        if wl.b_panel % mk.nr:
+            raise ValueError(
+                f"{mk} reads {mk.nr}-wide vectors, which do not tile {wl.name}'s {wl.b_panel}-column panels"
+            )
+        wl.pack_b_layout(sch, sch.get_sblock("B_pad") if "B_pad" in names else blk)
     *batch, i, j, k = sch.get_loops(blk)
     io, iio, iii = sch.split(i, [None, mk.mt // mk.mr, mk.mr])
     jo, jio, jii = sch.split(j, [None, mk.nt // mk.nr, mk.nr])
@@ -100,10 +106,12 @@ def _schedule_cuda(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel
 
 def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel) -> tvm.s_tir.Schedule:
     """The workload's symbolic-T PrimFunc scheduled with ``mk`` (a kernel correct for every T >= 1)."""
-    sch = tvm.s_tir.Schedule(wl.prim_func())
+    sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
     if mk.device == "cpu":
         _schedule_cpu(sch, wl, mk)
     elif mk.device == "cuda":
+        if wl.b_panel:
+            raise ValueError(f"CUDA micro-kernels read B row-major; {wl.name} packs it (b_panel={wl.b_panel})")
         _schedule_cuda(sch, wl, mk)
     else:
         raise ValueError(f"micro-kernel device must be 'cpu' or 'cuda', got {mk.device!r}")

@@ -24,9 +24,10 @@ import tvm
 
 from ..space._candidate import CandidateSpace
 from ..target import CpuInfo, cpu_info
+from ..target import create as create_target
 from ..templates._x86 import fits_registers, register_tiles
 
-__all__ = ["MicroKernel", "MicroKernelSpace", "CudaLimits", "SM80_LIMITS", "device_of"]
+__all__ = ["MicroKernel", "MicroKernelSpace", "CudaLimits", "SM80_LIMITS", "device_of", "weight_panel"]
 
 
 def device_of(target: tvm.target.Target) -> Any:
@@ -89,10 +90,27 @@ class CudaLimits:
 SM80_LIMITS = CudaLimits(sms=108, max_threads=1024, warp=32, shared_bytes=48 << 10, registers_per_thread=255)
 
 
+def _register_tiles(info: CpuInfo) -> set[tuple[int, int]]:
+    """(rows, vectors) accumulator tiles of the x86 micro-kernels."""
+    return register_tiles(range(1, info.vector_registers - 1), range(1, 5), info)
+
+
+def weight_panel(target: Any, dtype: str, n: int) -> int:
+    """Panel width a dense weight with ``n`` columns is packed in for ``target``'s micro-kernels: the least
+    common multiple of every register-tile width of the space (so every kernel reads whole vectors from one
+    panel), or 0 (no packing) when it does not divide ``n`` or the target is not x86."""
+    tgt = target if isinstance(target, tvm.target.Target) else create_target(target)
+    if str(tgt.kind.name) != "llvm":
+        return 0  # CUDA kernels stage B through shared memory from its row-major layout
+    info = cpu_info(tgt)
+    width = math.lcm(*(vecs * info.lanes(dtype) for _, vecs in _register_tiles(info)))
+    return width if n % width == 0 else 0
+
+
 def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> list[MicroKernel]:
     lanes = info.lanes(dtype)
     nbytes = tvm.DataType(dtype).bits // 8
-    tiles = register_tiles(range(1, info.vector_registers - 1), range(1, 5), info)
+    tiles = _register_tiles(info)
     out = []
     for (mr, vecs), a, b, kt in itertools.product(sorted(tiles), (1, 2, 4, 8), (1, 2, 4), (1, 2, 4, 8)):
         nr = vecs * lanes

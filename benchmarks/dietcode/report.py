@@ -101,6 +101,9 @@ def write_markdown(
         f"{host['cores']} cores.",
         "Latency of every T in the range; padded arms run the kernel of T' >= T (pad/crop copies not counted, which"
         " favours them). `vs_dietcode`: geometric mean over T of arm latency / DietCode latency (> 1: slower).",
+        "Weights: DietCode's dense kernels take the weight pre-packed in panels (packed once, as a model does with "
+        "its constant weights; not timed); the static template packs B inside every call (its `pack_b` knob) and "
+        "torch/numpy take it as [K, N].",
         "",
         "| workload | arm | tuning (s) | mean latency (ms) | geomean latency (ms) | vs DietCode "
         "| latency at T max (ms) |",
@@ -131,6 +134,9 @@ def write_markdown(
             f"{e['dispatch_call_seconds'] * 1e6:.2f} us",
             f"- every T in the range checked against numpy before timing: {len(r.latency)} of {len(r.latency)} correct",
         ]
+        if e.get("b_panel"):
+            w = e["b_panel"]
+            lines.append(f"- weight pre-packed in {w}-column panels ([N / {w}, K, {w}])")
         per_shape = next((x for x in results if x.workload == r.workload and x.arm == "per-shape"), None)
         if per_shape is not None:
             n = len(per_shape.extra["kernels_at"])

@@ -14,6 +14,7 @@ Every timed TVM kernel goes through ``time_evaluator``; the vendor calls through
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -28,7 +29,7 @@ from threadpoolctl import threadpool_limits
 
 import adatune
 import adatune.callback
-from adatune.dietcode import DietCodeTuner, DynamicWorkload
+from adatune.dietcode import DietCodeTuner, DynamicWorkload, weight_panel
 from adatune.measure import MeasureErrorNo
 from adatune.reference import physical_cores, time_callable
 from adatune.target import one_blas_thread
@@ -207,7 +208,10 @@ def _time_vendor(wl: DynamicWorkload, library: str, t: int, cfg: BenchConfig) ->
 
 
 def run_dietcode(wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Target, log_file: str) -> ArmResult:
-    """One DietCode run for the range; every T checked against numpy, then timed through its kernel."""
+    """One DietCode run for the range; every T checked against numpy, then timed through its kernel. A dense
+    weight is given pre-packed (``weight_panel``), as a model packs its constant weights once at load."""
+    if wl.kind == "dense":
+        wl = dataclasses.replace(wl, b_panel=weight_panel(target, wl.dtype, wl.dims[1]))
     tuner = DietCodeTuner(
         wl,
         target,
@@ -252,5 +256,6 @@ def run_dietcode(wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Targe
         "dispatch_call_seconds": dispatch_s,
         "predicted": {t: res.predicted[t] for t in latency},
         "search_seconds": res.tuning_seconds,
+        "b_panel": wl.b_panel,
     }
     return ArmResult(wl.name, "dietcode", secs, latency, served, extra)
