@@ -31,7 +31,7 @@ from adatune.reference import physical_cores
 
 from .._common import load_now, run_meta
 from .report import plot, summarise, write_json, write_markdown
-from .run import ARMS, ArmResult, BenchConfig, StaticTuner, run_dietcode, run_vendor, serve_padded
+from .run import ARMS, ArmResult, BenchConfig, Retimer, StaticTuner, retime, run_dietcode, run_vendor, serve_padded
 
 SAMPLED = [5, 24, 43, 62, 81, 100, 119, 128]
 
@@ -86,30 +86,31 @@ def _run_workload(name: str, arms: list[str], cfg: BenchConfig, out: str, failed
             os.remove(log)
     buckets = sorted({min(hi, b) for b in range(cfg.bucket, hi + cfg.bucket, cfg.bucket) if b >= lo} | {hi})
     sampled = sorted(set(cfg.sampled) | {hi})  # the top must be tuned for every T to have a kernel
-    results = []
+    timed: list[tuple[ArmResult, Retimer]] = []
     try:
         for arm in arms:
             try:
-                res = _run_arm(name, arm, cfg, out, static, sampled, buckets)
+                timed.append(_run_arm(name, arm, cfg, out, static, sampled, buckets))
             except Exception as err:  # noqa: BLE001 - an arm that cannot serve the range must not lose the others
                 failed.append(f"{name} {arm}: {type(err).__name__}: {err}")
                 print(f"{name:>9} {arm:>15}: FAILED {type(err).__name__}: {err}", flush=True)
-                continue
-            results.append(res)
-            lat = [res.latency[t] for t in sorted(res.latency)]
-            print(
-                f"{name:>9} {arm:>15}: tuning {res.tuning_seconds:7.1f} s, latency {min(lat) * 1e3:8.3f} .. "
-                f"{max(lat) * 1e3:8.3f} ms over T in [{lo}, {hi}]",
-                flush=True,
-            )
+        static.close()
+        retime(timed)  # the second pass, after the worker pools have stopped
     finally:
         static.close()
-    return results
+    for res, _ in timed:
+        lat = [res.latency[t] for t in sorted(res.latency)]
+        print(
+            f"{name:>9} {res.arm:>15}: tuning {res.tuning_seconds:7.1f} s, latency {min(lat) * 1e3:8.3f} .. "
+            f"{max(lat) * 1e3:8.3f} ms over T in [{lo}, {hi}]",
+            flush=True,
+        )
+    return [res for res, _ in timed]
 
 
 def _run_arm(
     name: str, arm: str, cfg: BenchConfig, out: str, static: StaticTuner, sampled: list[int], buckets: list[int]
-) -> ArmResult:
+) -> tuple[ArmResult, Retimer]:
     hi = cfg.t_range[1]
     if arm == "per-shape":
         return serve_padded(static, arm, sampled, sampled)

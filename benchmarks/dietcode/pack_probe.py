@@ -1,28 +1,34 @@
-"""A/B probe (not a test): DietCode's x86 micro-kernel as shipped against the static template's B packing.
+"""A/B probe (not a test): where a DietCode dense micro-kernel reads its weight B from.
 
-The static x86 template (``adatune.templates._x86.schedule_gemm``) packs B into ``[j // nr, k, j % nr]``
-panels, either once per call in parallel ("global") or per parallel tile ("tile"). This probe applies the
-same packing to a dense micro-kernel (local padding kept: guards only in the A/C tiles, the compute loop
-unguarded, T symbolic) and times each variant at a few T, so the choice in ``adatune/dietcode/_schedule.py``
-rests on a measurement. Run under the bench lock::
+Variants, each a dense micro-kernel with local padding (guards only in the A/C tiles, T symbolic):
 
-    flock /tmp/bench.lock python -m benchmarks.dietcode.pack_probe --kernels cpu:40x32x8/5x16 --t 128 5
+- ``row-major``: B as ``[K, N]`` (a register tile's k loop strides N floats per step);
+- ``prepacked``: B given pre-packed in ``weight_panel`` panels ``[N / W, K, W]`` (what DietCode ships for
+  dense workloads: a model packs its constant weights once, untimed);
+- ``global`` / ``tile``: B packed inside every call into ``[j // nr, k, j % nr]`` panels, once in parallel or
+  per parallel tile, as the static x86 template (``adatune.templates._x86.schedule_gemm``) does.
+
+Times each at a few T so the choice in ``adatune/dietcode/_schedule.py`` rests on a measurement. Run under
+the bench lock::
+
+    flock /tmp/bench.lock python -m benchmarks.dietcode.pack_probe --kernels cpu:6x32x4/6x16 --dims 3072 768
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import numpy as np
 import tvm
 
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import target as _target
-from adatune.dietcode import DynamicWorkload, MicroKernelSpace, schedule_microkernel
+from adatune.dietcode import DynamicWorkload, MicroKernelSpace, schedule_microkernel, weight_panel
 from adatune.dietcode._space import MicroKernel
 from adatune.target import one_blas_thread
 
-VARIANTS = ("shipped", "global", "tile")
+VARIANTS = ("row-major", "prepacked", "global", "tile")
 
 
 def packed_schedule(wl: DynamicWorkload, mk: MicroKernel, pack: str) -> tvm.s_tir.Schedule:
@@ -65,26 +71,34 @@ def packed_schedule(wl: DynamicWorkload, mk: MicroKernel, pack: str) -> tvm.s_ti
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernels", nargs="+", required=True, help="micro-kernel keys, e.g. cpu:40x32x8/5x16")
-    p.add_argument("--t", nargs="+", type=int, default=[128, 5])
+    p.add_argument("--t", nargs="+", type=int, default=[1, 16, 64, 128])
     p.add_argument("--dims", nargs=2, type=int, default=[768, 2304], metavar=("K", "N"))
     args = p.parse_args()
     wl = DynamicWorkload("probe", "dense", tuple(args.dims))
     tgt = _target.host()
+    panel = weight_panel(tgt, wl.dtype, wl.dims[1])
+    if not panel:
+        raise SystemExit(f"no weight panel width divides N={wl.dims[1]} on {tgt}")
+    packed = dataclasses.replace(wl, b_panel=panel)
     space = MicroKernelSpace(tgt, static_k=args.dims[0])
     dev = tvm.cpu(0)
     rng = np.random.default_rng(0)
-    print(f"target {tgt}; TVM threads {tvm.get_global_func('runtime.NumThreads')()}")
+    print(f"target {tgt}; TVM threads {tvm.get_global_func('runtime.NumThreads')()}; weight panel {panel}")
     for key in args.kernels:
         mk = space.get(key)
         for variant in VARIANTS:
-            sch = schedule_microkernel(wl, mk) if variant == "shipped" else packed_schedule(wl, mk, variant)
+            if variant in ("row-major", "prepacked"):
+                sch = schedule_microkernel(packed if variant == "prepacked" else wl, mk)
+            else:
+                sch = packed_schedule(wl, mk, variant)
             with tgt:
                 lib = tvm.compile(sch.mod, target=tgt)
             cells = []
             for t in args.t:
                 a, b = wl.random_inputs(t, rng)
                 c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], wl.dtype), dev)
-                call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t]
+                given = packed.pack_b(b) if variant == "prepacked" else b
+                call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(given, dev), c, t]
                 lib["main"](*call)
                 with one_blas_thread():  # BLAS workers left spinning would share the cores with the timed kernel
                     ref = wl.reference(a, b)

@@ -89,8 +89,8 @@ def write_markdown(
         f"Started {meta['started']}, wall {meta['wall_s']:.0f} s. TVM {meta['tvm']}, target `{meta['target']}`.  ",
         f"CPU: {host['model']} ({host['isa']}, {host['fp32_lanes']} fp32 lanes, {host['vector_registers']} vector "
         f"registers, L2 {host['l2_bytes'] >> 10} KiB, {host['cores']} cores), LLVM {host['llvm_version']}.  ",
-        load_sentence(meta, host["cores"]) + " Arms ran one after another, so every arm met the machine's noise"
-        " only on average.",
+        load_sentence(meta, host["cores"]) + " Arms ran one after another (tuning, then a first timing pass each), "
+        "then a second timing pass in reverse order.",
         "",
         f"T range {meta['t_range']}; per-shape tuning at T in {meta['sampled']} ({meta['static_trials']} trials "
         "each, XGBTuner on the x86 knob template, worker processes started before the clock); buckets of "
@@ -99,8 +99,10 @@ def write_markdown(
         f"{meta['dietcode']['per_round']} micro-kernels, at most {meta['dietcode']['max_kernels']} kernels deployed.",
         f"torch and numpy run on {meta['vendor_threads']} thread(s); TVM kernels on the target's "
         f"{host['cores']} cores.",
-        "Latency of every T in the range; padded arms run the kernel of T' >= T (pad/crop copies not counted, which"
-        " favours them). `vs_dietcode`: geometric mean over T of arm latency / DietCode latency (> 1: slower).",
+        "Latency of every T in the range, the faster of two passes (every arm in turn, then every arm again in "
+        "reverse order, so a burst of other work on the shared machine does not stand as one arm's latency); "
+        "padded arms run the kernel of T' >= T (pad/crop copies not counted, which favours them). `vs_dietcode`: "
+        "geometric mean over T of arm latency / DietCode latency (> 1: slower).",
         "Weights: DietCode's dense kernels take the weight pre-packed in panels (packed once, as a model does with "
         "its constant weights; not timed); the static template packs B inside every call (its `pack_b` knob) and "
         "torch/numpy take it as [K, N].",
