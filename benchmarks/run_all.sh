@@ -39,6 +39,6 @@ locked $PY -m benchmarks.trace_search --workloads softmax-bert dense-1024 --tria
 locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt --arms ms-stock ms+builder ms+runner ms+cost-model \
   ms+search ms-adatune --trials 32 --per-iter 16 --batch 8 --seeds 0 1 2 --out benchmarks/results/trace_search/plugins
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
-locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~28 min: all six BERT dynamic GEMMs
+locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~23 min: all six BERT dynamic GEMMs
 locked $PY -m benchmarks.rpc_overhead --out benchmarks/results/rpc_overhead
 locked $PY -m benchmarks.models  # ~55 min: ResNet-18 and BERT-base, XGB and RFEI+AE, 10 min each
