@@ -40,10 +40,13 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
     sch.reorder(*batch, io, jo, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
     sch.reverse_compute_at(acc, iio)
-    if wl.kind == "bmm_nt":  # B is [j, k]: pack the tile's panel k-major so each k step reads whole vectors
+    if wl.kind == "bmm_nt":  # B is [j, k]: pack it k-major in nr-wide panels so each k step reads whole vectors
         panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
-        sch.compute_at(panel, jo)
-        sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, kk, jj))
+        nr = mk.nr
+        sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, jj // nr, kk, jj % nr))
+        # once per call, in parallel over (batch, panel): a per-tile pack repeats for every row tile (1.2-2.4x
+        # slower at T = 128 in a probe, level at T = 8; see the README)
+        sch.parallel(sch.fuse(*sch.get_loops(panel)[:2]))
     elif "B_pad" in names:
         sch.compute_at(sch.get_sblock("B_pad"), jo)
     if "A_pad" in names:
