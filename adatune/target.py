@@ -78,9 +78,9 @@ def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
 
     A multi-threaded OpenBLAS call leaves its workers spinning after it returns; a TVM kernel timed right
     after a numpy reference then shares the cores with them (measured on a 2-core host with
-    ``benchmarks.dietcode.blas_probe``: a DietCode micro-kernel read about 2.7x slower at T=1 after a numpy
-    matmul, up to 1.2x at T=128). Wrap every numpy computation that runs in a process that times kernels.
-    Tiny products (the RFEI jackknife) are also faster on one thread."""
+    ``benchmarks.dietcode.blas_probe``: a DietCode micro-kernel read 2.7-3.3x slower at T = 1, 36 and 128
+    after a numpy matmul, output in ``benchmarks/results/dietcode/blas_probe``). Wrap every numpy computation
+    that runs in a process that times kernels. Tiny products (the RFEI jackknife) are also faster on one thread."""
     try:
         if not _BLAS:
             from threadpoolctl import ThreadpoolController

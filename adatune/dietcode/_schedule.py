@@ -44,8 +44,8 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
         nr = mk.nr
         sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, jj // nr, kk, jj % nr))
-        # once per call, in parallel over (batch, panel): a per-tile pack repeats for every row tile (1.2-2.4x
-        # slower at T = 128 in a probe, level at T = 8; see the README)
+        # once per call, in parallel over (batch, panel): a per-tile pack repeats for every row tile (1.04-2.2x
+        # slower at T = 128, 0.55-1.7x at T = 8 in one run of benchmarks.dietcode.pack_probe --kind bmm_nt)
         sch.parallel(sch.fuse(*sch.get_loops(panel)[:2]))
     elif "B_pad" in names:
         sch.compute_at(sch.get_sblock("B_pad"), jo)

@@ -99,7 +99,7 @@ def weight_panel(target: Any, dtype: str, n: int) -> int:
     """Panel width a dense weight with ``n`` columns is packed in for ``target``'s micro-kernels: the least
     common multiple of every register-tile width of the space (so every kernel reads whole vectors from one
     panel), or 0 (no packing) when it does not divide ``n`` or the target is not x86."""
-    tgt = target if isinstance(target, tvm.target.Target) else create_target(target)
+    tgt = create_target(target)
     if str(tgt.kind.name) != "llvm":
         return 0  # CUDA kernels stage B through shared memory from its row-major layout
     info = cpu_info(tgt)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from threadpoolctl import threadpool_limits
 
 import adatune
 from adatune.dietcode import MicroKernel, bert_workloads, schedule_microkernel
+from adatune.target import one_blas_thread
 
 
 def main() -> None:
@@ -23,17 +23,18 @@ def main() -> None:
     with target:
         lib = tvm.compile(schedule_microkernel(wl, mk).mod, target=target)
     dev = tvm.cpu(0)
-    timer = lib.mod.time_evaluator("main", dev, number=1, repeat=3, min_repeat_ms=10)
 
     def run(t: int, with_ref: bool, one_thread: bool) -> float:
         a, b = wl.random_inputs(t, np.random.default_rng(t))
         if with_ref and one_thread:
-            with threadpool_limits(1, user_api="blas"):
+            with one_blas_thread():
                 wl.reference(a, b)
         elif with_ref:
             wl.reference(a, b)
         args = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev)]
         args.append(tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], np.float32), dev))
+        # a fresh evaluator per call: TVM's keeps the number of runs it grew to at the previous (smaller) T
+        timer = lib.mod.time_evaluator("main", dev, number=1, repeat=3, min_repeat_ms=10)
         return float(np.median(timer(*args, t).results)) * 1e3
 
     modes = [("alone", False, False), ("after numpy", True, False), ("after numpy, 1 BLAS thread", True, True)]
