@@ -6,6 +6,7 @@ matmul, 16 trials) is shared by the tests that need it."""
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -325,3 +326,34 @@ def test_clone_keeps_settings_and_shares_history():
 def test_bad_arguments_are_rejected_with_a_clear_error(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def _split_follows_the_rule(eps: float, n: int, n_model: int, n_random: int) -> bool:
+    """``eps * n`` rounded down or up; more random picks only when the search found too few candidates."""
+    return n_model + n_random == n and (n_random in (math.floor(eps * n), math.ceil(eps * n)) or n_model < n - eps * n)
+
+
+def test_trace_search_and_tune_tir_split_plans_by_one_rule(tuned, target):
+    """The same seed through TraceSearchTuner and through ms.tune_tir with the plug-ins: both plan with the one
+    ExplorationPolicy and every plan's model/random split is eps_t * n rounded stochastically."""
+    from adatune.measure import MeasureInput, MeasureResult
+    from adatune.optimizers import ExplorationPolicy
+    from adatune.trace import TraceTask
+    from adatune.tuners import TraceSearchTuner
+
+    strategy = tuned["strategy"]
+    assert all(_split_follows_the_rule(h["eps"], h["n"], h["n_model"], h["n_random"]) for h in strategy.history)
+    task = TraceTask.from_module(matmul(), target)
+    tuner = TraceSearchTuner(
+        task, cost_model="rfei", plan_size=PER_ITER, population_size=24, genetic_num_iters=1, n_trees=50, seed=0
+    )
+    assert isinstance(tuner.exploration, ExplorationPolicy) and tuner.exploration.contextual
+    while len(tuner.trials) < 3 * PER_ITER:
+        batch = tuner.next_batch(PER_ITER)
+        costs = [1e-5 * (1 + int(c.key[:4], 16) / 65535) for c in batch]  # a fixed cost per program
+        results = [MeasureResult((c,), MeasureErrorNo.NO_ERROR, 0.01, 0.0) for c in costs]
+        tuner.update([MeasureInput(task, c) for c in batch], results)
+    policy = tuner.exploration
+    assert len(policy.history) >= 2
+    for eps, (n_model, n_random) in zip(policy.history, policy.splits):
+        assert _split_follows_the_rule(eps, PER_ITER, n_model, n_random)

@@ -227,11 +227,11 @@ def test_trace_search_is_a_registered_tuner(matmul_task, capsys):
     tuner = create_tuner("trace", matmul_task, seed=0, cost_model="rfei", plan_size="4", contextual="false")
     assert isinstance(tuner, TraceSearchTuner) and tuner.plan_size == 4 and not tuner.contextual
     assert isinstance(tuner.cost_model, adatune.cost_models.RFEICostModel) and tuner.eps_greedy == 0.05
-    with pytest.raises(ValueError, match="option cost_model=gp: expected one of xgb, rfei"):
+    with pytest.raises(ValueError, match="option cost_model=gp: expected one of xgb, xgb-rank, rfei"):
         create_tuner("trace", matmul_task, cost_model="gp")
     assert adatune.cli.main(["tuners"]) == 0
     listing = capsys.readouterr().out
-    assert "\n  trace " in listing and "cost_model=xgb|rfei (default xgb)" in listing
+    assert "\n  trace " in listing and "cost_model=xgb|xgb-rank|rfei|rfei-trees (default xgb)" in listing
 
 
 def _synthetic(task: TraceTask, cands: list) -> list[MeasureResult]:

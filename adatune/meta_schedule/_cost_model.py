@@ -1,9 +1,9 @@
 """AdaTune's RFEI cost model as a meta_schedule ``PyCostModel``.
 
-meta_schedule describes a candidate by ``PerStoreFeature``: one 164-wide row per buffer store, so candidates
-have different numbers of rows. Each candidate becomes one fixed-width row (sum, mean and max over its
-stores), and ``adatune.cost_models.RFEICostModel`` (random forest, forestci's infinitesimal-jackknife
-variance, expected improvement) is fitted on those rows. Targets are throughputs normalised per workload
+Candidates are described by the trace feature extractor that trace search uses
+(``adatune.trace.StoreFeatures``: TVM's per-store features pooled by sum, mean and max), and
+``adatune.cost_models.RFEICostModel`` (random forest, forestci's infinitesimal-jackknife variance, expected
+improvement) is fitted on those rows. Targets are throughputs normalised per workload
 (best measured cost / cost, 0 for failures), as meta_schedule's XGB model does, so one model can serve every
 task of ``tune_tasks`` and each workload's best measured candidate scores 1.
 """
@@ -18,24 +18,15 @@ import numpy as np
 import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
-from tvm.s_tir.meta_schedule.feature_extractor import PerStoreFeature
 
 from ..cost_models.rfei import RFEICostModel as ForestEIModel
 from ..cost_models.rfei import expected_improvement
+from ..trace import StoreFeatures, aggregate_store_features
 
 __all__ = ["PREDICT_MODES", "RFEICostModel", "aggregate_store_features", "python_cost_model"]
 
 PREDICT_MODES = ("ei", "mean")
-_AGGREGATES = 3  # sum, mean, max
 _REFERENCE_POOL = 2048  # unmeasured candidates' rows kept for forestci's calibration
-
-
-def aggregate_store_features(per_store: np.ndarray, width: int) -> np.ndarray:
-    """One row per candidate from its (n_stores, width) matrix: [sum, mean, max] over stores (zeros if none)."""
-    a = np.asarray(per_store, dtype=np.float64).reshape(-1, width)
-    if len(a) == 0:
-        return np.zeros(_AGGREGATES * width)
-    return np.concatenate([a.sum(axis=0), a.mean(axis=0), a.max(axis=0)])
 
 
 # ``load`` runs behind meta_schedule's C++ ``CostModel.load``: errors cross the FFI by class name, and an
@@ -87,8 +78,8 @@ class RFEICostModel(PyCostModel):
         if predict not in PREDICT_MODES:
             raise ValueError(f"RFEICostModel: predict must be one of {PREDICT_MODES}, got {predict!r}")
         self.predict_mode = predict
-        self.extractor = PerStoreFeature(extract_workload=False)
-        self.width = int(self.extractor.feature_vector_length)
+        self.featurize = StoreFeatures()
+        self.width = self.featurize.store_width
         self.rfei_options = {
             "n_trees": int(n_trees),
             "uncertainty": uncertainty,
@@ -96,22 +87,15 @@ class RFEICostModel(PyCostModel):
             "seed": int(seed),
         }
         self.rfei = ForestEIModel(**self.rfei_options, reference=self._reference_rows)  # type: ignore[arg-type]
-        self.features = np.zeros((0, _AGGREGATES * self.width))
+        self.features = np.zeros((0, self.featurize.width))
         self.costs = np.zeros(0)  # mean seconds per run; inf for failed candidates
         self.workloads: list[str] = []
-        self._pool = np.zeros((0, _AGGREGATES * self.width))
+        self._pool = np.zeros((0, self.featurize.width))
         self.n_updates = 0
         self.n_predicts = 0
         _LIVE_MODELS.add(self)
 
     # -- features -------------------------------------------------------------------------------
-    def featurize(self, context: Any, candidates: list) -> np.ndarray:
-        """(n, 3 * 164) rows: each candidate's store features aggregated to a fixed width."""
-        if not candidates:
-            return np.zeros((0, _AGGREGATES * self.width))
-        per_store = self.extractor.extract_from(context, candidates)
-        return np.stack([aggregate_store_features(f.numpy(), self.width) for f in per_store])
-
     def _reference_rows(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Random unmeasured candidates for forestci's calibration: rows this model was last asked about."""
         pool = self._pool if len(self._pool) else self.features
@@ -199,10 +183,10 @@ class RFEICostModel(PyCostModel):
                 workloads, width = [str(w) for w in data["workloads"]], int(data["width"])
         except (KeyError, ValueError, OSError) as err:
             raise ValueError(f"RFEICostModel.load: {path} is not a file RFEICostModel.save wrote ({err})") from err
-        if width != self.width or features.shape != (len(costs), _AGGREGATES * width) or len(workloads) != len(costs):
+        if width != self.width or features.shape != (len(costs), self.featurize.width) or len(workloads) != len(costs):
             raise ValueError(
                 f"RFEICostModel.load: {path} holds features of shape {features.shape} for {len(costs)} "
-                f"costs; this model needs ({len(costs)}, {_AGGREGATES * self.width})"
+                f"costs; this model needs ({len(costs)}, {self.featurize.width})"
             )
         self.features, self.costs, self.workloads = features.astype(np.float64), costs.astype(np.float64), workloads
         self._refit()

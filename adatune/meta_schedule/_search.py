@@ -1,36 +1,31 @@
-"""ContextualEvolutionarySearch: meta_schedule's evolutionary search with AdaTune's contextual exploration.
+"""ContextualEvolutionarySearch: meta_schedule's search strategy slot filled with adatune's own search.
 
 meta_schedule's ``EvolutionarySearch`` measures the cost model's top candidates plus a fixed share
 ``eps_greedy = 0.05`` of random ones, taken as ``int(n * 0.05)``: with fewer than 20 trials per iteration it
-never explores. AdaTune (NeurIPS 2020, sec. 4.2) sets the random share from the model's own uncertainty:
-``eps_t = mean sigma(x) / best measured throughput`` over random unmeasured candidates x (mostly random while
-the forest knows little, mostly exploitation once it is sure), computed here from the cost model's
-``predict_mean_std`` (``adatune.meta_schedule.RFEICostModel`` has it; other models fall back to the fixed
-``eps_greedy``). The number of random picks is ``eps_t * n`` rounded stochastically, so small iterations
-explore in expectation too.
-
-The search itself follows meta_schedule's: a population of random replays of the design spaces' traces
-(plus the database's best records of the workload), evolved for ``genetic_num_iters`` generations by
-sampling parents in proportion to their score and mutating their sampled decisions with the context's
-mutators; each child is replayed and must pass the context's postprocessors. Candidates are deduplicated
-by ``tvm_ffi.structural_hash`` of their scheduled module, and a candidate is never measured twice.
+never explores. This strategy is a thin adapter: the design spaces ``tune_tir`` hands over become an
+``adatune.trace.TraceSpace`` (the replay, post-processing and mutation trace search uses), searched by
+``adatune.optimizers.EvolutionarySearch`` (the evolution ``TraceSearchTuner`` runs) and split by the one
+``ExplorationPolicy``: AdaTune's eps_t (mean sigma over random unmeasured candidates / best measured
+throughput) when the cost model has ``predict_mean_std`` (``adatune.meta_schedule.RFEICostModel``), else the
+fixed ``eps_greedy``, with ``eps * n`` rounded stochastically, so small iterations explore in expectation too.
+The database's best records of the workload seed the population, and a candidate (keyed by the structural hash
+of its scheduled module) is never measured twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import tvm
-import tvm_ffi
 from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchStrategy
 
-from ..optimizers.contextual import exploration_rate
+from ..optimizers import EvolutionarySearch, ExplorationPolicy
+from ..trace import TraceSpace
 from ._cost_model import python_cost_model
 
 __all__ = ["ContextualEvolutionarySearch", "EvolutionParams"]
@@ -38,16 +33,19 @@ __all__ = ["ContextualEvolutionarySearch", "EvolutionParams"]
 logger = logging.getLogger("adatune.meta_schedule")
 
 
-@dataclass
-class _Candidate:
-    """A replayed, postprocessed schedule, the trace it came from (without postprocs) and its module hash."""
+class _ContextModel:
+    """An RFEICostModel plug-in seen as ``ExplorationPolicy``'s uncertainty model, in one tune context."""
 
-    sch: Any
-    trace: Any
-    key: int
+    def __init__(self, model: Any, space: TraceSpace):
+        self.model, self.space = model, space
 
-    def measure_candidate(self) -> MeasureCandidate:
-        return MeasureCandidate(self.sch, ArgInfo.from_entry_func(self.sch.mod, remove_preproc=True))
+    @property
+    def best_flops(self) -> float:
+        return float(self.model.best_throughput(self.space.context))
+
+    def predict_mean_std(self, cands: Any) -> tuple[np.ndarray, np.ndarray]:
+        mean, std = self.model.predict_mean_std(self.space.context, [self.space.measure_candidate(c) for c in cands])
+        return np.asarray(mean), np.asarray(std)
 
 
 @dataclass(frozen=True)
@@ -129,76 +127,59 @@ class ContextualEvolutionarySearch(PySearchStrategy):
     ) -> None:
         if self.context is None:
             raise RuntimeError("ContextualEvolutionarySearch: pre_tuning before the tune context was attached")
-        self.max_trials, self.per_iter = int(max_trials), int(num_trials_per_iter)
-        self.spaces = [sch.trace.simplified(remove_postproc=True) for sch in design_spaces]
+        p = self.params
+        self.max_trials, self.per_iter, self.trials = int(max_trials), int(num_trials_per_iter), 0
+        self.space = TraceSpace.of_context(
+            self.context, [sch.trace.simplified(remove_postproc=True) for sch in design_spaces], p.max_fail_count
+        )
         self.database, self.cost_model = database, cost_model
-        generator = self.context.space_generator
-        self.postprocs = list(generator.postprocs or [])
-        probs = dict(generator.mutator_probs or {})
-        self.mutators = list(probs.keys())
-        weights = np.asarray([float(p) for p in probs.values()], dtype=np.float64)
-        self.mutator_weights = weights / weights.sum() if len(weights) and weights.sum() > 0 else weights
-        self.trials = 0
-        self.measured: set[int] = set()
-        self.workload = None
-        if database is not None and database.has_workload(self.context.mod):
-            self.workload = database.commit_workload(self.context.mod)
-            for record in database.get_top_k(self.workload, 1 << 20):  # stored candidates are measured already
-                cand = self._replay(record.trace, resample=False)
-                if cand is not None:
-                    self.measured.add(cand.key)
+        self.measured: set[str] = {c.key for c in self._database_best(1 << 20)}  # stored ones are measured
+        self.evolution = EvolutionarySearch(
+            self.space,
+            self.rng,
+            population_size=p.population_size,
+            init_measured_ratio=p.init_measured_ratio,
+            genetic_num_iters=p.genetic_num_iters,
+            mutate_prob=p.genetic_mutate_prob,
+            seeds=self._database_best,
+        )
+        model = python_cost_model(cost_model)
+        self.policy = (
+            ExplorationPolicy(model=_ContextModel(model, self.space), featurize=list, n_context=p.n_context)
+            if model is not None
+            else ExplorationPolicy(p.eps_greedy)
+        )
 
     def post_tuning(self) -> None:
-        self.spaces, self.mutators = [], []
-        self.database = self.cost_model = None
+        self.space = self.evolution = self.database = self.cost_model = None  # type: ignore[assignment]
 
     def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
-        if self.trials >= self.max_trials or not self.spaces:
+        if self.trials >= self.max_trials or self.space is None:
             return None
         n = min(self.per_iter, self.max_trials - self.trials)
-        population, randoms = self._initial_population()
-        scored = self._evolve(population)
-        eps, source = self._exploration_rate(randoms)
-        n_random = min(n, int(np.floor(eps * n + self.rng.random())))  # stochastic rounding: E = eps * n
-        ranked = [
-            c for c, _ in sorted((v for v in scored.values() if v[0].key not in self.measured), key=lambda v: -v[1])
-        ]
-        picks = ranked[: n - n_random]
-        taken = {c.key for c in picks}
-        n_model = len(picks)
-        pool = [c for c in randoms if c.key not in taken and c.key not in self.measured]
-        picks += [pool[int(i)] for i in self.rng.permutation(len(pool))[: n - len(picks)]]
-        taken.update(c.key for c in picks)
-        for c in ranked:  # too few random candidates left: fill up with the model's next best
-            if len(picks) >= n:
-                break
-            if c.key not in taken:
-                picks.append(c)
-                taken.add(c.key)
-                n_model += 1
+        picks = self.policy.plan(
+            self.space,
+            self.rng,
+            n,
+            self.measured,
+            lambda m: self.evolution.find_maximums(self._score, m, self.measured),
+        )
+        n_model, n_random = self.policy.splits[-1]
         self.history.append(
             {
                 "workload": self.context.task_name,
-                "eps": eps,
-                "eps_source": source,
+                "eps": self.policy.history[-1],
+                "eps_source": "uncertainty" if self.policy.contextual else "eps_greedy",
                 "n": n,
                 "n_model": n_model,
-                "n_random": len(picks) - n_model,
-                "population": len(population),
+                "n_random": n_random,
+                "population": self.evolution.population_size,
             }
-        )
-        logger.info(
-            "contextual evolutionary search: eps_t=%.3f (%s) -> %d model + %d random of %d",
-            eps,
-            source,
-            n_model,
-            len(picks) - n_model,
-            n,
         )
         if not picks:
             return None
-        self.measured.update(taken)
-        return [c.measure_candidate() for c in picks]
+        self.measured.update(c.key for c in picks)
+        return [self.space.measure_candidate(c) for c in picks]
 
     def notify_runner_results(self, measure_candidates: list, results: list) -> None:
         self.trials += len(results)
@@ -206,97 +187,20 @@ class ContextualEvolutionarySearch(PySearchStrategy):
     def clone(self) -> ContextualEvolutionarySearch:
         return ContextualEvolutionarySearch(**dataclasses.asdict(self.params), history=self.history)
 
-    # -- search ---------------------------------------------------------------------------------
-    def _replay(self, trace: Any, resample: bool) -> _Candidate | None:
-        """Apply a trace (fresh decisions when ``resample``) to the workload and run the postprocessors."""
-        sch = tvm.s_tir.Schedule(self.context.mod, seed=int(self.rng.integers(1, 2**31 - 1)))
-        try:
-            decisions = {} if resample else trace.decisions
-            tvm.s_tir.Trace(trace.insts, decisions).apply_to_schedule(sch, remove_postproc=True)
-            pre_postproc = sch.trace.simplified(remove_postproc=True)
-            sch.enter_postproc()
-            if not all(pp.apply(sch) for pp in self.postprocs):
-                return None
-        except tvm.TVMError:  # decisions the schedule rejects: no candidate
-            return None
-        return _Candidate(sch, pre_postproc, int(tvm_ffi.structural_hash(sch.mod)))
-
-    def _initial_population(self) -> tuple[list[_Candidate], list[_Candidate]]:
-        """The database's best records of this workload, then random replays up to the population size; the
-        second list holds the random ones that were never measured (the pool random picks come from)."""
-        size = self.params.population_size
-        population: list[_Candidate] = []
-        seen: set[int] = set()
-        if self.workload is not None:
-            for record in self.database.get_top_k(self.workload, int(size * self.params.init_measured_ratio)):
-                cand = self._replay(record.trace, resample=False)
-                if cand is not None and cand.key not in seen:
-                    population.append(cand)
-                    seen.add(cand.key)
-        randoms: list[_Candidate] = []
-        fails = 0
-        while len(population) < size and fails < self.params.max_fail_count * size:
-            space = self.spaces[int(self.rng.integers(len(self.spaces)))]
-            cand = self._replay(space, resample=True)
-            if cand is None or cand.key in seen:
-                fails += 1
+    def _database_best(self, n: int) -> list[Any]:
+        """Up to ``n`` of the database's records of this workload, best first, as candidates."""
+        if self.database is None or not self.database.has_workload(self.context.mod):
+            return []
+        out = []
+        for record in self.database.get_top_k(self.database.commit_workload(self.context.mod), n):
+            try:
+                out.append(self.space.candidate_from_trace(record.trace))
+            except ValueError:  # a record of another design-space generator: not a seed for this one
                 continue
-            population.append(cand)
-            seen.add(cand.key)
-            if cand.key not in self.measured:
-                randoms.append(cand)
-        return population, randoms
+        return out
 
-    def _score(self, cands: list[_Candidate]) -> np.ndarray:
+    def _score(self, cands: Sequence[Any]) -> np.ndarray:
         if self.cost_model is None or not cands:
             return np.zeros(len(cands))
-        scores = np.asarray(
-            self.cost_model.predict(self.context, [c.measure_candidate() for c in cands]), dtype=np.float64
-        )
-        return np.where(np.isfinite(scores), scores, 0.0)
-
-    def _mutate(self, parent: _Candidate) -> _Candidate | None:
-        if not len(self.mutators):
-            return None
-        mutator = self.mutators[int(self.rng.choice(len(self.mutators), p=self.mutator_weights))]
-        trace = mutator.apply(parent.trace)
-        return None if trace is None else self._replay(trace, resample=False)
-
-    def _evolve(self, population: list[_Candidate]) -> dict[int, tuple[_Candidate, float]]:
-        """Every candidate scored on the way, by key; parents are drawn in proportion to their score."""
-        scored: dict[int, tuple[_Candidate, float]] = {}
-        current = population
-        for generation in range(self.params.genetic_num_iters + 1):
-            scores = self._score(current)
-            for cand, score in zip(current, scores):
-                scored[cand.key] = (cand, float(score))
-            if generation == self.params.genetic_num_iters or not current:
-                break
-            weights = np.maximum(scores, 0.0) + 1e-12
-            weights = weights / weights.sum()
-            children: list[_Candidate] = []
-            keys: set[int] = set()
-            fails = 0
-            while len(children) < len(current) and fails < self.params.max_fail_count * len(current):
-                parent = current[int(self.rng.choice(len(current), p=weights))]
-                mutate = self.rng.random() < self.params.genetic_mutate_prob
-                child = self._mutate(parent) if mutate else parent
-                if child is None or child.key in keys:
-                    fails += 1
-                    continue
-                children.append(child)
-                keys.add(child.key)
-            current = children
-        return scored
-
-    def _exploration_rate(self, randoms: list[_Candidate]) -> tuple[float, str]:
-        """eps_t from the cost model's uncertainty on random unmeasured candidates, or the fixed eps_greedy."""
-        model = python_cost_model(self.cost_model)
-        if model is None:
-            return self.params.eps_greedy, "eps_greedy"
-        unmeasured = [c for c in randoms if c.key not in self.measured]
-        if not unmeasured:
-            return 0.0, "no unmeasured candidates"
-        context = [unmeasured[int(i)] for i in self.rng.permutation(len(unmeasured))[: self.params.n_context]]
-        _, sigma = model.predict_mean_std(self.context, [c.measure_candidate() for c in context])
-        return exploration_rate(np.asarray(sigma), float(model.best_throughput(self.context))), "uncertainty"
+        scores = self.cost_model.predict(self.context, [self.space.measure_candidate(c) for c in cands])
+        return np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)

@@ -1,13 +1,20 @@
-"""Model optimizers: search the config space for what the cost model scores best."""
+"""Model optimizers: search the candidate space for what the cost model scores best, and the one exploration
+policy that decides how much of each plan is random."""
 
 from ._base import ModelOptimizer, ScoreFn
 from ._sa import SimulatedAnnealingOptimizer
-from .contextual import ContextualSimulatedAnnealing, exploration_rate
+from .contextual import ContextualSimulatedAnnealing
+from .evolution import EvolutionarySearch
+from .exploration import ExplorationPolicy, UncertaintyModel, exploration_rate, random_share
 
 __all__ = [
     "ModelOptimizer",
     "ScoreFn",
     "SimulatedAnnealingOptimizer",
     "ContextualSimulatedAnnealing",
+    "EvolutionarySearch",
+    "ExplorationPolicy",
+    "UncertaintyModel",
     "exploration_rate",
+    "random_share",
 ]

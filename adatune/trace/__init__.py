@@ -15,15 +15,18 @@ tuners, records, ``apply_history_best`` and resume treat them as they treat knob
 """
 
 from ._candidate import TraceCandidate
+from ._features import StoreFeatures, aggregate_store_features
 from ._space import TraceSpace
 from ._task import PREFIX, RULES_PREFIX, TraceTask, create_trace_task, probabilistic_template, workload
 
 __all__ = [
     "PREFIX",
     "RULES_PREFIX",
+    "StoreFeatures",
     "TraceCandidate",
     "TraceSpace",
     "TraceTask",
+    "aggregate_store_features",
     "create_trace_task",
     "probabilistic_template",
     "workload",

@@ -9,7 +9,7 @@ be built or launched is rejected here and never reaches the builder.
 Random candidates re-sample every decision (MetaSchedule's ``SampleInitPopulation``); mutations apply the
 context's mutators (tile sizes, compute locations, unroll depths, parallel extents) plus a uniform re-draw of one
 ``sample_categorical`` decision, which TVM's mutators cover only when the choice feeds an unroll or a thread
-binding. Features are TVM's ``PerStoreFeature`` rows, aggregated to a fixed width.
+binding. Features are TVM's ``PerStoreFeature`` rows pooled by ``StoreFeatures``, plus the design space.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-from tvm.s_tir.meta_schedule.feature_extractor import PerStoreFeature
 
 from ..space._candidate import CandidateSpace
 from ._candidate import Decision, TraceCandidate, plain_decision, trace_to_json
+from ._features import StoreFeatures
 
 __all__ = ["TraceSpace"]
 
@@ -72,10 +72,6 @@ class TraceSpace(CandidateSpace):
         categorical_mutation: float = 0.1,
         max_tries: int = 8,
     ):
-        if categorical_mutation < 0 or max_tries < 1:
-            raise ValueError(
-                f"need categorical_mutation >= 0 and max_tries >= 1 (got {categorical_mutation}, {max_tries})"
-            )
         if target.kind.name == "cuda":
             missing = [
                 a for a in ("max_threads_per_block", "max_shared_memory_per_block") if target.attrs.get(a) is None
@@ -86,28 +82,47 @@ class TraceSpace(CandidateSpace):
                     "use a target that states them, e.g. tvm.target.Target('nvidia/nvidia-a100', "
                     "host=adatune.target.host())"
                 )
-        self.mod = mod
-        self.target = target
-        self.context = ms.TuneContext(
+        context = ms.TuneContext(
             mod=mod, target=target, space_generator=space_generator, task_name="main", rand_state=0, num_threads=1
         )
-        generator = self.context.space_generator
+        traces = [s.trace for s in context.generate_design_space()]
+        self._attach(context, traces, categorical_mutation, max_tries)
+
+    @classmethod
+    def of_context(cls, context: ms.TuneContext, traces: Sequence[tvm.s_tir.Trace], max_tries: int = 8) -> TraceSpace:
+        """The space of design spaces ``traces`` that meta_schedule already made in ``context`` (its plug-ins)."""
+        space = cls.__new__(cls)
+        space._attach(context, list(traces), 0.1, max_tries)
+        return space
+
+    def _attach(
+        self, context: ms.TuneContext, traces: list[tvm.s_tir.Trace], categorical_mutation: float, max_tries: int
+    ) -> None:
+        if categorical_mutation < 0 or max_tries < 1:
+            raise ValueError(
+                f"need categorical_mutation >= 0 and max_tries >= 1 (got {categorical_mutation}, {max_tries})"
+            )
+        if not traces:
+            raise ValueError("the space generator made no design space for this module")
+        self.context, self.mod, self.target = context, context.mod, context.target
+        generator = context.space_generator
         self.postprocs: list[ms.Postproc] = list(generator.postprocs or [])
-        if target.kind.name == "cuda" and not any(isinstance(p, ms.postproc.VerifyGPUCode) for p in self.postprocs):
+        if self.target.kind.name == "cuda" and not any(
+            isinstance(p, ms.postproc.VerifyGPUCode) for p in self.postprocs
+        ):
             verify = ms.postproc.VerifyGPUCode()
-            verify._initialize_with_tune_context(self.context)
+            verify._initialize_with_tune_context(context)
             self.postprocs.append(verify)
         self.mutators = [(m, float(p)) for m, p in (generator.mutator_probs or {}).items() if float(p) > 0]
-        self.design_spaces: list[tvm.s_tir.Trace] = [s.trace for s in self.context.generate_design_space()]
-        if not self.design_spaces:
-            raise ValueError("the space generator made no design space for this module")
+        self.design_spaces: list[tvm.s_tir.Trace] = traces
         self._samples = [[inst for inst in tr.insts if inst in tr.decisions] for tr in self.design_spaces]
         self._insts_json = [json.dumps(trace_to_json(tr.as_json(remove_postproc=True))[0]) for tr in self.design_spaces]
+        self._kinds = [[i.kind.name for i in tr.insts] for tr in self.design_spaces]
         self._has_categorical = [any(i.kind.name == "SampleCategorical" for i in s) for s in self._samples]
         self.categorical_mutation = float(categorical_mutation)
         self.max_tries = int(max_tries)
-        self._extractor = PerStoreFeature()
-        self._args_info = ArgInfo.from_prim_func(mod["main"])
+        self._extractor = StoreFeatures()
+        self._args_info = ArgInfo.from_prim_func(self.mod["main"])
         self._features: dict[str, np.ndarray] = {}
         self.rejected = 0  # replays the postprocessors (or the replay itself) turned down
         self._size = self._count()
@@ -252,31 +267,38 @@ class TraceSpace(CandidateSpace):
         new = int(rng.integers(n - 1))
         return trace.with_decision(inst, new + (new >= old), remove_postproc=True)
 
+    def measure_candidate(self, cand: TraceCandidate) -> ms.MeasureCandidate:
+        """``cand`` as meta_schedule sees it (its feature extractors and cost models take these)."""
+        return ms.MeasureCandidate(cand.schedule, self._args_info)
+
     def featurize(self, candidates: Sequence[Any]) -> np.ndarray:
-        """Per candidate: mean and max of TVM's per-store features, log2 of the store count, design space."""
+        """Per candidate: its pooled per-store features (``StoreFeatures``) and a one-hot of its design space."""
         todo = {c.key: c for c in candidates if c.key not in self._features}
         if todo:
             if len(self._features) > _MAX_FEATURE_CACHE:
                 self._features.clear()
             cands = list(todo.values())
-            feats = self._extractor.extract_from(
-                self.context, [ms.MeasureCandidate(c.schedule, self._args_info) for c in cands]
-            )
-            for c, f in zip(cands, feats):
-                self._features[c.key] = self._aggregate(f.numpy(), c.space)
-        width = 2 * 164 + 1 + len(self.design_spaces)
+            rows = self._extractor(self.context, [self.measure_candidate(c) for c in cands])
+            for c, row in zip(cands, rows):
+                onehot = np.zeros(len(self.design_spaces))
+                onehot[c.space] = 1.0
+                self._features[c.key] = np.concatenate([row, onehot]).astype(np.float32)
         if not candidates:
-            return np.zeros((0, width), dtype=np.float32)
-        return np.stack([self._features[c.key] for c in candidates]).astype(np.float32)
+            return np.zeros((0, self._extractor.width + len(self.design_spaces)), dtype=np.float32)
+        return np.stack([self._features[c.key] for c in candidates])
 
-    def _aggregate(self, per_store: np.ndarray, space: int) -> np.ndarray:
-        onehot = np.zeros(len(self.design_spaces), dtype=np.float32)
-        onehot[space] = 1.0
-        if per_store.size == 0:
-            stats = np.zeros(2 * 164, dtype=np.float32)
-        else:
-            stats = np.concatenate([per_store.mean(axis=0), per_store.max(axis=0)])
-        return np.concatenate([stats, [np.log2(1.0 + per_store.shape[0])], onehot]).astype(np.float32)
+    def candidate_from_trace(self, trace: tvm.s_tir.Trace) -> TraceCandidate:
+        """A measured trace (e.g. a meta_schedule database record) as a candidate of the design space it is an
+        instance of; ``ValueError`` if it is an instance of none or does not replay."""
+        kinds = []
+        for inst in trace.insts:
+            if inst.kind.name == "EnterPostproc":
+                break
+            kinds.append(inst.kind.name)
+        for space, design in enumerate(self._kinds):
+            if design == kinds:
+                return self._replay(space, trace, 1, custom=True)
+        raise ValueError("the trace is not an instance of any design space of this space")
 
     def decode(self, data: dict[str, Any]) -> TraceCandidate:
         """A record's trace candidate, replayed and post-processed; ``ValueError`` if it does not replay."""
@@ -313,7 +335,6 @@ class TraceSpace(CandidateSpace):
             raise ValueError(
                 f"the recorded trace does not replay: {type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"
             ) from None
-        kinds = [i.kind.name for i in sch.trace.insts]
-        if kinds != [i.kind.name for i in self.design_spaces[space].insts]:
+        if [i.kind.name for i in sch.trace.insts] != self._kinds[space]:
             raise ValueError(f"the recorded trace is not an instance of design space {space}")
         return self._finish(space, sch, custom=True)

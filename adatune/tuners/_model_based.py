@@ -1,5 +1,5 @@
 """AutoTVM's model-based tuning loop: fit a cost model every ``plan_size`` trials, let a model optimizer
-propose the next plan, measure it with epsilon-greedy random exploration. Works on any candidate kind."""
+propose the next plan and the exploration policy mix in random candidates. Works on any candidate kind."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from ..cost_models import CostModel
 from ..features import FeatureExtractor
 from ..measure import MeasureInput, MeasureResult
-from ..optimizers import ModelOptimizer
+from ..optimizers import ExplorationPolicy, ModelOptimizer
 from ..task import TuningTask
 from ._base import Tuner
 
@@ -47,10 +47,11 @@ class ModelBasedTuner(Tuner):
     """A tuner that alternates measuring a plan and refitting a cost model.
 
     The first ``plan_size`` trials are random (drawn from the ``plan`` stream, so every scheme of one seed
-    measures the same first plan); after each ``plan_size`` measurements the model is refit and the optimizer
-    proposes the next plan. A share ``eps_greedy`` of each plan is random candidates (``explore`` stream).
-    ``diversity_filter_ratio`` asks the optimizer for that many times ``plan_size`` candidates and keeps a
-    diverse subset; ``sampler`` replaces that choice with its own (ReLeASE's adaptive sampling).
+    measures the same first plan); after each ``plan_size`` measurements the model is refit, the model
+    optimizer proposes candidates and ``exploration`` (the one ``ExplorationPolicy``: a fixed ``eps_greedy``
+    by default, AdaTune's eps_t when contextual) mixes in random ones (``explore`` stream).
+    ``diversity_filter_ratio`` asks the optimizer for that many times the model's share and keeps a diverse
+    subset; ``sampler`` replaces that choice with its own (ReLeASE's adaptive sampling).
     ``feature_type``: "knob" (the space's own features) or "itervar" (loop structure of the applied program).
     """
 
@@ -65,18 +66,17 @@ class ModelBasedTuner(Tuner):
         sampler: Sampler | None = None,
         seed: int | None = None,
         feature_type: str = "knob",
+        exploration: ExplorationPolicy | None = None,
     ):
         super().__init__(task, seed)
         if plan_size < 1:
             raise ValueError(f"plan_size must be at least 1, got {plan_size}")
-        if not 0 <= eps_greedy <= 1:
-            raise ValueError(f"eps_greedy must be in [0, 1], got {eps_greedy}")
         if diversity_filter_ratio is not None and diversity_filter_ratio < 1:
             raise ValueError(f"diversity_filter_ratio must be >= 1, got {diversity_filter_ratio}")
         self.cost_model = cost_model
         self.model_optimizer = model_optimizer
         self.plan_size = plan_size
-        self.eps_greedy = eps_greedy
+        self.exploration = exploration if exploration is not None else ExplorationPolicy(eps_greedy)
         self.diversity_filter_ratio = diversity_filter_ratio
         self.sampler = sampler
         self.featurize: Callable[[Sequence[Any]], np.ndarray] = (
@@ -89,6 +89,15 @@ class ModelBasedTuner(Tuner):
         self.ys: list[float] = []
         self._fit_n = 0  # len(xs) at the last refit
 
+    @property
+    def eps_greedy(self) -> float:
+        return self.exploration.eps_greedy
+
+    @property
+    def eps_history(self) -> list[float]:
+        """The exploration rate of every model-guided plan so far."""
+        return list(self.exploration.history)
+
     def _plan_len(self) -> int:
         """Trials one plan covers: ``plan_size``, or after the first fit a sampler's (often shorter) batch,
         so adaptive sampling measures only its picks before the model is refit."""
@@ -97,10 +106,6 @@ class ModelBasedTuner(Tuner):
         return self.plan_size
 
     # -- choosing -------------------------------------------------------------------------------
-    def _random_unvisited(self, taken: set[str]) -> Any | None:
-        got = self.space.random_candidates(self.streams.explore, 1, exclude=self.visited | taken)
-        return got[0] if got else None
-
     def next_batch(self, batch_size: int) -> list[Any]:
         out: list[Any] = []
         taken: set[str] = set()
@@ -112,14 +117,14 @@ class ModelBasedTuner(Tuner):
                 self.plan[self.plan_pt].key in self.visited or str(self.plan[self.plan_pt].key) in taken
             ):
                 self.plan_pt += 1
-            n_explore = int(self.eps_greedy * self._plan_len()) if self.train_ct > 0 else 0
-            if self.plan_pt >= len(self.plan) - n_explore:
-                cand = self._random_unvisited(taken)
-            else:
+            if self.plan_pt < len(self.plan):
                 cand = self.plan[self.plan_pt]
                 self.plan_pt += 1
-            if cand is None:
-                break
+            else:  # the plan is used up before the next refit: random candidates
+                got = self.space.random_candidates(self.streams.explore, 1, exclude=self.visited | taken)
+                if not got:
+                    break
+                cand = got[0]
             out.append(cand)
             taken.add(str(cand.key))
         return out
@@ -140,7 +145,9 @@ class ModelBasedTuner(Tuner):
         """Fit the model on everything measured and plan the next ``plan_size`` candidates."""
         self._fit_n = len(self.xs)
         self.cost_model.fit(self.featurize(self.xs), self.ys, self.plan_size)
-        self.plan = self.propose(self.score, self.plan_size)
+        self.plan = self.exploration.plan(
+            self.space, self.streams.explore, self.plan_size, self.visited, lambda n: self.propose(self.score, n)
+        )
         self.plan_pt = 0
         self.train_ct += 1
 
@@ -149,6 +156,7 @@ class ModelBasedTuner(Tuner):
         return self.cost_model.predict(self.featurize(cands))
 
     def propose(self, score: Callable[[Sequence[Any]], np.ndarray], num: int) -> list[Any]:
+        """The model's share of a plan: the optimizer's best, thinned by the sampler or the diversity filter."""
         if self.model_optimizer is None:
             raise ValueError(f"{type(self).__name__} has no model optimizer")
         if self.sampler is not None:

@@ -19,12 +19,12 @@ from typing import Any, overload
 
 import numpy as np
 
+from ..cost_models import COST_MODELS
 from ..task import TuningTask
 from ._base import Tuner
 from ._release import ReleaseTuner
 from ._rfei import RFEITuner
 from ._simple import GridSearchTuner, RandomTuner
-from ._trace import COST_MODELS as _TRACE_COST_MODELS
 from ._trace import TraceSearchTuner
 from ._xgb import XGBTuner
 
@@ -453,7 +453,7 @@ register_tuner(
                 str,
                 "xgb",
                 "cost model on the space's features: XGBoost or AdaTune's RFEI",
-                choices=_TRACE_COST_MODELS,
+                choices=tuple(COST_MODELS),
                 objects=True,
             ),
             TunerOption("plan_size", int, 64, "candidates per plan (the model is refit between plans)", minimum=1),

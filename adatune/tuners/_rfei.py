@@ -10,7 +10,7 @@ AutoTVM-style use::
 from __future__ import annotations
 
 from ..cost_models import RFEICostModel
-from ..optimizers import ContextualSimulatedAnnealing, SimulatedAnnealingOptimizer
+from ..optimizers import ExplorationPolicy, SimulatedAnnealingOptimizer
 from ..task import TuningTask
 from ._base import RandomStreams
 from ._model_based import ModelBasedTuner
@@ -23,9 +23,9 @@ class RFEITuner(ModelBasedTuner):
     per-tree spread (``"trees"``); simulated annealing maximises expected improvement.
 
     ``contextual=True`` (AdaTune): each plan's random share is eps_t, the model's mean uncertainty over
-    ``n_context`` unmeasured configs relative to the best throughput, and no fixed epsilon-greedy share is
-    added. ``contextual=False``: plain simulated annealing with AutoTVM's fixed ``eps_greedy`` (0.05), the
-    "RFEI+SA" arm of the paper's ablation.
+    ``n_context`` unmeasured configs relative to the best throughput, instead of a fixed epsilon-greedy share.
+    ``contextual=False``: plain simulated annealing with AutoTVM's fixed ``eps_greedy`` (0.05), the "RFEI+SA"
+    arm of the paper's ablation.
     """
 
     def __init__(
@@ -42,6 +42,8 @@ class RFEITuner(ModelBasedTuner):
         num_threads: int | None = None,
         seed: int | None = None,
     ):
+        if contextual and eps_greedy:
+            raise ValueError("eps_greedy is the fixed random share without contextual exploration: pass one of them")
         cost_model = RFEICostModel(
             task,
             n_trees=n_trees,
@@ -51,24 +53,16 @@ class RFEITuner(ModelBasedTuner):
             num_threads=num_threads,
             seed=RandomStreams(seed).seeds["model"],
         )
-        if eps_greedy is None:
-            eps_greedy = 0.0 if contextual else 0.05
-        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy, seed=seed)
+        exploration = (
+            ExplorationPolicy(model=cost_model, featurize=cost_model.features, n_context=n_context)
+            if contextual
+            else ExplorationPolicy(0.05 if eps_greedy is None else eps_greedy)
+        )
+        super().__init__(task, cost_model, None, plan_size=plan_size, seed=seed, exploration=exploration)
         self.contextual = contextual
-        if contextual:
-            self.model_optimizer = ContextualSimulatedAnnealing(
-                self.space,
-                self.streams.search,
-                cost_model,
-                self.featurize,
-                n_context=n_context,
-                explore_rng=self.streams.explore,
-            )
-        else:
-            self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.streams.search)
+        self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.streams.search)
 
     @property
     def eps_history(self) -> list[float]:
         """eps_t of every refit so far (empty without contextual exploration)."""
-        opt = self.model_optimizer
-        return list(opt.eps_history) if isinstance(opt, ContextualSimulatedAnnealing) else []
+        return list(self.exploration.history) if self.contextual else []

@@ -1,0 +1,86 @@
+"""MetaSchedule's evolutionary search (Shao et al., NeurIPS 2022) as a model optimizer over any candidate space.
+
+A population of the best measured candidates (``init_measured_ratio`` of it, from ``seeds``) and fresh random
+samples evolves for ``genetic_num_iters`` generations: parents are drawn in proportion to their score and each
+is mutated with probability ``mutate_prob`` (the space's own mutation: TVM's mutators on trace spaces, one knob
+step on knob spaces); duplicates are dropped by key. The best-scored unmeasured candidates seen on the way are
+returned. ``TraceSearchTuner`` and the meta_schedule plug-in ``ContextualEvolutionarySearch`` both search with
+this class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+import numpy as np
+
+from ..space._candidate import CandidateSpace
+from ._base import ModelOptimizer, ScoreFn
+
+__all__ = ["EvolutionarySearch"]
+
+
+class EvolutionarySearch(ModelOptimizer):
+    """``seeds(n)`` returns up to ``n`` measured candidates, best first (none by default).
+
+    ``randoms`` keeps the last call's random samples (unmeasured when drawn): a pool that callers use for
+    RFEI's calibration sample without replaying more programs.
+    """
+
+    def __init__(
+        self,
+        space: CandidateSpace,
+        rng: np.random.Generator,
+        population_size: int = 128,
+        init_measured_ratio: float = 0.2,
+        genetic_num_iters: int = 3,
+        mutate_prob: float = 0.85,
+        seeds: Callable[[int], list[Any]] | None = None,
+    ):
+        if int(population_size) < 2:
+            raise ValueError(f"population_size must be at least 2, got {population_size}")
+        if int(genetic_num_iters) < 0:
+            raise ValueError(f"genetic_num_iters must be at least 0, got {genetic_num_iters}")
+        for name, share in (("init_measured_ratio", init_measured_ratio), ("mutate_prob", mutate_prob)):
+            if not 0.0 <= float(share) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {share}")
+        self.space, self.rng = space, rng
+        self.population_size = int(population_size)
+        self.init_measured_ratio = float(init_measured_ratio)
+        self.genetic_num_iters = int(genetic_num_iters)
+        self.mutate_prob = float(mutate_prob)
+        self.seeds = seeds or (lambda n: [])
+        self.randoms: list[Any] = []
+        self.n_scored = 0  # distinct unmeasured candidates the last call scored
+
+    def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[str]) -> list[Any]:
+        n_best = round(self.init_measured_ratio * self.population_size)
+        population = list(self.seeds(n_best))[:n_best]
+        self.randoms = self.space.random_candidates(self.rng, self.population_size - len(population), exclude=exclusive)
+        population += self.randoms
+        scored: dict[str, tuple[float, Any]] = {}
+        for generation in range(self.genetic_num_iters + 1):
+            if not population:
+                break
+            scores = np.maximum(np.nan_to_num(np.asarray(score(population), dtype=np.float64)), 0.0)
+            for cand, value in zip(population, scores):
+                if str(cand.key) not in exclusive:
+                    scored[str(cand.key)] = (float(value), cand)
+            if generation == self.genetic_num_iters:
+                break
+            total = scores.sum()
+            probs = scores / total if total > 0 else np.full(len(scores), 1.0 / len(scores))
+            parents = [population[i] for i in self.rng.choice(len(population), size=self.population_size, p=probs)]
+            mutate = self.rng.random(len(parents)) < self.mutate_prob
+            children = iter(self.space.mutate([p for p, m in zip(parents, mutate) if m], self.rng))
+            seen: set[str] = set()
+            population = []
+            for parent, m in zip(parents, mutate):
+                child = next(children) if m else parent
+                if str(child.key) not in seen:
+                    seen.add(str(child.key))
+                    population.append(child)
+        self.n_scored = len(scored)
+        ranked = sorted(scored.values(), key=lambda sc: -sc[0])
+        return [cand for _, cand in ranked[:num]]

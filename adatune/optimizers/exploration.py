@@ -1,0 +1,127 @@
+"""The one exploration policy: how much of a plan is random, and which random candidates fill it.
+
+AutoTVM spends a fixed share ``eps_greedy`` of every plan on random candidates. AdaTune (NeurIPS 2020, sec. 4.2)
+sets the share from the cost model's own uncertainty after each refit: draw K candidates that were never
+measured and take
+
+    eps_t = mean(sigma(x_k)) / f(x+), clamped to [0, 1],
+
+so plans are mostly random while the model knows little and mostly exploitation once it is sure. Every search
+in the library (simulated annealing, the PPO agent, evolutionary search, trace search, and the meta_schedule
+plug-in) splits its plans here, with one rounding rule: ``eps * n`` rounded stochastically (floor plus a coin
+for the fraction), so a plan of 16 with eps = 0.05 still explores in expectation, where ``int(0.05 * 16)`` never
+would.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..space._candidate import CandidateSpace
+
+__all__ = ["ExplorationPolicy", "UncertaintyModel", "exploration_rate", "random_share"]
+
+logger = logging.getLogger("adatune.optimizer")
+
+
+class UncertaintyModel(Protocol):
+    """What contextual exploration needs from a cost model (``RFEICostModel`` provides it)."""
+
+    @property
+    def best_flops(self) -> float: ...
+
+    def predict_mean_std(self, xs: Any) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def exploration_rate(sigma: np.ndarray, best_flops: float) -> float:
+    """eps_t = mean sigma / best measured throughput, clamped to [0, 1] (1 when nothing is known yet)."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if not best_flops > 0 or len(sigma) == 0:
+        return 1.0
+    eps = float(np.mean(sigma)) / float(best_flops)
+    return float(np.clip(eps, 0.0, 1.0)) if np.isfinite(eps) else 1.0
+
+
+def random_share(eps: float, n: int, rng: np.random.Generator) -> int:
+    """How many of ``n`` picks are random: ``eps * n`` rounded stochastically (its expectation is ``eps * n``)."""
+    exact = min(max(float(eps), 0.0), 1.0) * n
+    whole = math.floor(exact)
+    return min(n, whole + int(rng.random() < exact - whole))
+
+
+class ExplorationPolicy:
+    """A fixed ``eps_greedy``, or AdaTune's eps_t when ``model`` (with ``featurize``) is given.
+
+    ``history`` holds the exploration rate of every plan; ``splits`` the (model, random) counts of each.
+    """
+
+    def __init__(
+        self,
+        eps_greedy: float = 0.05,
+        model: UncertaintyModel | None = None,
+        featurize: Callable[[Sequence[Any]], Any] | None = None,
+        n_context: int = 64,
+    ):
+        if not 0.0 <= eps_greedy <= 1.0:
+            raise ValueError(f"eps_greedy must be in [0, 1], got {eps_greedy}")
+        if n_context < 1:
+            raise ValueError(f"n_context must be at least 1, got {n_context}")
+        if model is not None and featurize is None:
+            raise ValueError("contextual exploration needs featurize to score the context candidates")
+        self.eps_greedy = float(eps_greedy)
+        self.model = model
+        self.featurize = featurize
+        self.n_context = int(n_context)
+        self.history: list[float] = []
+        self.splits: list[tuple[int, int]] = []
+
+    @property
+    def contextual(self) -> bool:
+        return self.model is not None
+
+    def rate(self, space: CandidateSpace, rng: np.random.Generator, exclude: Collection[str]) -> float:
+        """This plan's exploration rate: eps_t over ``n_context`` random unmeasured candidates, or eps_greedy."""
+        if self.model is None or self.featurize is None:
+            return self.eps_greedy
+        context = space.random_candidates(rng, self.n_context, exclude=exclude)
+        if not context:
+            return 0.0
+        _, sigma = self.model.predict_mean_std(self.featurize(context))
+        return exploration_rate(sigma, self.model.best_flops)
+
+    def plan(
+        self,
+        space: CandidateSpace,
+        rng: np.random.Generator,
+        num: int,
+        exclude: Collection[str],
+        exploit: Callable[[int], Sequence[Any]],
+    ) -> list[Any]:
+        """``num`` candidates: ``exploit(m)``'s best (m = num less the random share), then random unmeasured ones,
+        which also top up a plan the exploiting search could not fill."""
+        eps = self.rate(space, rng, exclude)
+        n_random = random_share(eps, num, rng)
+        picks: list[Any] = []
+        taken = set(exclude)
+        for cand in exploit(num - n_random) if num > n_random else ():
+            if len(picks) < num - n_random and str(cand.key) not in taken:
+                picks.append(cand)
+                taken.add(str(cand.key))
+        randoms = space.random_candidates(rng, num - len(picks), exclude=taken)
+        self.history.append(eps)
+        self.splits.append((len(picks), len(randoms)))
+        logger.info(
+            "plan %d: %s=%.3f -> %d model + %d random of %d",
+            len(self.history),
+            "eps_t" if self.contextual else "eps_greedy",
+            eps,
+            len(picks),
+            len(randoms),
+            num,
+        )
+        return picks + randoms
