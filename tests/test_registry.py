@@ -173,3 +173,25 @@ def test_readme_tuner_table_is_the_generated_one() -> None:
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert markdown_table().strip() in readme
+
+
+def test_constructors_check_the_one_declaration(matmul_task: adatune.task.Task) -> None:
+    """An option shared by tuners and cost models is one declaration, enforced by every constructor alike."""
+    from adatune.cost_models import RFEICostModel
+    from adatune.tuners import TraceSearchTuner
+
+    assert RFEITuner.option("n_trees") is RFEICostModel.option("n_trees") is TraceSearchTuner.option("n_trees")
+    for make in (
+        lambda: RFEITuner(matmul_task, n_trees=1),
+        lambda: TraceSearchTuner(matmul_task, n_trees=1),
+        lambda: RFEICostModel(n_trees=1),
+        lambda: create_tuner("rfei", matmul_task, n_trees="1"),
+    ):
+        with pytest.raises(ValueError, match="n_trees=1: expected at least 2"):
+            make()
+    with pytest.raises(ValueError, match="XGBTuner: option plan_size=0: expected at least 1"):
+        XGBTuner(matmul_task, plan_size=0)
+    with pytest.raises(ValueError, match="option eps_greedy=1.5: expected at most 1"):
+        ReleaseTuner(matmul_task, eps_greedy=1.5)
+    defaults = {o.name: o.default for o in RFEITuner.declared_options()}
+    assert defaults["n_trees"] == 100 and defaults["eps_greedy"] is None and defaults["plan_size"] == 64

@@ -13,14 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from ..features import FeatureExtractor
+from ..features import FEATURE_TYPES, FeatureExtractor
+from ..options import Configurable, Option
 from ..records import as_records
 from ..task import TuningTask
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "FEATURE_TYPE", "NUM_THREADS"]
+
+FEATURE_TYPE = Option.declare(
+    "feature_type", str, "cost-model features: knob values or loop (itervar) features", choices=FEATURE_TYPES
+)
+NUM_THREADS = Option.declare("num_threads", int, "cost-model threads (none: all cores)", minimum=1)
 
 
-class CostModel(abc.ABC):
+class CostModel(Configurable, abc.ABC):
     """Scores candidates from their features; higher scores mean faster candidates."""
 
     features: FeatureExtractor | None = None

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from ..options import Option
 from ..task import TuningTask
-from ._base import CostModel
+from ._base import FEATURE_TYPE, NUM_THREADS, CostModel
 
 __all__ = ["XGBoostCostModel", "average_recall_score"]
 
@@ -37,6 +38,12 @@ class XGBoostCostModel(CostModel):
     its predictions become this model's base margin.
     """
 
+    OPTIONS = (
+        FEATURE_TYPE,
+        Option.declare("loss_type", str, "XGBoost objective: regression or pairwise rank", choices=("reg", "rank")),
+        NUM_THREADS,
+    )
+
     def __init__(
         self,
         task: TuningTask | None = None,
@@ -45,8 +52,6 @@ class XGBoostCostModel(CostModel):
         num_threads: int | None = None,
         seed: int | None = None,
     ):
-        if loss_type not in ("reg", "rank"):
-            raise ValueError(f"loss_type must be 'reg' or 'rank', got {loss_type!r}")
         self._bind(task, feature_type)
         self.feature_type = feature_type
         self.loss_type = loss_type

@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from ..options import Option
 from ..target import one_blas_thread
 from ..task import TuningTask
-from ._base import CostModel
+from ._base import FEATURE_TYPE, NUM_THREADS, CostModel
 
 __all__ = ["RFEICostModel", "expected_improvement", "UNCERTAINTY_SOURCES"]
 
@@ -71,6 +72,20 @@ class RFEICostModel(CostModel):
     ``predict_mean_std`` returns mean and standard deviation in FLOP/s.
     """
 
+    OPTIONS = (
+        Option.declare("n_trees", int, "trees in the random forest (a spread needs two)", minimum=2),
+        Option.declare(
+            "uncertainty",
+            str,
+            "uncertainty source: forestci's jackknife or the per-tree spread",
+            choices=UNCERTAINTY_SOURCES,
+        ),
+        FEATURE_TYPE,
+        Option.declare("calibrate", bool, "empirical-Bayes calibration of forestci's variance"),
+        Option.declare("min_samples_leaf", int, "the forest's minimum samples per leaf", minimum=1),
+        NUM_THREADS,
+    )
+
     def __init__(
         self,
         task: TuningTask | None = None,
@@ -84,10 +99,6 @@ class RFEICostModel(CostModel):
         seed: int | None = None,
         reference: Callable[[np.random.Generator, int], np.ndarray] | None = None,
     ):
-        if uncertainty not in UNCERTAINTY_SOURCES:
-            raise ValueError(f"uncertainty must be one of {UNCERTAINTY_SOURCES}, got {uncertainty!r}")
-        if n_trees < 2:
-            raise ValueError(f"n_trees must be at least 2 (a spread needs two trees), got {n_trees}")
         self._bind(task, feature_type)
         if reference is None and task is not None:
             features = self.features

@@ -8,12 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from ..options import Configurable
+
 __all__ = ["ModelOptimizer", "ScoreFn"]
 
 ScoreFn = Callable[[Sequence[Any]], np.ndarray]
 
 
-class ModelOptimizer(abc.ABC):
+class ModelOptimizer(Configurable, abc.ABC):
     @abc.abstractmethod
     def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[str]) -> list[Any]:
         """Up to ``num`` distinct candidates whose keys are not in ``exclusive``, highest ``score`` first."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..options import Option
 from ..space._candidate import CandidateSpace
 from ._base import ModelOptimizer, ScoreFn
 
@@ -28,6 +29,19 @@ class EvolutionarySearch(ModelOptimizer):
     RFEI's calibration sample without replaying more programs.
     """
 
+    OPTIONS = (
+        Option.declare("population_size", int, "evolutionary population", minimum=2),
+        Option.declare(
+            "init_measured_ratio",
+            float,
+            "share of the population seeded with the best measured",
+            minimum=0.0,
+            maximum=1.0,
+        ),
+        Option.declare("genetic_num_iters", int, "rounds of selection and mutation per plan", minimum=0),
+        Option.declare("mutate_prob", float, "probability that a selected parent is mutated", minimum=0.0, maximum=1.0),
+    )
+
     def __init__(
         self,
         space: CandidateSpace,
@@ -38,13 +52,6 @@ class EvolutionarySearch(ModelOptimizer):
         mutate_prob: float = 0.85,
         seeds: Callable[[int], list[Any]] | None = None,
     ):
-        if int(population_size) < 2:
-            raise ValueError(f"population_size must be at least 2, got {population_size}")
-        if int(genetic_num_iters) < 0:
-            raise ValueError(f"genetic_num_iters must be at least 0, got {genetic_num_iters}")
-        for name, share in (("init_measured_ratio", init_measured_ratio), ("mutate_prob", mutate_prob)):
-            if not 0.0 <= float(share) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {share}")
         self.space, self.rng = space, rng
         self.population_size = int(population_size)
         self.init_measured_ratio = float(init_measured_ratio)

@@ -22,9 +22,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..options import Configurable, Option
 from ..space._candidate import CandidateSpace
 
-__all__ = ["ExplorationPolicy", "UncertaintyModel", "exploration_rate", "random_share"]
+__all__ = ["EPS_GREEDY", "N_CONTEXT", "ExplorationPolicy", "UncertaintyModel", "exploration_rate", "random_share"]
+
+EPS_GREEDY = Option.declare(
+    "eps_greedy",
+    float,
+    "fixed share of each plan measured at random (none: 0.05, or eps_t with contextual exploration)",
+    minimum=0.0,
+    maximum=1.0,
+)
+N_CONTEXT = Option.declare("n_context", int, "unmeasured candidates eps_t is estimated on", minimum=1)
 
 logger = logging.getLogger("adatune.optimizer")
 
@@ -54,11 +64,13 @@ def random_share(eps: float, n: int, rng: np.random.Generator) -> int:
     return min(n, whole + int(rng.random() < exact - whole))
 
 
-class ExplorationPolicy:
+class ExplorationPolicy(Configurable):
     """A fixed ``eps_greedy``, or AdaTune's eps_t when ``model`` (with ``featurize``) is given.
 
     ``history`` holds the exploration rate of every plan; ``splits`` the (model, random) counts of each.
     """
+
+    OPTIONS = (EPS_GREEDY, N_CONTEXT)
 
     def __init__(
         self,
@@ -67,10 +79,6 @@ class ExplorationPolicy:
         featurize: Callable[[Sequence[Any]], Any] | None = None,
         n_context: int = 64,
     ):
-        if not 0.0 <= eps_greedy <= 1.0:
-            raise ValueError(f"eps_greedy must be in [0, 1], got {eps_greedy}")
-        if n_context < 1:
-            raise ValueError(f"n_context must be at least 1, got {n_context}")
         if model is not None and featurize is None:
             raise ValueError("contextual exploration needs featurize to score the context candidates")
         self.eps_greedy = float(eps_greedy)

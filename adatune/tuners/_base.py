@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import target as _target
 from ..measure import MeasureBatch, MeasureInput, MeasureOption, MeasureResult
+from ..options import Configurable
 from ..records import as_records
 from ..task import TuningTask
 from .callback import Callback
@@ -77,7 +78,7 @@ class RoundLog:
     measure_time: float
 
 
-class Tuner(abc.ABC):
+class Tuner(Configurable, abc.ABC):
     """Chooses candidates to measure. Subclasses implement ``next_batch`` and ``learn``.
 
     ``update(inputs, results)`` records what was measured (visited keys, best, trial log) and then calls

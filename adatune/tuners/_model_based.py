@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -13,10 +13,27 @@ from ..cost_models import CostModel
 from ..features import FeatureExtractor
 from ..measure import MeasureInput, MeasureResult
 from ..optimizers import ExplorationPolicy, ModelOptimizer
+from ..optimizers.exploration import EPS_GREEDY
+from ..options import Option
 from ..task import TuningTask
 from ._base import Tuner
 
-__all__ = ["ModelBasedTuner", "Sampler", "submodular_pick"]
+__all__ = ["ModelBasedTuner", "Sampler", "submodular_pick", "PLAN_SIZE", "DIVERSITY_FILTER_RATIO", "SAMPLER"]
+
+PLAN_SIZE = Option.declare("plan_size", int, "trials per plan: the cost model is refit after each plan", minimum=1)
+DIVERSITY_FILTER_RATIO = Option.declare(
+    "diversity_filter_ratio",
+    float,
+    "ask the optimizer for this many times plan_size candidates, keep a diverse subset",
+    minimum=1.0,
+)
+SAMPLER = Option.declare(
+    "sampler",
+    str,
+    "choose each plan by ReLeASE's k-means adaptive sampling (none: the optimizer's top candidates)",
+    choices=("adaptive", None),
+    objects=True,
+)
 
 logger = logging.getLogger("adatune.tuner")
 
@@ -55,6 +72,8 @@ class ModelBasedTuner(Tuner):
     ``feature_type``: "knob" (the space's own features) or "itervar" (loop structure of the applied program).
     """
 
+    OPTIONS: ClassVar[tuple[Option, ...]] = (PLAN_SIZE, EPS_GREEDY, DIVERSITY_FILTER_RATIO)
+
     def __init__(
         self,
         task: TuningTask,
@@ -69,10 +88,6 @@ class ModelBasedTuner(Tuner):
         exploration: ExplorationPolicy | None = None,
     ):
         super().__init__(task, seed)
-        if plan_size < 1:
-            raise ValueError(f"plan_size must be at least 1, got {plan_size}")
-        if diversity_filter_ratio is not None and diversity_filter_ratio < 1:
-            raise ValueError(f"diversity_filter_ratio must be >= 1, got {diversity_filter_ratio}")
         self.cost_model = cost_model
         self.model_optimizer = model_optimizer
         self.plan_size = plan_size

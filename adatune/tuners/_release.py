@@ -13,9 +13,11 @@ from typing import Any
 
 from ..agents import PPOAgent
 from ..cost_models import CostModel, XGBoostCostModel
+from ..optimizers.exploration import EPS_GREEDY
+from ..options import Option
 from ..task import TuningTask
 from ._base import RandomStreams
-from ._model_based import ModelBasedTuner, Sampler
+from ._model_based import PLAN_SIZE, SAMPLER, ModelBasedTuner, Sampler
 from ._xgb import make_sampler
 
 __all__ = ["ReleaseTuner"]
@@ -25,6 +27,15 @@ class ReleaseTuner(ModelBasedTuner):
     """PPO agent rewarded by ``cost_model`` (AutoTVM's XGBoost model by default; any ``CostModel``) with
     ``sampler="adaptive"`` (k-means on the agent's candidates) or ``None``. ``agent_options`` override the
     agent's settings (``PPOAgent``'s keyword arguments: paper hyperparameters, walkers, step cap)."""
+
+    OPTIONS = (
+        PLAN_SIZE,
+        Option.declare("cost_model", object, "a CostModel instance (none: AutoTVM's XGBoost model)"),
+        SAMPLER,
+        EPS_GREEDY,
+        *XGBoostCostModel.OPTIONS,
+        Option.declare("agent_options", dict, 'PPOAgent keyword arguments, e.g. {"step_cap": 16}'),
+    )
 
     def __init__(
         self,

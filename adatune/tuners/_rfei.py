@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from ..cost_models import RFEICostModel
 from ..optimizers import ExplorationPolicy, SimulatedAnnealingOptimizer
+from ..optimizers.exploration import EPS_GREEDY, N_CONTEXT
+from ..options import Option
 from ..task import TuningTask
 from ._base import RandomStreams
-from ._model_based import ModelBasedTuner
+from ._model_based import PLAN_SIZE, ModelBasedTuner
 
-__all__ = ["RFEITuner"]
+CONTEXTUAL = Option.declare("contextual", bool, "random share eps_t from the model's uncertainty (AdaTune)")
+
+__all__ = ["CONTEXTUAL", "RFEITuner"]
 
 
 class RFEITuner(ModelBasedTuner):
@@ -27,6 +31,18 @@ class RFEITuner(ModelBasedTuner):
     ``contextual=False``: plain simulated annealing with AutoTVM's fixed ``eps_greedy`` (0.05), the "RFEI+SA"
     arm of the paper's ablation.
     """
+
+    OPTIONS = (
+        PLAN_SIZE,
+        RFEICostModel.option("n_trees"),
+        RFEICostModel.option("uncertainty"),
+        CONTEXTUAL,
+        N_CONTEXT,
+        RFEICostModel.option("feature_type"),
+        RFEICostModel.option("calibrate"),
+        EPS_GREEDY,
+        RFEICostModel.option("num_threads"),
+    )
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..options import Option
 from ..space import ConfigSpace
 from ..space._candidate import DiscreteSpace
 from ..task import TuningTask
@@ -64,9 +65,16 @@ class _IndexRange:
         self.visited_max = _count_valid(task.space, self.begin_idx, self.end_idx)  # type: ignore[arg-type]
 
 
+RANGE_IDX = Option.declare(
+    "range_idx", tuple, "only knob configs with an index in [first, last] (AutoTVM's)", item_type=int, length=2
+)
+
+
 class RandomTuner(Tuner, _IndexRange):
     """Measures valid candidates drawn uniformly at random, never the same one twice (optionally only knob
     configs with an index in ``range_idx``, inclusive)."""
+
+    OPTIONS = (RANGE_IDX,)
 
     def __init__(self, task: TuningTask, range_idx: tuple[int, int] | None = None, seed: int | None = None):
         super().__init__(task, seed)
@@ -101,6 +109,8 @@ class GridSearchTuner(Tuner, _IndexRange):
     """Measures a discrete space in mixed-radix index order (within ``range_idx``), skipping invalid and
     measured candidates; for knob configs that is AutoTVM's config index order. ``index`` is the next index
     to measure (the first valid one at or after it, for knob configs)."""
+
+    OPTIONS = (RANGE_IDX,)
 
     def __init__(self, task: TuningTask, range_idx: tuple[int, int] | None = None, seed: int | None = None):
         super().__init__(task, seed)

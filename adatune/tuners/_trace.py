@@ -18,11 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from ..cost_models import COST_MODELS, CostModel, create_cost_model
+from ..cost_models import COST_MODELS, CostModel, RFEICostModel, create_cost_model
 from ..optimizers import EvolutionarySearch, ExplorationPolicy
+from ..optimizers.exploration import EPS_GREEDY, N_CONTEXT
+from ..options import Option
 from ..task import TuningTask
 from ._base import RandomStreams
-from ._model_based import ModelBasedTuner
+from ._model_based import PLAN_SIZE, ModelBasedTuner
+from ._rfei import CONTEXTUAL
 
 __all__ = ["TraceSearchTuner"]
 
@@ -34,6 +37,24 @@ class TraceSearchTuner(ModelBasedTuner):
     ``CostModel`` that fits and predicts on feature matrices.
     ``eps_greedy``: the fixed random share of a plan (default 0.05), used unless RFEI explores contextually.
     """
+
+    OPTIONS = (
+        Option.declare(
+            "cost_model",
+            str,
+            "cost model on the space's features (adatune.cost_models.COST_MODELS)",
+            choices=tuple(COST_MODELS),
+            objects=True,
+        ),
+        PLAN_SIZE,
+        *EvolutionarySearch.OPTIONS,
+        EPS_GREEDY,
+        CONTEXTUAL,
+        N_CONTEXT,
+        RFEICostModel.option("n_trees"),
+        RFEICostModel.option("uncertainty"),
+        RFEICostModel.option("num_threads"),
+    )
 
     def __init__(
         self,

@@ -9,9 +9,11 @@ import numpy as np
 
 from ..cost_models import XGBoostCostModel
 from ..optimizers import SimulatedAnnealingOptimizer
+from ..optimizers.exploration import EPS_GREEDY
+from ..options import Option
 from ..task import TuningTask
 from ._base import RandomStreams
-from ._model_based import ModelBasedTuner, Sampler
+from ._model_based import DIVERSITY_FILTER_RATIO, PLAN_SIZE, SAMPLER, ModelBasedTuner, Sampler
 
 __all__ = ["XGBTuner"]
 
@@ -19,6 +21,15 @@ __all__ = ["XGBTuner"]
 class XGBTuner(ModelBasedTuner):
     """XGBoost cost model + parallel simulated annealing (n_iter=500, parallel_size=128, early_stop=50,
     persistent), plan_size=64, epsilon-greedy 0.05. ``sampler="adaptive"`` uses ReLeASE's k-means sampling."""
+
+    OPTIONS = (
+        PLAN_SIZE,
+        *XGBoostCostModel.OPTIONS,
+        Option.declare("optimizer", str, "model optimizer: parallel simulated annealing", choices=("sa",)),
+        DIVERSITY_FILTER_RATIO,
+        SAMPLER,
+        EPS_GREEDY,
+    )
 
     def __init__(
         self,
@@ -33,8 +44,6 @@ class XGBTuner(ModelBasedTuner):
         eps_greedy: float = 0.05,
         seed: int | None = None,
     ):
-        if optimizer != "sa":
-            raise ValueError(f"unknown optimizer {optimizer!r}: XGBTuner supports 'sa'")
         cost_model = XGBoostCostModel(
             task,
             feature_type=feature_type,
