@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,10 +46,16 @@ class RandomStreams:
 
 
 class VisitedKeys(set):
-    """Keys of measured candidates; ``x in visited`` also takes a candidate or a knob config index."""
+    """Keys of measured candidates. ``x in visited`` takes a candidate, a key or a knob config index; iterating
+    gives knob config indices as ints, as AutoTVM's ``tuner.visited`` does (other kinds' keys as text).
+    Set operations (``visited | taken``) work on the stored text keys."""
 
     def __contains__(self, item: object) -> bool:
         return super().__contains__(str(getattr(item, "key", item)))
+
+    def __iter__(self) -> Iterator[Any]:
+        for key in super().__iter__():
+            yield int(key) if key.isdigit() else key
 
 
 @dataclass

@@ -83,7 +83,7 @@ class RandomTuner(Tuner, _IndexRange):
             self._set_range(task, *(self.range or (0, _range_length(task) - 1)))
 
     def _taken_in_range(self) -> set[int]:
-        return {int(k) for k in self.visited if k.isdigit() and self.begin_idx <= int(k) < self.end_idx}
+        return {k for k in self.visited if isinstance(k, int) and self.begin_idx <= k < self.end_idx}
 
     def next_batch(self, batch_size: int) -> list[Any]:
         if self.range is None:

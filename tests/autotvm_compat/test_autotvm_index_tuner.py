@@ -1,9 +1,8 @@
 """Test index based tuners
 
 Ported from apache/tvm v0.18.0 ``tests/python/autotvm/test_autotvm_index_tuner.py`` (Apache-2.0) with adatune's
-tuners and ``measure_option`` (no builder: ``DummyRunner`` needs no binary). One change adatune's candidate
-protocol forces: ``tuner.visited`` holds candidate keys, which are strings (``str(index)`` for knob configs),
-so the range check reads ``int(idx)``.
+tuners and ``measure_option`` (no builder: ``DummyRunner`` needs no binary); ``tuner.visited`` yields config
+indices as AutoTVM's does, so the range checks are AutoTVM's own.
 The ``*_spawn`` variant is not ported (see ``test_autotvm_measure``).
 """
 
@@ -83,7 +82,7 @@ def test_random_tuner():
     assert len(tuner.visited) == 8
     assert not tuner.has_next()
     for idx in tuner.visited:
-        assert 8 <= int(idx) <= 15
+        assert 8 <= idx <= 15
 
     # With multi-filter
     task, _ = get_sample_task()
@@ -101,4 +100,4 @@ def test_random_tuner():
     assert len(tuner.visited) == 4
     assert not tuner.has_next()
     for idx in tuner.visited:
-        assert 8 <= int(idx) <= 15
+        assert 8 <= idx <= 15
