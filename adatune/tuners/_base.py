@@ -18,7 +18,7 @@ from ..records import as_records
 from ..task import TuningTask
 from .callback import Callback
 
-__all__ = ["Tuner", "TrialLog", "RoundLog", "RandomStreams", "VisitedKeys"]
+__all__ = ["Tuner", "TrialLog", "RoundLog", "RandomStreams", "VisitedKeys", "model_seed"]
 
 logger = logging.getLogger("adatune.tuner")
 
@@ -43,6 +43,11 @@ class RandomStreams:
             return self.__dict__["_gens"][name]
         except KeyError:
             raise AttributeError(f"no random stream {name!r}: streams are {', '.join(STREAMS)}") from None
+
+
+def model_seed(seed: int | None) -> int:
+    """The cost model's seed for a tuner of ``seed``: its ``model`` stream's (one derivation for every tuner)."""
+    return RandomStreams(seed).seeds["model"]
 
 
 class VisitedKeys(set):

@@ -16,7 +16,7 @@ from ..cost_models import CostModel, XGBoostCostModel
 from ..optimizers.exploration import EPS_GREEDY
 from ..options import Option
 from ..task import TuningTask
-from ._base import RandomStreams
+from ._base import model_seed
 from ._model_based import PLAN_SIZE, SAMPLER, ModelBasedTuner, Sampler
 from ._xgb import make_sampler
 
@@ -51,13 +51,7 @@ class ReleaseTuner(ModelBasedTuner):
         seed: int | None = None,
     ):
         if cost_model is None:
-            cost_model = XGBoostCostModel(
-                task,
-                feature_type=feature_type,
-                loss_type=loss_type,
-                num_threads=num_threads,
-                seed=RandomStreams(seed).seeds["model"],
-            )
+            cost_model = XGBoostCostModel(task, feature_type, loss_type, num_threads, model_seed(seed))
         super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy, sampler=None, seed=seed)
         # the agent draws from its own stream, made after the first plan: every scheme of a seed measures
         # the same first plan whatever the agent consumes

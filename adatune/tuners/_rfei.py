@@ -14,7 +14,7 @@ from ..optimizers import ExplorationPolicy, SimulatedAnnealingOptimizer
 from ..optimizers.exploration import EPS_GREEDY, N_CONTEXT
 from ..options import Option
 from ..task import TuningTask
-from ._base import RandomStreams
+from ._base import model_seed
 from ._model_based import PLAN_SIZE, ModelBasedTuner
 
 CONTEXTUAL = Option.declare("contextual", bool, "random share eps_t from the model's uncertainty (AdaTune)")
@@ -67,7 +67,7 @@ class RFEITuner(ModelBasedTuner):
             feature_type=feature_type,
             calibrate=calibrate,
             num_threads=num_threads,
-            seed=RandomStreams(seed).seeds["model"],
+            seed=model_seed(seed),
         )
         exploration = (
             ExplorationPolicy(model=cost_model, featurize=cost_model.features, n_context=n_context)

@@ -23,7 +23,7 @@ from ..optimizers import EvolutionarySearch, ExplorationPolicy
 from ..optimizers.exploration import EPS_GREEDY, N_CONTEXT
 from ..options import Option
 from ..task import TuningTask
-from ._base import RandomStreams
+from ._base import model_seed
 from ._model_based import PLAN_SIZE, ModelBasedTuner
 from ._rfei import CONTEXTUAL
 
@@ -73,7 +73,7 @@ class TraceSearchTuner(ModelBasedTuner):
         num_threads: int | None = None,
         seed: int | None = None,
     ):
-        model = self._make_model(cost_model, n_trees, uncertainty, num_threads, RandomStreams(seed).seeds["model"])
+        model = self._make_model(cost_model, n_trees, uncertainty, num_threads, model_seed(seed))
         self.contextual = bool(contextual) and hasattr(model, "predict_mean_std")
         if self.contextual and eps_greedy:
             raise ValueError("eps_greedy is the fixed random share without contextual exploration: pass one of them")

@@ -12,7 +12,7 @@ from ..optimizers import SimulatedAnnealingOptimizer
 from ..optimizers.exploration import EPS_GREEDY
 from ..options import Option
 from ..task import TuningTask
-from ._base import RandomStreams
+from ._base import model_seed
 from ._model_based import DIVERSITY_FILTER_RATIO, PLAN_SIZE, SAMPLER, ModelBasedTuner, Sampler
 
 __all__ = ["XGBTuner"]
@@ -44,13 +44,7 @@ class XGBTuner(ModelBasedTuner):
         eps_greedy: float = 0.05,
         seed: int | None = None,
     ):
-        cost_model = XGBoostCostModel(
-            task,
-            feature_type=feature_type,
-            loss_type=loss_type,
-            num_threads=num_threads,
-            seed=RandomStreams(seed).seeds["model"],
-        )
+        cost_model = XGBoostCostModel(task, feature_type, loss_type, num_threads, model_seed(seed))
         super().__init__(
             task,
             cost_model,
