@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["DeviceLimits", "PROFILES", "profile", "limits_of_tvm_device"]
+__all__ = ["DeviceLimits", "PROFILES", "ARCH_PROFILES", "profile", "limits_of_tvm_device", "limits_for_target"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class DeviceLimits:
     max_thread_y: int = 1024
     max_thread_z: int = 64
     multi_processor_count: int = 0
+    max_registers_per_thread: int = 255  # every compute capability since 3.5
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,6 +52,10 @@ PROFILES: dict[str, DeviceLimits] = {
 }
 
 
+#: the profile of each compute capability a target names as ``arch`` (its per-block limits are the architecture's)
+ARCH_PROFILES = {"sm_70": "v100", "sm_75": "t4", "sm_80": "a100", "sm_90": "h100"}
+
+
 def profile(name: str) -> DeviceLimits:
     """The named device profile (``ValueError`` listing the known ones otherwise)."""
     try:
@@ -68,4 +73,18 @@ def limits_of_tvm_device(dev: Any) -> DeviceLimits:
         int(getattr(dev, "max_registers_per_block", 65536) or 65536),
         int(dev.warp_size),
         multi_processor_count=int(getattr(dev, "multi_processor_count", 0) or 0),
+    )
+
+
+def limits_for_target(target: Any, live_device: Any = None) -> DeviceLimits:
+    """A GPU target's limits: the live device's when there is one, else the profile of the architecture the
+    target names (``arch``, e.g. ``sm_80``); ``ValueError`` saying what to pass when neither is known."""
+    if live_device is not None and getattr(live_device, "exist", False):
+        return limits_of_tvm_device(live_device)
+    arch = str(target.attrs.get("arch", "")) if hasattr(target, "attrs") else ""
+    if arch in ARCH_PROFILES:
+        return PROFILES[ARCH_PROFILES[arch]]
+    raise ValueError(
+        f"no GPU here and target {target} names no known architecture (arch one of {', '.join(ARCH_PROFILES)}): "
+        "pass a device profile, e.g. adatune.devices.profile('a100')"
     )

@@ -8,6 +8,7 @@ run writes, the CUDA micro-kernels through nvcc (sm_80) and a BERT encoder layer
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -318,7 +319,7 @@ CUDA_SM80 = tvm.target.Target({"kind": "cuda", "arch": "sm_80"}, host="llvm")
 
 def _cuda_picks(wl: DynamicWorkload) -> list[MicroKernel]:
     space = MicroKernelSpace(CUDA_SM80, "float32", 64)
-    assert space.cores == SM80_LIMITS.sms
+    assert space.cores == SM80_LIMITS.multi_processor_count == 108 and space.device_limits == SM80_LIMITS
     for k in space.kernels:
         assert k.threads % 32 == 0 and k.threads <= 1024 and (k.mt + k.nt) * k.kt * 4 <= 48 << 10
     by_size = sorted(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
@@ -402,3 +403,19 @@ def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) 
     got, _ = measure_kernel(wl, mk, ts, HOST, np.random.default_rng(0))
     assert made == [(1, 10)] * len(ts)
     assert [m.t for m in got] == ts and all(np.isfinite(m.seconds) for m in got)
+
+
+def test_cuda_space_takes_the_devices_profile_not_a_copy() -> None:
+    """A CUDA space's limits and SM count come from adatune.devices: the live GPU, else the target's arch."""
+    from adatune.devices import PROFILES, profile
+
+    if tvm.cuda(0).exist:
+        pytest.skip("a live GPU's own limits win over the arch profile")
+    for arch, name in (("sm_80", "a100"), ("sm_90", "h100"), ("sm_75", "t4")):
+        space = MicroKernelSpace(tvm.target.Target({"kind": "cuda", "arch": arch}, host="llvm"), "float32", 64)
+        assert space.device_limits == PROFILES[name] and space.cores == PROFILES[name].multi_processor_count
+    small = dataclasses.replace(profile("a100"), max_threads_per_block=128, multi_processor_count=7)
+    space = MicroKernelSpace(CUDA_SM80, "float32", 64, device_limits=small)
+    assert space.cores == 7 and all(k.threads <= 128 for k in space.kernels)
+    with pytest.raises(ValueError, match="names no known architecture"):
+        MicroKernelSpace(tvm.target.Target({"kind": "cuda", "arch": "sm_52"}, host="llvm"), "float32", 64)

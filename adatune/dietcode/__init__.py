@@ -15,7 +15,7 @@ from ._bert import BertEncoder, BertEncoderLayer, bert_layer_reference, random_b
 from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels
 from ._kernel import DynamicKernel
 from ._schedule import microkernel_func, schedule_microkernel
-from ._space import SM80_LIMITS, CudaLimits, MicroKernel, MicroKernelSpace, weight_panel
+from ._space import SM80_LIMITS, MicroKernel, MicroKernelSpace, weight_panel
 from ._task import PREFIX, MicroKernelTask
 from ._tune import DietCodeResult, DietCodeTuner, Measurement, measure_kernel
 from ._workloads import GEMM_KINDS, DynamicWorkload, bert_workloads, validate_range
@@ -26,7 +26,6 @@ __all__ = [
     "SM80_LIMITS",
     "BertEncoder",
     "BertEncoderLayer",
-    "CudaLimits",
     "DietCodeResult",
     "DietCodeTuner",
     "DynamicKernel",

@@ -22,12 +22,13 @@ from typing import Any, ClassVar
 import numpy as np
 import tvm
 
+from ..devices import DeviceLimits, limits_for_target, profile
 from ..space._candidate import CandidateSpace
 from ..target import CpuInfo, cpu_info
 from ..target import create as create_target
 from ..templates._x86 import fits_registers, register_tiles
 
-__all__ = ["MicroKernel", "MicroKernelSpace", "CudaLimits", "SM80_LIMITS", "device_of", "weight_panel"]
+__all__ = ["MicroKernel", "MicroKernelSpace", "SM80_LIMITS", "device_of", "weight_panel"]
 
 
 def device_of(target: tvm.target.Target) -> Any:
@@ -75,19 +76,8 @@ class MicroKernel:
         return self.key
 
 
-@dataclass(frozen=True)
-class CudaLimits:
-    """What a CUDA block may use (per-SM figures for one compute capability)."""
-
-    sms: int
-    max_threads: int
-    warp: int
-    shared_bytes: int
-    registers_per_thread: int
-
-
-#: A100 (sm_80): 108 SMs, 1024 threads a block, 48 KiB static shared memory, 255 registers a thread
-SM80_LIMITS = CudaLimits(sms=108, max_threads=1024, warp=32, shared_bytes=48 << 10, registers_per_thread=255)
+#: A100 (sm_80) limits, the profile a CUDA space takes when its target says ``arch=sm_80`` and no GPU is here
+SM80_LIMITS = profile("a100")
 
 
 def _register_tiles(info: CpuInfo) -> set[tuple[int, int]]:
@@ -124,26 +114,30 @@ def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> list[MicroK
     return out
 
 
-def _cuda_kernels(limits: CudaLimits, dtype: str) -> list[MicroKernel]:
+def _cuda_kernels(limits: DeviceLimits, dtype: str) -> list[MicroKernel]:
     nbytes = tvm.DataType(dtype).bits // 8
     out = []
     for mr, nr, ty, tx, kt in itertools.product(
         (1, 2, 4, 8), (1, 2, 4, 8), (2, 4, 8, 16, 32), (4, 8, 16, 32), (4, 8, 16, 32)
     ):
         threads = ty * tx
-        if threads % limits.warp or threads > limits.max_threads or threads < 64:
+        if threads % limits.warp_size or threads > limits.max_threads_per_block or threads < 64:
             continue
-        if mr * nr + mr + nr + 24 > limits.registers_per_thread // 2:  # accumulators + operands + addressing
+        if mr * nr + mr + nr + 24 > limits.max_registers_per_thread // 2:  # accumulators + operands + addressing
             continue
         mt, nt = mr * ty, nr * tx
-        if mt > 128 or nt > 128 or (mt + nt) * kt * nbytes > limits.shared_bytes:
+        if mt > 128 or nt > 128 or (mt + nt) * kt * nbytes > limits.max_shared_memory_per_block:
             continue
         out.append(MicroKernel("cuda", mt, nt, kt, mr, nr))
     return out
 
 
 class MicroKernelSpace(CandidateSpace):
-    """The micro-kernels of one target and GEMM kind (no dependence on T beyond the workload's static dims)."""
+    """The micro-kernels of one target and GEMM kind (no dependence on T beyond the workload's static dims).
+
+    A CUDA space fits the GPU's limits: ``device_limits`` if given, else the live device's, else the profile of
+    the target's ``arch`` (``adatune.devices``); its occupancy term counts that device's SMs.
+    """
 
     kind: ClassVar[str] = "microkernel"
     FEATURE_NAMES: ClassVar[tuple[str, ...]] = (
@@ -166,23 +160,24 @@ class MicroKernelSpace(CandidateSpace):
         target: tvm.target.Target,
         dtype: str = "float32",
         static_k: int | None = None,
-        cuda_limits: CudaLimits = SM80_LIMITS,
+        device_limits: DeviceLimits | None = None,
     ):
         self.target = target
         self.dtype = dtype
         self.device = "cuda" if target.kind.name == "cuda" else "cpu"
         if self.device == "cpu":
             self.info: CpuInfo | None = cpu_info(target)
-            self.cuda_limits: CudaLimits | None = None
+            self.device_limits: DeviceLimits | None = None
             self.kernels = _cpu_kernels(self.info, dtype, static_k)
             self.cores = self.info.cores
             self.cache_bytes = self.info.l2_bytes
         else:
             self.info = None
-            self.cuda_limits = cuda_limits
-            self.kernels = _cuda_kernels(cuda_limits, dtype)
-            self.cores = cuda_limits.sms
-            self.cache_bytes = cuda_limits.shared_bytes
+            limits = device_limits or limits_for_target(target, tvm.cuda(0))
+            self.device_limits = limits
+            self.kernels = _cuda_kernels(limits, dtype)
+            self.cores = limits.multi_processor_count
+            self.cache_bytes = limits.max_shared_memory_per_block
         if not self.kernels:
             raise ValueError(f"no micro-kernel fits target {target} (dtype {dtype})")
         self._by_key = {k.key: k for k in self.kernels}
