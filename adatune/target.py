@@ -33,7 +33,9 @@ __all__ = [
     "describe_host",
     "host",
     "same_target",
+    "size_tvm_thread_pool",
     "to_json",
+    "tvm_thread_env",
     "vector_lanes",
 ]
 
@@ -56,19 +58,27 @@ def _usable_cores() -> int:
     return max(1, min(physical, allowed))
 
 
-def _size_tvm_thread_pool() -> None:
-    """Give TVM's thread pool one thread per physical core unless the user chose a number.
+def tvm_thread_env() -> dict[str, str]:
+    """The environment a process that runs adatune's kernels needs so TVM's pool has one thread per usable
+    physical core; empty when the user chose a number (``TVM_NUM_THREADS`` or ``OMP_NUM_THREADS``).
 
-    Without ``TVM_NUM_THREADS`` (or ``OMP_NUM_THREADS``) TVM 0.27 runs ``hardware_concurrency() / 2``
-    threads on x86, assuming two-way SMT: on a CPU without SMT (cloud VMs, EPYC with SMT off) every
-    parallel kernel uses half the cores, one of two on a 2-core VM, while PyTorch uses all of them.
-    Runs when adatune is imported, before TVM's pool starts; measuring subprocesses inherit it.
-    """
-    if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
-        os.environ["TVM_NUM_THREADS"] = str(_usable_cores())
+    Without either, TVM 0.27 runs ``hardware_concurrency() / 2`` threads on x86, assuming two-way SMT: on a
+    CPU without SMT (cloud VMs, EPYC with SMT off) every parallel kernel uses half the cores, one of two on a
+    2-core VM, while PyTorch uses all of them."""
+    if "TVM_NUM_THREADS" in os.environ or "OMP_NUM_THREADS" in os.environ:
+        return {}
+    return {"TVM_NUM_THREADS": str(_usable_cores())}
 
 
-_size_tvm_thread_pool()
+def size_tvm_thread_pool() -> None:
+    """Size the TVM thread pools this process starts from now on (see ``tvm_thread_env``).
+
+    Called where adatune runs kernels (a measurement worker at its start, a compiled model it returns),
+    never on import: the host application's environment is its own. TVM reads the count once, when a
+    thread's pool starts, and ``runtime.config_threadpool`` can lower it but not raise it above that, so the
+    environment, before the pool starts, is the only lever TVM 0.27 offers."""
+    os.environ.update(tvm_thread_env())
+
 
 _BLAS: list[Any] = []  # one threadpoolctl controller, made on first use (inspecting the loaded libraries is slow)
 

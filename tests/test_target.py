@@ -98,23 +98,35 @@ def test_public_helpers_still_work() -> None:
         target.create("not a target")
 
 
-def _pool_threads(env: dict[str, str]) -> int:
-    """TVM's thread pool size in a fresh interpreter that imports adatune under ``env``."""
+def _worker_pool_threads(env: dict[str, str]) -> int:
+    """TVM's thread pool size in a LocalRunner worker started by a fresh interpreter under ``env``."""
     import os
     import subprocess
     import sys
 
-    code = "import adatune, tvm; print(tvm.runtime.num_threads())"
+    code = (
+        "import adatune, tvm; r = adatune.LocalRunner(); "
+        "print(r.pool.submit(tvm.runtime.num_threads).result()); r.close()"
+    )
     base = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
     out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, check=True)
-    return int(out.stdout.strip())
+    return int(out.stdout.strip().splitlines()[-1])
 
 
-def test_tvm_pool_gets_every_usable_core_unless_the_user_chose() -> None:
-    """TVM alone runs hardware_concurrency() / 2 threads on x86; adatune sizes the pool to the physical cores
-    this process may use (what PyTorch uses), and leaves a user's TVM_NUM_THREADS alone."""
-    assert _pool_threads({}) == target._usable_cores() == int(target.host().attrs["num-cores"])
-    assert _pool_threads({"TVM_NUM_THREADS": "1"}) == 1
+def test_measurement_workers_time_kernels_on_every_usable_core_unless_the_user_chose() -> None:
+    """TVM alone runs hardware_concurrency() / 2 threads on x86; a measurement worker sizes its pool to the
+    physical cores it may use (what PyTorch uses, and what the tuned kernel gets when it is deployed through
+    adatune), and leaves a user's TVM_NUM_THREADS alone."""
+    assert _worker_pool_threads({}) == target._usable_cores() == int(target.host().attrs["num-cores"])
+    assert _worker_pool_threads({"TVM_NUM_THREADS": "1"}) == 1
+
+
+def test_tvm_thread_env_leaves_a_users_choice_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TVM_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert target.tvm_thread_env() == {"TVM_NUM_THREADS": str(target._usable_cores())}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert target.tvm_thread_env() == {}
 
 
 def test_one_blas_thread_limits_numpy_blas_inside_the_block_only() -> None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.optimize import least_squares
-from xgboost import XGBRegressor
+
+if TYPE_CHECKING:
+    from xgboost import XGBRegressor
 
 from ._space import MicroKernel, MicroKernelSpace
 from ._workloads import DynamicWorkload
@@ -138,6 +140,8 @@ class MicroKernelCostModel:
         x = np.array([self._x(mk, t) for mk, t in zip(kernels, ts)])
         self.k = fit_occupancy_k([mk.key for mk in kernels], x, per_flop / pad)
         labels = np.log(per_flop / pad / np.asarray(f_occ(x, self.k)))
+        from xgboost import XGBRegressor  # only a fit needs xgboost, not `import adatune`
+
         self._reg = XGBRegressor(
             n_estimators=200, max_depth=4, learning_rate=0.1, random_state=self.seed, n_jobs=1, verbosity=0
         )

@@ -16,10 +16,12 @@ import subprocess
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.tree import DecisionTreeClassifier
+
+if TYPE_CHECKING:
+    from sklearn.tree import DecisionTreeClassifier
 
 __all__ = ["ShapeDispatcher", "CompiledDispatcher", "check_extent"]
 
@@ -65,6 +67,8 @@ class ShapeDispatcher:
         rng = t_range if t_range is not None else (int(xs.min()), int(xs.max()))
         if len(labels) == 1:
             return cls(labels, {"leaf": 0}, rng)
+        from sklearn.tree import DecisionTreeClassifier  # only a fit needs scikit-learn, not `import adatune`
+
         clf = DecisionTreeClassifier(random_state=random_state).fit(xs, ys)
         tree = _export(clf)
         out = cls(labels, tree, rng)

@@ -33,6 +33,7 @@ class CompiledModel:
         self.model = model
         self.executable = executable
         self.applied = applied  # function name -> "record" or "fallback"
+        _target.size_tvm_thread_pool()  # its kernels run in this process: every physical core, as when measured
         self._vm = relax.VirtualMachine(executable, tvm.cpu())
 
     @property
