@@ -1,6 +1,7 @@
 """Measurement: builders, runners, results and ``measure_option``."""
 
 from ._builder import Builder, LocalBuilder, NoBuilder
+from ._config import RunnerConfig
 from ._option import MeasureOption, measure_option
 from ._replay import ReplayRunner
 from ._rpc import RPCRunner
@@ -15,6 +16,7 @@ __all__ = [
     "LocalRunner",
     "ReplayRunner",
     "RPCRunner",
+    "RunnerConfig",
     "MeasureOption",
     "measure_option",
     "MeasureBatch",

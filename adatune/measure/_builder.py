@@ -9,6 +9,7 @@ device limits, a CUDA candidate that breaks them is rejected before it is compil
 from __future__ import annotations
 
 import abc
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -103,23 +104,15 @@ class LocalBuilder(Builder):
     def _collect(self, fut: object, inst_time: float) -> BuildResult:
         """A candidate's build time is its own instantiation plus compile time, not its wait in the queue."""
         try:
-            out = fut.result()  # type: ignore[attr-defined]
+            out: BuildResult = fut.result()  # type: ignore[attr-defined]
         except TimeoutError:
-            return BuildResult(
-                None,
-                MeasureErrorNo.BUILD_TIMEOUT,
-                f"build did not finish within {self.timeout:g} s",
-                inst_time + self.timeout,
-            )
+            msg = f"build did not finish within {self.timeout:g} s"
+            return BuildResult(None, MeasureErrorNo.BUILD_TIMEOUT, msg, inst_time + self.timeout)
         except ChildProcessError as err:
             return BuildResult(None, MeasureErrorNo.COMPILE_HOST, f"build worker crashed: {err}", inst_time)
         except Exception as err:  # noqa: BLE001
             return BuildResult(None, MeasureErrorNo.UNKNOWN_ERROR, f"{type(err).__name__}: {err}", inst_time)
-        spent = inst_time + float(out.get("time", 0.0))
-        if "error" in out:
-            kind = MeasureErrorNo.COMPILE_DEVICE if out["error"] == "compile_device" else MeasureErrorNo.COMPILE_HOST
-            return BuildResult(None, kind, out["msg"], spent)
-        return BuildResult(out["artifact"], MeasureErrorNo.NO_ERROR, "", spent)
+        return dataclasses.replace(out, time_cost=inst_time + out.time_cost)
 
     def close(self) -> None:
         if self._pool is not None:

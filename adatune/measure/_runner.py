@@ -2,36 +2,30 @@
 
 ``LocalRunner`` runs one candidate at a time in a single persistent worker process, so timings do not
 compete with each other and a kernel that crashes or hangs only costs that worker (restarted lazily).
+Local and RPC runners share ``WorkerRunner``: one ``RunnerConfig``, the reference data, the requests their
+workers get and the results they make of the workers' typed outcomes.
 """
 
 from __future__ import annotations
 
 import abc
-import dataclasses
-import os
-import shutil
-import tempfile
+import copy
 import time
 from collections.abc import Sequence
+from typing import Any
 
-import numpy as np
 import tvm
 from tvm.support.popen_pool import PopenPoolExecutor
 
-from ..devices import DeviceLimits, limits_of_tvm_device, profile
+from ..devices import DeviceLimits, limits_of_tvm_device
 from ..evaluator import EvaluatorConfig
-from ..target import one_blas_thread
 from ..task import TuningTask
 from . import _worker
-from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from ._config import RunnerConfig, with_options_signature
+from ._reference import ReferenceData
+from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, RunOutcome, RunRequest
 
-__all__ = ["Runner", "LocalRunner"]
-
-_KIND = {
-    "runtime_device": MeasureErrorNo.RUNTIME_DEVICE,
-    "wrong_answer": MeasureErrorNo.WRONG_ANSWER,
-    "compile_host": MeasureErrorNo.COMPILE_HOST,
-}
+__all__ = ["Runner", "WorkerRunner", "LocalRunner"]
 
 
 class Runner(abc.ABC):
@@ -70,167 +64,75 @@ def _device_type(task: TuningTask) -> str:
     return "cuda" if task.target_kind == "cuda" else "cpu"
 
 
-class LocalRunner(Runner):
-    """Measure on this machine.
+def build_failure(build: BuildResult) -> MeasureResult:
+    """The result of a candidate that was never run because its build failed."""
+    return RunOutcome(build.error_no, build.error_msg).result(build)
 
-    ``number`` runs are averaged per repeat, ``repeat`` values are reported; ``min_repeat_ms`` raises
-    ``number`` for very fast kernels; ``cooldown_interval`` sleeps between candidates;
-    ``enable_cpu_cache_flush`` flushes caches before each run (cold-cache timing);
-    ``check_correctness`` compares each candidate's output with the reference before timing it;
-    ``min_converge_coef`` enables AdaTune's adaptive evaluator (see ``adatune.evaluator``);
-    ``device_profile`` names the GPU whose per-block limits CUDA candidates are checked against before they
-    are built (``adatune.devices.PROFILES``: "h100", "a100", ...), for machines without that GPU.
+
+class WorkerRunner(Runner):
+    """A runner whose worker processes check and time candidates as its ``RunnerConfig`` says.
+
+    ``options`` are ``RunnerConfig``'s, flat: ``number``, ``repeat``, ``min_repeat_ms``, ``timeout``,
+    ``cooldown_interval``, ``enable_cpu_cache_flush``, ``check_correctness``, ``min_converge_coef``,
+    ``micro_batch``, ``min_micro_batches``, ``rtol``, ``atol``, ``device_profile``.
     """
 
-    def __init__(
-        self,
-        number: int = 5,
-        repeat: int = 3,
-        min_repeat_ms: float = 0.0,
-        timeout: float = 10.0,
-        cooldown_interval: float = 0.0,
-        enable_cpu_cache_flush: bool = False,
-        check_correctness: bool = False,
-        min_converge_coef: float | None = None,
-        micro_batch: int = 50,
-        min_micro_batches: int = 3,
-        rtol: float | None = None,
-        atol: float | None = None,
-        device_profile: str | None = None,
-    ):
-        if timeout <= 0:
-            raise ValueError(f"LocalRunner timeout must be positive, got {timeout}")
-        self.eval_config = EvaluatorConfig(
-            number, repeat, min_repeat_ms, enable_cpu_cache_flush, min_converge_coef, micro_batch, min_micro_batches
-        )
-        self.timeout = float(timeout)
-        self.cooldown_interval = float(cooldown_interval)
-        self.check_correctness = bool(check_correctness)
-        self.rtol, self.atol = rtol, atol
-        self.profile_limits = profile(device_profile) if device_profile is not None else None
+    #: True when a candidate's run time is its worker's own (an RPC worker's wait for a server is not counted)
+    worker_clock = False
+
+    @with_options_signature
+    def __init__(self, **options: Any):
+        self.config = RunnerConfig.of(**options)
+        self.references = ReferenceData()
         self._pool: PopenPoolExecutor | None = None
-        self._dir = tempfile.mkdtemp(prefix="adatune-ref-")
-        self._refs: dict[str, str] = {}
-
-    def with_min_converge_coef(self, coef: float | None) -> LocalRunner:
-        other = LocalRunner.__new__(LocalRunner)
-        other.__dict__.update(self.__dict__)
-        other.eval_config = dataclasses.replace(self.eval_config, min_converge_coef=coef)
-        other._pool, other._dir, other._refs = None, tempfile.mkdtemp(prefix="adatune-ref-"), {}
-        return other
-
-    def device_limits(self, target: object) -> DeviceLimits | None:
-        """For CUDA targets: the named profile's limits when one was given, else the real device's when this
-        machine has one (else None: nothing to check)."""
-        kind = getattr(getattr(target, "kind", None), "name", None)
-        if kind == "cuda" and self.profile_limits is not None:
-            return self.profile_limits
-        if kind != "cuda" or not tvm.runtime.enabled("cuda"):
-            return None
-        dev = tvm.cuda(0)
-        return limits_of_tvm_device(dev) if dev.exist else None
 
     @property
-    def pool(self) -> PopenPoolExecutor:
-        if self._pool is None:
-            # the worker's first task also pays `import tvm`; give it that on top of the kernel timeout
-            self._pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout, initializer=_worker.warm_up)
-        return self._pool
+    def eval_config(self) -> EvaluatorConfig:
+        return self.config.evaluator
 
-    def tolerances(self, task: TuningTask) -> tuple[float, float]:
-        """``(rtol, atol)`` of the correctness check: as given, else by the outputs' precision (a half-precision
-        sum of a few hundred products is off by ~1e-2 from the reference, a float32 one by ~1e-5)."""
-        dtypes = {s.dtype for s in task.arg_specs if s.is_output}
-        low = any(d in ("float16", "bfloat16") for d in dtypes)
-        default = 5e-2 if low else 1e-3
-        return (self.rtol if self.rtol is not None else default, self.atol if self.atol is not None else default)
+    @property
+    def timeout(self) -> float:
+        return self.config.timeout
 
-    # -- reference data ---------------------------------------------------------------------------
-    def reference_path(self, task: TuningTask) -> str:
-        """Seeded inputs and expected outputs for ``task``, computed once and shared with the worker."""
-        key = task.workload_key
-        if key not in self._refs:
-            rng = np.random.default_rng(0)
-            inputs = [rng.uniform(-1, 1, size=s.shape).astype(s.dtype) for s in task.arg_specs if not s.is_output]
-            with one_blas_thread():  # BLAS workers left spinning here would share the cores with the timed worker
-                outputs = task.reference_outputs(inputs)
-            if outputs is None:
-                outputs = _run_unscheduled(task, inputs)
-            arrays, it_in, it_out = {}, iter(inputs), iter(outputs)
-            for i, spec in enumerate(task.arg_specs):
-                arrays[f"out{i}" if spec.is_output else f"in{i}"] = next(it_out) if spec.is_output else next(it_in)
-            os.makedirs(self._dir, exist_ok=True)  # close() removes it; the runner may be used again
-            fd, path = tempfile.mkstemp(suffix=".npz", dir=self._dir)
-            os.close(fd)
-            np.savez(path, **arrays)  # type: ignore[arg-type]
-            self._refs[key] = path
-        return self._refs[key]
+    def with_min_converge_coef(self, coef: float | None) -> WorkerRunner:
+        other = copy.copy(self)
+        other.config = self.config.with_min_converge_coef(coef)
+        other.references, other._pool = ReferenceData(), None
+        return other
 
-    # -- running ----------------------------------------------------------------------------------
-    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
-        results = []
-        for k, (inp, build) in enumerate(zip(inputs, builds)):
-            if build.error_no != MeasureErrorNo.NO_ERROR:
-                results.append(
-                    MeasureResult(
-                        (), build.error_no, build.time_cost, time.time(), build.error_msg, build_time=build.time_cost
-                    )
-                )
-                continue
-            if k and self.cooldown_interval > 0:
-                time.sleep(self.cooldown_interval)
-            results.append(self._run_one(inp, build))
-        return results
-
-    def _run_one(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
-        task = inp.task
-        ref = self.reference_path(task) if self.check_correctness else None
-        specs = [s.to_json() for s in task.arg_specs]
-        t0 = time.perf_counter()
-        fut = self.pool.submit(
-            _worker.run_candidate,
+    def request(self, inp: MeasureInput, build: BuildResult) -> RunRequest:
+        """What a worker needs to check and time ``build`` (the reference is computed here, once per task)."""
+        task, cfg = inp.task, self.config
+        assert build.artifact is not None, "only successful builds are run"
+        return RunRequest(
             build.artifact,
             build.suffix,
             _device_type(task),
-            specs,
-            ref,
-            self.check_correctness,
-            self.eval_config,
-            *self.tolerances(task),
+            [s.to_json() for s in task.arg_specs],
+            self.references.path(task) if cfg.check_correctness else None,
+            *cfg.tolerances(task),
         )
-        err_no, msg, out = MeasureErrorNo.NO_ERROR, "", None
+
+    def collect(self, fut: Any, build: BuildResult, t0: float, late: str = "", died: str = "") -> MeasureResult:
+        """The result of a submitted candidate: its worker's outcome, or ``late`` (no outcome in time) or
+        ``died`` (the worker process ended) as the candidate's error."""
         try:
-            out = fut.result()
+            out: RunOutcome = fut.result()
         except TimeoutError:
-            err_no, msg = MeasureErrorNo.RUN_TIMEOUT, f"run did not finish within {self.timeout:g} s"
+            out = RunOutcome(MeasureErrorNo.RUN_TIMEOUT, late or f"run did not finish within {self.timeout:g} s")
         except ChildProcessError as err:
-            err_no, msg = MeasureErrorNo.RUNTIME_DEVICE, f"the kernel crashed its worker process ({err})"
+            died = died or "the kernel crashed its worker process"
+            out = RunOutcome(MeasureErrorNo.RUNTIME_DEVICE, f"{died} ({err})")
         except Exception as err:  # noqa: BLE001
-            err_no, msg = MeasureErrorNo.UNKNOWN_ERROR, f"{type(err).__name__}: {err}"
-        run_time = time.perf_counter() - t0
-        if out is not None and "error" in out:
-            err_no, msg = _KIND.get(out["error"], MeasureErrorNo.UNKNOWN_ERROR), out["msg"]
-        if err_no != MeasureErrorNo.NO_ERROR or out is None:
-            return MeasureResult(
-                (), err_no, build.time_cost + run_time, time.time(), msg, build_time=build.time_cost, run_time=run_time
-            )
-        return MeasureResult(
-            tuple(out["costs"]),
-            MeasureErrorNo.NO_ERROR,
-            build.time_cost + run_time,
-            time.time(),
-            build_time=build.time_cost,
-            run_time=run_time,
-            runs=int(out["runs"]),
-            cv=out["cv"],
-        )
+            out = RunOutcome(MeasureErrorNo.UNKNOWN_ERROR, f"{type(err).__name__}: {err}")
+        wall = time.perf_counter() - t0
+        return out.result(build, out.seconds if self.worker_clock and out.seconds else wall)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        shutil.rmtree(self._dir, ignore_errors=True)
-        self._refs.clear()
+        self.references.close()
 
     def __del__(self) -> None:
         try:
@@ -239,13 +141,44 @@ class LocalRunner(Runner):
             pass
 
 
-def _run_unscheduled(task: TuningTask, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Reference outputs from the unscheduled TIR function, compiled for the host CPU."""
-    from .. import target as _target
+class LocalRunner(WorkerRunner):
+    """Measure on this machine, one candidate at a time, in one worker process.
 
-    lib = tvm.tirx.build(task.unscheduled_module(), _target.host())
-    dev = tvm.cpu()
-    it = iter(inputs)
-    args = [tvm.runtime.tensor(np.zeros(s.shape, s.dtype) if s.is_output else next(it), dev) for s in task.arg_specs]
-    lib["main"](*args)
-    return [a.numpy() for a, s in zip(args, task.arg_specs) if s.is_output]
+    ``number`` runs are averaged per repeat, ``repeat`` values are reported; ``min_repeat_ms`` raises
+    ``number`` for very fast kernels; ``cooldown_interval`` sleeps between candidates;
+    ``enable_cpu_cache_flush`` flushes caches before each run (cold-cache timing);
+    ``check_correctness`` compares each candidate's output with the reference (a plain host build of the
+    task, as AutoTVM's) before timing it; ``min_converge_coef`` enables AdaTune's adaptive evaluator (see
+    ``adatune.evaluator``); ``device_profile`` names the GPU whose per-block limits CUDA candidates are
+    checked against before they are built (``adatune.devices.PROFILES``: "h100", "a100", ...).
+    """
+
+    def device_limits(self, target: object) -> DeviceLimits | None:
+        """For CUDA targets: the named profile's limits when one was given, else the real device's when this
+        machine has one (else None: nothing to check)."""
+        kind = getattr(getattr(target, "kind", None), "name", None)
+        if kind == "cuda" and self.config.profile_limits is not None:
+            return self.config.profile_limits
+        if kind != "cuda" or not tvm.runtime.enabled("cuda"):
+            return None
+        dev = tvm.cuda(0)
+        return limits_of_tvm_device(dev) if dev.exist else None
+
+    @property
+    def pool(self) -> PopenPoolExecutor:
+        if self._pool is None:
+            self._pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout, initializer=_worker.warm_up)
+        return self._pool
+
+    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
+        results = []
+        for k, (inp, build) in enumerate(zip(inputs, builds)):
+            if build.error_no != MeasureErrorNo.NO_ERROR:
+                results.append(build_failure(build))
+                continue
+            if k and self.config.cooldown_interval > 0:
+                time.sleep(self.config.cooldown_interval)
+            req = self.request(inp, build)
+            t0 = time.perf_counter()
+            results.append(self.collect(self.pool.submit(_worker.run_candidate, req, self.config), build, t0))
+        return results

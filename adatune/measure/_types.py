@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..task import TuningTask
 
-__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "MeasureBatch"]
+__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "MeasureBatch", "RunRequest", "RunOutcome"]
 
 
 class MeasureErrorNo(enum.IntEnum):
@@ -176,3 +177,48 @@ class MeasureBatch:
 
     def __getitem__(self, k: int) -> MeasureResult:
         return self.results[k]
+
+
+@dataclass
+class RunRequest:
+    """One built candidate as a runner's worker needs it: plain data, so that a crash or hang costs only the
+    worker. ``ref_path`` holds the reference inputs and outputs when correctness is checked."""
+
+    artifact: bytes
+    suffix: str
+    device_type: str
+    arg_specs: list
+    ref_path: str | None
+    rtol: float
+    atol: float
+
+
+@dataclass
+class RunOutcome:
+    """What a runner's worker returns for one candidate: its timings, or its error kind and why.
+
+    ``seconds`` is the worker's own time (over RPC: from holding a server to the result); ``extra`` goes
+    into the result as it is (the RPC server, its wait and stages)."""
+
+    error_no: MeasureErrorNo = MeasureErrorNo.NO_ERROR
+    error_msg: str = ""
+    costs: tuple[float, ...] = ()
+    runs: int = 0
+    cv: float | None = None
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def result(self, build: BuildResult, run_time: float = 0.0) -> MeasureResult:
+        """The candidate's ``MeasureResult``: ``run_time`` is its run seconds as the runner saw them."""
+        return MeasureResult(
+            self.costs,
+            self.error_no,
+            build.time_cost + run_time,
+            time.time(),
+            self.error_msg[-4000:],
+            build_time=build.time_cost,
+            run_time=run_time,
+            runs=self.runs,
+            cv=self.cv,
+            extra=self.extra,
+        )

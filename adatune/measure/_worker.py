@@ -1,7 +1,7 @@
 """Functions that run inside the builder and runner worker processes.
 
-They take and return only plain data (paths, JSON, lists) so a crash or hang costs only the worker.
-Failures are returned as ``(error_kind, message)`` rather than raised, so the parent can classify them.
+They take and return plain data (``RunRequest``, ``BuildResult``, ``RunOutcome``) so a crash or hang costs
+only the worker. A candidate's failure is returned as its ``MeasureErrorNo`` kind, never raised.
 """
 
 from __future__ import annotations
@@ -14,44 +14,47 @@ from typing import Any
 
 import numpy as np
 
+from .. import target as _target
+from ._config import RunnerConfig
+from ._types import BuildResult, MeasureErrorNo, RunOutcome, RunRequest
+
 __all__ = ["warm_up", "build_candidate", "run_candidate", "gpu_limit_violation", "thread_extents"]
 
 _REF_CACHE: dict[str, dict[str, np.ndarray]] = {}
 
 
 def warm_up() -> None:
-    """Pool initializer: pay ``import tvm`` once per worker, not per candidate."""
+    """Pool initializer: size TVM's thread pool before it starts (kernels are timed on every physical core,
+    as they will run), and pay ``import tvm`` once per worker, not per candidate."""
+    _target.size_tvm_thread_pool()
     import tvm  # noqa: F401
 
 
-def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir: str) -> dict:
-    """Compile a scheduled IRModule and export a shared library; returns a dict with the path or error."""
+def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir: str) -> BuildResult:
+    """Compile a scheduled IRModule and export a shared library (its bytes, or why there are none)."""
     import tvm
 
     t0 = time.perf_counter()
-    if target_json.get("kind") == "cuda":
+    is_cuda = target_json.get("kind") == "cuda"
+    if is_cuda:
         _enable_nvcc()
+    stage = ""
     try:
         target = tvm.target.Target(target_json, host=host_json) if host_json else tvm.target.Target(target_json)
         lib = tvm.tirx.build(mod, target)
-    except Exception as err:  # noqa: BLE001 - every compiler failure is a result, not a crash
-        text = f"{type(err).__name__}: {err}"
-        kind = "compile_device" if target_json.get("kind") == "cuda" and _is_device_error(text) else "compile_host"
-        return {"error": kind, "msg": text[-4000:], "time": time.perf_counter() - t0}
-    try:
+        stage = "export/link failed: "
         fd, path = tempfile.mkstemp(suffix=".so", dir=out_dir)
         os.close(fd)
         lib.export_library(path)
         with open(path, "rb") as f:
             artifact = f.read()
         os.remove(path)
-    except Exception as err:  # noqa: BLE001
-        return {
-            "error": "compile_host",
-            "msg": f"export/link failed: {type(err).__name__}: {err}"[-4000:],
-            "time": time.perf_counter() - t0,
-        }
-    return {"artifact": artifact, "time": time.perf_counter() - t0}
+    except Exception as err:  # noqa: BLE001 - every compiler failure is a result, not a crash
+        text = f"{stage}{type(err).__name__}: {err}"[-4000:]
+        device = is_cuda and not stage and _is_device_error(text)
+        kind = MeasureErrorNo.COMPILE_DEVICE if device else MeasureErrorNo.COMPILE_HOST
+        return BuildResult(None, kind, text, time.perf_counter() - t0)
+    return BuildResult(artifact, time_cost=time.perf_counter() - t0)
 
 
 def gpu_limit_violation(mod: Any, limits: dict) -> str:
@@ -147,92 +150,88 @@ def _is_device_error(text: str) -> bool:
     return any(k in low for k in ("nvcc", "cuda", "ptx", "thread", "shared memory", "gpu", "nvrtc"))
 
 
-def make_arguments(arg_specs: list, ref: dict, dev: Any) -> tuple[list, list[int]]:
-    """Tensors on ``dev`` for a kernel's arguments (the reference's inputs where it has them, else seeded random
-    ones; zeroed outputs) and the positions of the outputs."""
-    import tvm
-
-    args, outputs = [], []
-    rng = np.random.default_rng(0)
-    for i, (shape, dtype, is_output) in enumerate(arg_specs):
-        if is_output:
-            arr = np.zeros(shape, dtype=dtype)
-            outputs.append(i)
-        elif f"in{i}" in ref:
-            arr = ref[f"in{i}"]
-        else:
-            arr = rng.uniform(-1, 1, size=shape).astype(dtype)
-        args.append(tvm.runtime.tensor(arr, dev))
-    return args, outputs
-
-
-def output_mismatch(args: list, ref: dict, outputs: list[int], rtol: float, atol: float, where: str = "") -> str:
-    """Why the computed outputs differ from the reference ("" when they all match), for a WRONG_ANSWER."""
-    for i in outputs:
-        got, want = args[i].numpy(), ref[f"out{i}"]
-        if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol):
-            diff = float(np.max(np.abs(got.astype(np.float64) - want))) if got.shape == want.shape else -1.0
-            return f"output {i} differs from the reference{where} (max abs error {diff:.3g}, rtol={rtol}, atol={atol})"
-    return ""
-
-
-def _load_reference(ref_path: str) -> dict[str, np.ndarray]:
+def _load_reference(ref_path: str | None) -> dict[str, np.ndarray]:
+    if not ref_path:
+        return {}
     if ref_path not in _REF_CACHE:
         with np.load(ref_path) as data:
             _REF_CACHE[ref_path] = {k: data[k] for k in data.files}
     return _REF_CACHE[ref_path]
 
 
-def run_candidate(
-    artifact: bytes,
-    suffix: str,
-    device_type: str,
-    arg_specs: list,
-    ref_path: str | None,
-    check_correctness: bool,
-    eval_cfg: Any,
-    rtol: float,
-    atol: float,
-) -> dict:
-    """Load, optionally check against the reference, and time one candidate."""
+def prepare_arguments(module: Any, dev: Any, req: RunRequest, check: bool, where: str = "") -> tuple[list, str]:
+    """Tensors on ``dev`` for the kernel's arguments (the reference's inputs where it has them, else seeded
+    random ones; zeroed outputs) and, when ``check``, why one run's outputs differ from the reference ("" when
+    they match)."""
     import tvm
 
+    ref = _load_reference(req.ref_path)
+    args, outputs = [], []
+    rng = np.random.default_rng(0)
+    for i, (shape, dtype, is_output) in enumerate(req.arg_specs):
+        if is_output:
+            arr = np.zeros(shape, dtype=dtype)
+            outputs.append(i)
+        else:
+            arr = ref[f"in{i}"] if f"in{i}" in ref else rng.uniform(-1, 1, size=shape).astype(dtype)
+        args.append(tvm.runtime.tensor(arr, dev))
+    if not (check and ref):
+        return args, ""
+    module[module.entry_name](*args)
+    dev.sync()
+    for i in outputs:
+        got, want = args[i].numpy(), ref[f"out{i}"]
+        if got.shape != want.shape or not np.allclose(got, want, rtol=req.rtol, atol=req.atol):
+            diff = float(np.max(np.abs(got.astype(np.float64) - want))) if got.shape == want.shape else -1.0
+            return args, (
+                f"output {i} differs from the reference{where} (max abs error {diff:.3g}, "
+                f"rtol={req.rtol}, atol={req.atol})"
+            )
+    return args, ""
+
+
+def time_candidate(module: Any, dev: Any, args: list, req: RunRequest, config: RunnerConfig) -> RunOutcome:
+    """Time the kernel with the configured evaluator (the CPU cache flush has no meaning on a GPU)."""
     from ..evaluator import evaluate, time_fn_for
 
+    flush = config.evaluator.enable_cpu_cache_flush and req.device_type == "cpu"
+    outcome = evaluate(time_fn_for(module, dev, args, flush), config.evaluator)
+    return RunOutcome(costs=tuple(outcome.costs), runs=outcome.runs, cv=outcome.cv)
+
+
+def run_candidate(req: RunRequest, config: RunnerConfig) -> RunOutcome:
+    """Load, optionally check against the reference, and time one candidate on this machine."""
+    import tvm
+
     t0 = time.perf_counter()
-    if device_type != "cpu" and not tvm.runtime.enabled(device_type):
-        return {
-            "error": "runtime_device",
-            "msg": f"no {device_type.upper()} device: this TVM runtime was built without {device_type.upper()} "
-            "support (the PyPI wheel is CPU-only), so the kernel was compiled but cannot run here",
-        }
-    dev = tvm.runtime.device(device_type, 0)
+    device = req.device_type.upper()
+    if req.device_type != "cpu" and not tvm.runtime.enabled(req.device_type):
+        return RunOutcome(
+            MeasureErrorNo.RUNTIME_DEVICE,
+            f"no {device} device: this TVM runtime was built without {device} support (the PyPI wheel is "
+            "CPU-only), so the kernel was compiled but cannot run here",
+        )
+    dev = tvm.runtime.device(req.device_type, 0)
     if not dev.exist:
-        return {
-            "error": "runtime_device",
-            "msg": f"no {device_type.upper()} device on this machine: the kernel was built but cannot run here",
-        }
-    fd, lib_path = tempfile.mkstemp(suffix=suffix)
+        msg = f"no {device} device on this machine: the kernel was built but cannot run here"
+        return RunOutcome(MeasureErrorNo.RUNTIME_DEVICE, msg)
+    fd, lib_path = tempfile.mkstemp(suffix=req.suffix)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(artifact)
+            f.write(req.artifact)
         module = tvm.runtime.load_module(lib_path)
     except Exception as err:  # noqa: BLE001
-        return {"error": "compile_host", "msg": f"loading the library failed: {err}"[-4000:]}
+        return RunOutcome(MeasureErrorNo.COMPILE_HOST, f"loading the library failed: {err}")
     finally:
         os.remove(lib_path)
-    ref = _load_reference(ref_path) if ref_path else {}
-    args, outputs = make_arguments(arg_specs, ref, dev)
     try:
-        if check_correctness and ref:
-            module[module.entry_name](*args)
-            dev.sync()
-            mismatch = output_mismatch(args, ref, outputs, rtol, atol)
-            if mismatch:
-                return {"error": "wrong_answer", "msg": mismatch}
-        # time_evaluator synchronises the device around each repeat; the CPU cache flush has no GPU meaning
-        flush = eval_cfg.enable_cpu_cache_flush and device_type == "cpu"
-        outcome = evaluate(time_fn_for(module, dev, args, flush), eval_cfg)
-    except Exception as err:  # noqa: BLE001
-        return {"error": "runtime_device", "msg": f"{type(err).__name__}: {err}\n{traceback.format_exc()}"[-4000:]}
-    return {"costs": outcome.costs, "runs": outcome.runs, "cv": outcome.cv, "time": time.perf_counter() - t0}
+        args, mismatch = prepare_arguments(module, dev, req, config.check_correctness)
+        out = (
+            RunOutcome(MeasureErrorNo.WRONG_ANSWER, mismatch)
+            if mismatch
+            else time_candidate(module, dev, args, req, config)
+        )
+    except Exception as err:  # noqa: BLE001 - the kernel's own failure is a result
+        out = RunOutcome(MeasureErrorNo.RUNTIME_DEVICE, f"{type(err).__name__}: {err}\n{traceback.format_exc()}")
+    out.seconds = time.perf_counter() - t0
+    return out

@@ -19,7 +19,8 @@ import psutil
 from tvm.rpc import base as rpc_base
 from tvm.rpc.tracker import PopenTrackerServerState
 
-from ._rpc import _tracker_socket, count_servers, tracker_summary
+from .. import target as _target
+from ._tracker import count_servers, tracker_socket, tracker_summary
 
 __all__ = ["LoopbackFleet"]
 
@@ -67,7 +68,9 @@ class LoopbackFleet:
             raise
 
     def _spawn(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", *args], stdout=self._log, stderr=self._log)
+        """A server process; its kernels get every physical core, as ``LocalRunner``'s worker does."""
+        env = {**os.environ, **_target.tvm_thread_env()}
+        return subprocess.Popen([sys.executable, "-m", *args], stdout=self._log, stderr=self._log, env=env)
 
     def _start(self, n_servers: int, start_timeout: float) -> None:
         deadline = time.monotonic() + start_timeout
@@ -107,11 +110,18 @@ class LoopbackFleet:
             raise TimeoutError(f"loopback RPC fleet: {what} ({reason}); log:\n{tail}")
 
     def registered(self) -> int:
-        """Servers of the key the tracker knows now."""
+        """Servers of the key that a client can get now: connected to the tracker and offered to it.
+
+        A TVM server connects and reports its key (``server_info``) before it offers itself (``queue_info``:
+        ``free``), and the tracker answers requests from the second only; counting the first alone let a
+        client ask in between and find no server. Once offered, an idle server stays offered; a busy one is
+        offered again when its session ends, while it stays connected."""
         try:
-            return count_servers(tracker_summary(self.host, self.port, timeout=2.0), self.key)
+            summary = tracker_summary(self.host, self.port, timeout=2.0)
         except OSError:
             return 0
+        free = int(summary.get("queue_info", {}).get(self.key, {}).get("free", 0))
+        return min(count_servers(summary, self.key), free)
 
     def server_address(self, i: int) -> str:
         return f"{self.host}:{self.server_ports[i]}"
@@ -140,7 +150,7 @@ class LoopbackFleet:
 
     def _stop_tracker(self, state: PopenTrackerServerState) -> None:
         """Stop the tracker thread the way TVM's ``Tracker.terminate`` does (its stop key over the socket)."""
-        sock = _tracker_socket(self.host, self.port, 5.0)
+        sock = tracker_socket(self.host, self.port, 5.0)
         try:
             rpc_base.sendjson(sock, [rpc_base.TrackerCode.STOP, state.stop_key])
             rpc_base.recvjson(sock)
