@@ -3,11 +3,15 @@ and a tuning run carries on past all of them."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import tvm
 from fixture_templates import MODES
+from tvm import te
 
 import adatune
 from adatune.measure import MeasureErrorNo, MeasureInput
+from adatune.measure._reference import ReferenceData
 from adatune.records import load_from_file
 from adatune.tuners import GridSearchTuner
 
@@ -42,6 +46,34 @@ def test_every_error_kind_while_the_run_carries_on(tmp_path):
         assert res.all_cost > 0
     assert "differs from the reference" in records[MODES.index("wrong")].result.error_msg
     assert tuner.best_config.index == MODES.index("ok")
+
+
+if "test/double_numpy_says_triple" not in adatune.task.registered_templates():
+
+    @adatune.template("test/double_numpy_says_triple", reference=lambda a: a * 3.0)
+    def double(n: int):
+        """Doubles its input; its numpy reference disagrees, and check_correctness must not read it."""
+        adatune.get_config().define_knob("unused", [0, 1])
+        A = te.placeholder((n,), "float32", name="A")
+        B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+        return tvm.s_tir.Schedule(te.create_prim_func([A, B])), [A, B]
+
+
+def test_check_correctness_compares_with_a_plain_host_build_as_autotvm_does():
+    """AutoTVM's contract: the reference is the task built plainly for the host and run on the same random
+    inputs as each candidate; a wrong candidate is a WRONG_ANSWER, and a template's numpy reference plays no part."""
+    faulty = adatune.task.create("test/faulty", (64,), adatune.target.host())
+    refs = ReferenceData()
+    with np.load(refs.path(faulty)) as data:
+        np.testing.assert_allclose(data["out1"], data["in0"] * 2.0, rtol=1e-6)  # the default ("ok") computation
+    refs.close()
+    double = adatune.task.create("test/double_numpy_says_triple", (64,), adatune.target.host())
+    inputs = [MeasureInput(faulty, faulty.config_space.get(MODES.index(m))) for m in ("ok", "wrong")]
+    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(timeout=5, check_correctness=True))
+    res = option.measure([*inputs, MeasureInput(double, double.config_space.get(0))])
+    option.close()
+    assert [r.error_no for r in res] == [MeasureErrorNo.NO_ERROR, MeasureErrorNo.WRONG_ANSWER, MeasureErrorNo.NO_ERROR]
+    assert "output 1 differs from the reference (max abs error 1" in res[1].error_msg
 
 
 def test_worker_recovers_after_crash():

@@ -7,6 +7,7 @@ clock advances as it would have on hardware. The table is keyed by (workload key
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Sequence
 
@@ -53,29 +54,9 @@ class ReplayRunner(Runner):
         for inp in inputs:
             rec = self.table.get((inp.task.workload_key, inp.config.key))
             if rec is None:
-                out.append(
-                    MeasureResult(
-                        (),
-                        MeasureErrorNo.UNKNOWN_ERROR,
-                        0.0,
-                        time.time(),
-                        f"candidate {inp.config.key} is not in the recorded table",
-                    )
-                )
+                msg = f"candidate {inp.config.key} is not in the recorded table"
+                out.append(MeasureResult((), MeasureErrorNo.UNKNOWN_ERROR, 0.0, time.time(), msg))
                 continue
             self.served += 1
-            out.append(
-                MeasureResult(
-                    rec.costs,
-                    rec.error_no,
-                    rec.all_cost,
-                    time.time(),
-                    rec.error_msg,
-                    rec.build_time,
-                    rec.run_time,
-                    rec.runs,
-                    rec.cv,
-                    dict(rec.extra),
-                )
-            )
+            out.append(dataclasses.replace(rec, timestamp=time.time(), extra=dict(rec.extra)))
         return out

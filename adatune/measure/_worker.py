@@ -18,16 +18,23 @@ from .. import target as _target
 from ._config import RunnerConfig
 from ._types import BuildResult, MeasureErrorNo, RunOutcome, RunRequest
 
-__all__ = ["warm_up", "build_candidate", "run_candidate", "gpu_limit_violation", "thread_extents"]
+__all__ = [
+    "warm_up",
+    "build_candidate",
+    "prepare_arguments",
+    "time_candidate",
+    "run_candidate",
+    "gpu_limit_violation",
+    "thread_extents",
+]
 
 _REF_CACHE: dict[str, dict[str, np.ndarray]] = {}
 
 
 def warm_up() -> None:
-    """Pool initializer: size TVM's thread pool before it starts (kernels are timed on every physical core,
-    as they will run), and pay ``import tvm`` once per worker, not per candidate."""
+    """Pool initializer (loading it paid ``import tvm`` once per worker): size TVM's thread pool before it
+    starts, so kernels are timed on every physical core, as they will run."""
     _target.size_tvm_thread_pool()
-    import tvm  # noqa: F401
 
 
 def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir: str) -> BuildResult:
