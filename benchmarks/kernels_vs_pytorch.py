@@ -31,7 +31,7 @@ import tvm
 import adatune
 from adatune.records import load_from_file
 from adatune.reference import physical_cores, time_callable
-from adatune.target import one_blas_thread
+from adatune.target import one_blas_thread, size_tvm_thread_pool
 from adatune.tuners import create_tuner
 from adatune.tuners.callback import log_to_file
 from adatune.workloads import get as get_workload
@@ -289,6 +289,7 @@ def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
+    size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", nargs="+", default=DEFAULT_WORKLOADS)
     p.add_argument("--tuner", default="xgb", help="tuner name (adatune tuners lists them)")

@@ -13,6 +13,7 @@ import tempfile
 from typing import Any
 
 from ..evaluator import EvaluatorConfig, evaluate, time_fn_for
+from ..target import size_tvm_thread_pool
 
 __all__ = ["ARTIFACT_NAME", "build_artifact", "run_artifact", "warm_builder", "warm_runner"]
 
@@ -30,7 +31,8 @@ def warm_builder(tensorize: bool) -> None:
 
 
 def warm_runner() -> None:
-    """Pool initializer: import the runtime once per worker."""
+    """Pool initializer: size TVM's thread pool to every usable core and import the runtime once per worker."""
+    size_tvm_thread_pool()
     import tvm  # noqa: F401
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common  # noqa: F401
 

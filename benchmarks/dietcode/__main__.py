@@ -28,6 +28,7 @@ import tvm
 import adatune
 from adatune.dietcode import bert_workloads, validate_range
 from adatune.reference import physical_cores
+from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, run_meta
 from .report import plot, summarise, write_json, write_markdown
@@ -124,6 +125,7 @@ def _run_arm(
 
 
 def main(argv: list[str] | None = None) -> int:
+    size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     args = _parser().parse_args(argv)
     try:
         cfg = _config(args)

@@ -13,10 +13,11 @@ import tvm
 
 import adatune
 from adatune.dietcode import MicroKernel, bert_workloads, schedule_microkernel
-from adatune.target import one_blas_thread
+from adatune.target import one_blas_thread, size_tvm_thread_pool
 
 
 def main() -> None:
+    size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     wl = bert_workloads()["qkv"]
     target = adatune.target.host()
     mk = MicroKernel("cpu", 48, 64, 2, 6, 16)

@@ -32,7 +32,7 @@ import tvm
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import target as _target
 from adatune.dietcode import DynamicWorkload, MicroKernel, schedule_microkernel, weight_panel
-from adatune.target import one_blas_thread
+from adatune.target import one_blas_thread, size_tvm_thread_pool
 
 VARIANTS = {"dense": ("row-major", "prepacked", "global", "tile"), "bmm_nt": ("tile", "shipped")}
 DEFAULT_DIMS = {"dense": (768, 2304), "bmm_nt": (12, 64)}
@@ -91,6 +91,7 @@ def variant_schedule(wl: DynamicWorkload, mk: MicroKernel, variant: str) -> tvm.
 
 
 def main() -> None:
+    size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kind", choices=sorted(VARIANTS), default="dense")
     p.add_argument("--kernels", nargs="+", required=True, help="micro-kernel keys, e.g. cpu:40x32x8/5x16")

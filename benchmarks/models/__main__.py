@@ -28,6 +28,7 @@ import tvm
 
 import adatune
 from adatune.models import BUILTIN_MODELS
+from adatune.target import size_tvm_thread_pool
 
 from .report import plot, write_markdown, write_results
 from .run import ARMS, ModelRun, run_model
@@ -51,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     args = _parser().parse_args(argv)
     if args.budget_min <= 0 or args.checkpoints < 1 or args.repeats < 1 or args.untuned_repeats < 1:
         print("budget, checkpoints and repeats must be positive", file=sys.stderr)

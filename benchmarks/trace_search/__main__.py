@@ -28,6 +28,7 @@ import tempfile
 import time
 
 import adatune
+from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, run_meta
 from .report import plot, summarise, write_json, write_markdown
@@ -71,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     args = _parser().parse_args(argv)
     if args.trials < 1 or args.per_iter < 1 or args.batch < 1 or not args.seeds:
         print("trials, per-iter and batch must be positive and at least one seed given", file=sys.stderr)
