@@ -30,7 +30,7 @@ from adatune.dietcode import (
     DynamicWorkload,
     MicroKernel,
     MicroKernelSpace,
-    MicroKernelTask,
+    RangeTask,
     bert_layer_reference,
     bert_workloads,
     f_occ,
@@ -43,6 +43,7 @@ from adatune.dietcode import (
     select_kernels,
     validate_range,
 )
+from adatune.dietcode._range_task import seconds_at
 from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
 from adatune.dispatch import CompiledDispatcher, ShapeDispatcher
@@ -280,19 +281,22 @@ def test_packed_weights_round_trip_and_bad_panels_are_named(deployed: dict[str, 
 # ---------------------------------------------------------------------- records
 @pytest.mark.parametrize("kind", list(WORKLOADS))
 def test_records_round_trip(kind: str, tuned: dict[str, tuple[DietCodeResult, str]]) -> None:
+    """One record per micro-kernel (one build timed at every sampled T), each T's timings in the record."""
     res, log = tuned[kind]
     recs = list(load_from_file(log))
-    assert len(recs) == len(res.measurements)
+    assert len(recs) * len(res.shapes) == len(res.measurements)
     by_pair = {(m.kernel.key, m.t): m for m in res.measurements}
     for rec in recs:
         inp, result = rec
-        assert rec.kind == "microkernel" and rec.task_name == "dietcode/" + res.workload.kind
-        assert isinstance(inp.task, MicroKernelTask) and isinstance(inp.config, MicroKernel)
-        assert inp.task.dynamic == res.workload
-        m = by_pair[(inp.config.key, inp.task.t)]
-        assert m.kernel == inp.config
-        if np.isfinite(m.seconds):
-            assert result.error_no == 0 and np.median(result.costs) == pytest.approx(m.seconds)
+        assert rec.kind == "microkernel" and rec.task_name == "dietcode-range/" + res.workload.kind
+        assert isinstance(inp.task, RangeTask) and isinstance(inp.config, MicroKernel)
+        assert inp.task.dynamic == res.workload and list(inp.task.ts) == sorted(res.shapes)
+        seconds = seconds_at(result)
+        for t in res.shapes:
+            m = by_pair[(inp.config.key, t)]
+            assert m.kernel == inp.config
+            if np.isfinite(m.seconds):
+                assert result.error_no == 0 and seconds[t] == pytest.approx(m.seconds)
     task = recs[0].input.task
     with pytest.raises(ValueError, match="not a micro-kernel record"):
         task.space.decode({"kind": "knob", "index": 3})
@@ -300,17 +304,19 @@ def test_records_round_trip(kind: str, tuned: dict[str, tuple[DietCodeResult, st
         task.space.decode({**recs[0].config, "mt": 10**6})
 
 
-def test_record_task_module_is_the_kernel_at_t(tuned: dict[str, tuple[DietCodeResult, str]]) -> None:
-    """What the standard builder compiles from a record: the shape-generic kernel specialised to its T."""
+def test_record_task_module_is_the_shape_generic_kernel(tuned: dict[str, tuple[DietCodeResult, str]]) -> None:
+    """What the standard builder compiles from a record: the shape-generic kernel, T its last argument."""
     res, log = tuned["bmm_nt"]
-    rec = max(load_from_file(log), key=lambda r: r.args[1])  # the largest sampled T
+    rec = next(iter(load_from_file(log)))
     task, mk = rec.input.task, rec.input.config
     main = tvm.compile(task.scheduled_module(mk), target=HOST)["main"]
-    a, b = res.workload.random_inputs(task.t, np.random.default_rng(5))
     dev = tvm.cpu(0)
-    c = tvm.runtime.tensor(np.zeros(task.arg_specs[2].shape, np.float32), dev)
-    main(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c)  # T is bound: the runner passes buffers only
-    assert _close(c.numpy(), task.reference_outputs([a, b])[0])
+    for point in task.measure_points:  # one build, called at every sampled T as the runner does
+        (t,) = point.scalars
+        a, b = res.workload.random_inputs(t, np.random.default_rng(5))
+        c = tvm.runtime.tensor(np.zeros(point.arg_specs[2].shape, np.float32), dev)
+        main(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t)
+        assert _close(c.numpy(), res.workload.reference(a, b))
 
 
 # ---------------------------------------------------------------------- CUDA
@@ -386,8 +392,10 @@ def test_bert_encoder_layer_matches_numpy_for_several_lengths() -> None:
 
 def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
     """TVM's time evaluator keeps the number of runs it grew to for min_repeat_ms; one evaluator reused from a
-    small T to a large one ran the large T thousands of times (seconds per measurement, most of a tuning run)."""
-    from adatune.dietcode._tune import measure_kernel
+    small T to a large one ran the large T thousands of times (seconds per measurement, most of a tuning run).
+    The shared runner's worker times each point of a shape-generic candidate with its own evaluator."""
+    from adatune.measure import BuildResult, LocalRunner, MeasureInput
+    from adatune.measure._worker import check_and_time
 
     made: list[tuple[int, int]] = []
     original = tvm.runtime.Module.time_evaluator
@@ -398,11 +406,17 @@ def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(tvm.runtime.Module, "time_evaluator", counting)
     wl = WORKLOADS["dense"]
-    ts = [1, 17, 40]
-    mk = MicroKernelSpace(HOST, "float32", static_k(wl)).kernels[0]
-    got, _ = measure_kernel(wl, mk, ts, HOST, np.random.default_rng(0))
-    assert made == [(1, 10)] * len(ts)
-    assert [m.t for m in got] == ts and all(np.isfinite(m.seconds) for m in got)
+    task = RangeTask(wl, [40, 1, 17], HOST)
+    mk = task.space.kernels[0]
+    runner = LocalRunner(number=1, repeat=1, min_repeat_ms=10, check_correctness=True)
+    try:
+        req = runner.request(MeasureInput(task, mk), BuildResult(b"built in this process"))
+        lib = tvm.tirx.build(task.scheduled_module(mk), HOST)  # as the builder's worker does
+        out = check_and_time(lib, tvm.cpu(0), req, runner.config)
+    finally:
+        runner.close()
+    assert out.error_no == 0 and made == [(1, 10)] * 3
+    assert [p["at"] for p in out.extra["points"]] == [[1], [17], [40]] and len(out.costs) == 1
 
 
 def test_cuda_space_takes_the_devices_profile_not_a_copy() -> None:
@@ -419,3 +433,26 @@ def test_cuda_space_takes_the_devices_profile_not_a_copy() -> None:
     assert space.cores == 7 and all(k.threads <= 128 for k in space.kernels)
     with pytest.raises(ValueError, match="names no known architecture"):
         MicroKernelSpace(tvm.target.Target({"kind": "cuda", "arch": "sm_52"}, host="llvm"), "float32", 64)
+
+
+def test_dietcode_tunes_on_the_shared_loop_over_rpc_with_the_adaptive_evaluator(tmp_path: os.PathLike) -> None:
+    """DietCode's micro-kernels go through the shared builder and runner like any candidate: here an RPC
+    server with AdaTune's adaptive evaluator, one measure input per kernel, every T checked and timed there."""
+    from adatune.measure import LocalBuilder, RPCRunner, measure_option
+    from adatune.measure.rpc_fleet import LoopbackFleet
+    from adatune.tuners import Tuner
+
+    wl = WORKLOADS["bmm_nn"]
+    with LoopbackFleet(n_servers=1) as fleet:
+        runner = RPCRunner(fleet.key, fleet.host, fleet.port, number=2, repeat=6, timeout=60, check_correctness=True)
+        option = measure_option(LocalBuilder(n_parallel=1), runner, min_converge_coef=0.1)
+        tuner = DietCodeTuner(wl, HOST, n_shapes=3, rounds=2, kernels_per_round=2, max_kernels=2, seed=3)
+        try:
+            res = tuner.tune(measure_option=option)
+        finally:
+            option.close()
+    assert isinstance(tuner, Tuner) and len(tuner.trials) == 4 and len(tuner.rounds) == 2
+    assert all(t.error_no == 0 for t in tuner.trials), [t.error_no for t in tuner.trials]
+    ok = [m for m in res.measurements if np.isfinite(m.seconds)]
+    assert len(ok) == 4 * len(res.shapes)
+    assert res.build()(5, *wl.random_inputs(5, np.random.default_rng(0))).shape == wl.shapes(5)[2]

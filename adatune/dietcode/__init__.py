@@ -14,10 +14,11 @@
 from ._bert import BertEncoder, BertEncoderLayer, bert_layer_reference, random_bert_weights
 from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels
 from ._kernel import DynamicKernel
+from ._range_task import RANGE_PREFIX, RangeTask
 from ._schedule import microkernel_func, schedule_microkernel
 from ._space import SM80_LIMITS, MicroKernel, MicroKernelSpace, weight_panel
 from ._task import PREFIX, MicroKernelTask
-from ._tune import DietCodeResult, DietCodeTuner, Measurement, measure_kernel
+from ._tune import DietCodeResult, DietCodeTuner, Measurement
 from ._workloads import GEMM_KINDS, DynamicWorkload, bert_workloads, validate_range
 
 __all__ = [
@@ -40,7 +41,8 @@ __all__ = [
     "f_occ",
     "f_pad",
     "fit_occupancy_k",
-    "measure_kernel",
+    "RANGE_PREFIX",
+    "RangeTask",
     "microkernel_func",
     "num_tiles",
     "random_bert_weights",

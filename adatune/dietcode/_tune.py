@@ -1,16 +1,18 @@
 """One DietCode tuning run for a whole range of T.
 
-Rounds: sample shapes over the range; measure a batch of micro-kernels on all sampled shapes (each kernel is
-compiled once, symbolic in T, and run at every sampled T after a numpy check); fit the joint cost model;
-propose the next batch from the model (each sampled shape's predicted best unmeasured kernel, plus random
-exploration). At the end the model predicts every measured kernel at every T of the range, a greedy cover
-picks a few kernels, each T votes for its predicted best among them and a decision tree learns the votes.
+Rounds on the shared tuning loop (``Tuner.tune``): sample shapes over the range; measure a batch of
+micro-kernels through the shared builder and runner (each kernel compiled once, symbolic in T, then checked
+against a plain build and timed at every sampled T in the runner's worker: one ``RangeTask`` measure input);
+fit the joint cost model; propose the next batch from the model (each sampled shape's predicted best
+unmeasured kernel, plus the exploration policy's random share). At the end the model predicts every measured
+kernel at every T of the range, a greedy cover picks a few kernels, each T votes for its predicted best among
+them and a decision tree learns the votes.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,16 +21,18 @@ import tvm
 
 from .. import target as _target
 from ..dispatch._dietcode import ShapeDispatcher
-from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
-from ..records import save_to_file
-from ..target import one_blas_thread
+from ..measure import LocalBuilder, LocalRunner, MeasureInput, MeasureOption, MeasureResult
+from ..measure import measure_option as adatune_measure_option
+from ..optimizers import ExplorationPolicy
+from ..options import Option
+from ..tuners import Tuner
+from ..tuners.callback import Callback, log_to_file
 from ._cost import MicroKernelCostModel, sample_shapes, select_kernels
-from ._schedule import schedule_microkernel
-from ._space import MicroKernel, MicroKernelSpace, device_of
-from ._task import MicroKernelTask, static_k
+from ._range_task import RangeTask, seconds_at
+from ._space import MicroKernel
 from ._workloads import DynamicWorkload
 
-__all__ = ["Measurement", "DietCodeResult", "DietCodeTuner", "measure_kernel"]
+__all__ = ["Measurement", "DietCodeResult", "DietCodeTuner"]
 
 
 @dataclass(frozen=True)
@@ -69,90 +73,23 @@ class DietCodeResult:
         return DynamicKernel(self.workload, self.kernels, self.dispatcher, self.target, directory)
 
 
-def _device(target: tvm.target.Target) -> Any:
-    dev = device_of(target)
-    if not dev.exist:
-        raise RuntimeError(f"no {target.kind.name} device on this machine to measure micro-kernels on")
-    return dev
+class DietCodeTuner(Tuner):
+    """Tune one dynamic workload for its whole T range (see the module docstring).
 
+    Each round proposes ``kernels_per_round`` micro-kernels: each sampled T's predicted best and the best on
+    average, with a share ``explore`` of random ones (the one ``ExplorationPolicy``, ``explore`` as its
+    epsilon); all of them random before the first fit. ``number``/``repeat``/``min_repeat_ms`` time every T
+    when ``tune`` makes its own runner; pass ``measure_option`` to measure elsewhere (RPC, the adaptive
+    evaluator). ``log_file`` gets one record per kernel, each T's timings in its ``extra["points"]``.
+    """
 
-Case = tuple[np.ndarray, np.ndarray, np.ndarray]  # A, B and numpy's A @ B at one T
-
-
-def make_cases(wl: DynamicWorkload, ts: list[int], rng: np.random.Generator) -> dict[int, Case]:
-    """Random inputs and numpy's reference output at every T of ``ts``, computed once for a whole tuning run
-    (on one BLAS thread: its workers would otherwise spin on the cores the kernels are timed on)."""
-    cases = {}
-    for t in ts:
-        a, b = wl.random_inputs(t, rng)
-        with one_blas_thread():
-            cases[t] = (a, b, wl.reference(a, b))
-    return cases
-
-
-def measure_kernel(
-    wl: DynamicWorkload,
-    mk: MicroKernel,
-    ts: list[int],
-    target: tvm.target.Target,
-    rng: np.random.Generator,
-    number: int = 1,
-    repeat: int = 3,
-    min_repeat_ms: int = 10,
-    cases: dict[int, Case] | None = None,
-) -> tuple[list[Measurement], list[MeasureResult]]:
-    """Compile ``mk`` once and time it at every T of ``ts`` (each run checked against numpy first); ``cases``
-    from ``make_cases`` reuses inputs and references across kernels, else they are drawn from ``rng``."""
-    dev = _device(target)
-    t0 = time.time()
-    try:
-        with target:
-            lib = tvm.compile(schedule_microkernel(wl, mk).mod, target=target)
-    except Exception as err:  # noqa: BLE001 - a kernel that does not compile is a measured failure
-        msg = f"{type(err).__name__}: {str(err).splitlines()[-1] if str(err) else ''}"
-        res = MeasureResult((), MeasureErrorNo.COMPILE_HOST, time.time() - t0, time.time(), msg)
-        return [Measurement(mk, t, float("inf"), msg) for t in ts], [res] * len(ts)
-    build_time = time.time() - t0
-    out, results = [], []
-    for t in ts:
-        start = time.time()
-        a, b, ref = cases[t] if cases is not None and t in cases else make_cases(wl, [t], rng)[t]
-        args = [
-            tvm.runtime.tensor(a, dev),
-            tvm.runtime.tensor(b, dev),
-            tvm.runtime.tensor(np.zeros(ref.shape, wl.dtype), dev),
-        ]
-        lib["main"](*args, t)
-        if not np.allclose(args[2].numpy(), ref, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(ref).max()))):
-            msg = f"wrong answer at T={t}"
-            out.append(Measurement(mk, t, float("inf"), msg))
-            results.append(
-                MeasureResult(
-                    (), MeasureErrorNo.WRONG_ANSWER, time.time() - start, time.time(), msg, build_time=build_time
-                )
-            )
-            continue
-        # a fresh evaluator per T: TVM's keeps the number of runs it grew to reach min_repeat_ms, so one reused
-        # from a small T ran a large T thousands of times per repeat (seconds per measurement)
-        evaluator = lib.mod.time_evaluator("main", dev, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
-        costs = tuple(float(c) for c in evaluator(*args, t).results)
-        out.append(Measurement(mk, t, float(np.median(costs))))
-        results.append(
-            MeasureResult(
-                costs,
-                MeasureErrorNo.NO_ERROR,
-                time.time() - start + build_time / len(ts),
-                time.time(),
-                build_time=build_time,
-                run_time=time.time() - start,
-                runs=number * repeat,
-            )
-        )
-    return out, results
-
-
-class DietCodeTuner:
-    """Tune one dynamic workload for its whole T range (see the module docstring)."""
+    OPTIONS = (
+        Option.declare("n_shapes", int, "T values sampled over the range", minimum=1),
+        Option.declare("rounds", int, "proposal rounds (the model is refit after each)", minimum=1),
+        Option.declare("kernels_per_round", int, "micro-kernels measured per round", minimum=1),
+        Option.declare("max_kernels", int, "most micro-kernels deployed behind the dispatcher", minimum=1),
+        Option.declare("explore", float, "share of each round measured at random", minimum=0.0, maximum=1.0),
+    )
 
     def __init__(
         self,
@@ -169,84 +106,105 @@ class DietCodeTuner:
         repeat: int = 3,
         min_repeat_ms: int = 10,
     ):
-        if rounds < 1 or kernels_per_round < 1 or max_kernels < 1:
-            raise ValueError("rounds, kernels_per_round and max_kernels must be at least 1")
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
-        self.space = MicroKernelSpace(self.target, workload.dtype, static_k(workload))
-        self.n_shapes, self.rounds, self.per_round = n_shapes, rounds, kernels_per_round
-        self.max_kernels, self.explore = max_kernels, explore
-        self.rng = np.random.default_rng(seed)
-        self.seed = seed
+        self.shapes = sample_shapes(workload.t_range, n_shapes, np.random.default_rng(seed))
+        task = RangeTask(workload, self.shapes, self.target)
+        super().__init__(task, seed)
+        self.n_rounds, self.per_round, self.max_kernels = rounds, kernels_per_round, max_kernels
+        self.kernels: list[MicroKernel] = task.space.kernels
+        self.exploration = ExplorationPolicy(eps_greedy=explore)
         self.log_file = log_file
         self.timing = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
+        self.model = MicroKernelCostModel(task.space, workload, seed)
         self.measurements: list[Measurement] = []
-        self.model = MicroKernelCostModel(self.space, workload, seed)
-        self._tasks: dict[int, MicroKernelTask] = {}
+        self.plan: list[MicroKernel] = []
+        self._fitted = False
 
-    def _log(self, measured: list[Measurement], results: list[MeasureResult]) -> None:
-        if not self.log_file:
-            return
-        pairs = []
-        for m, res in zip(measured, results):
-            task = self._tasks.setdefault(m.t, MicroKernelTask(self.workload, m.t, self.target, self.space))
-            pairs.append((MeasureInput(task, m.kernel), res))
-        save_to_file(self.log_file, pairs)
+    # -- the strategy: rounds of model picks plus exploration -------------------------------------------
+    def next_batch(self, batch_size: int) -> list[MicroKernel]:
+        if not self.plan:
+            self._fitted = self._fit()
+            explore = self.streams.explore
+            self.plan = self.exploration.plan(self.space, explore, self.per_round, self.visited, self._model_picks)
+        batch, self.plan = self.plan[:batch_size], self.plan[batch_size:]
+        return batch
+
+    def _model_picks(self, n: int) -> list[MicroKernel]:
+        """Each sampled T's two predicted best unmeasured kernels, then the best on average (none before a fit)."""
+        pool = [k for k in self.kernels if k.key not in self.visited]
+        if not pool or not self._fitted:
+            return []
+        pred = self.model.predict(pool, self.shapes) / np.asarray([self.workload.flop(t) for t in self.shapes])
+        picks: dict[str, MicroKernel] = {}
+        for col in range(pred.shape[1]):
+            for row in np.argsort(pred[:, col])[:2]:
+                picks.setdefault(pool[int(row)].key, pool[int(row)])
+        for row in np.argsort(np.log(pred).mean(axis=1)):
+            if len(picks) >= n:
+                break
+            picks.setdefault(pool[int(row)].key, pool[int(row)])
+        return list(picks.values())[:n]
+
+    def learn(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        for inp, res in zip(inputs, results):
+            seconds = seconds_at(res)
+            why = "" if seconds else f"{res.error_no.name}: {res.error_msg.splitlines()[0] if res.error_msg else ''}"
+            for t in self.shapes:
+                self.measurements.append(Measurement(inp.config, t, seconds.get(t, float("inf")), why))
 
     def _valid(self) -> list[Measurement]:
         return [m for m in self.measurements if np.isfinite(m.seconds)]
 
     def _fit(self) -> bool:
         ok = self._valid()
-        if not ok:
-            return False
-        self.model.fit([m.kernel for m in ok], [m.t for m in ok], [m.seconds for m in ok])
-        return True
+        if ok:
+            self.model.fit([m.kernel for m in ok], [m.t for m in ok], [m.seconds for m in ok])
+        return bool(ok)
 
-    def _propose(self, shapes: list[int], measured: set[str]) -> list[MicroKernel]:
-        pool = [k for k in self.space.kernels if k.key not in measured]
-        if not pool:
-            return []
-        n_random = max(1, int(round(self.explore * self.per_round)))
-        picks: dict[str, MicroKernel] = {}
-        if self._valid():
-            pred = self.model.predict(pool, shapes) / np.asarray([self.workload.flop(t) for t in shapes])
-            for col in range(pred.shape[1]):  # each shape's predicted best first, then the best on average
-                for row in np.argsort(pred[:, col])[:2]:
-                    picks.setdefault(pool[int(row)].key, pool[int(row)])
-            for row in np.argsort(np.log(pred).mean(axis=1)):
-                picks.setdefault(pool[int(row)].key, pool[int(row)])
-                if len(picks) >= self.per_round:
-                    break
-        chosen = list(picks.values())[: self.per_round - n_random] if picks else []
-        rest = self.space.random_candidates(
-            self.rng, self.per_round - len(chosen), exclude=measured | {k.key for k in chosen}
-        )
-        return chosen + rest
-
-    def tune(self, callback: Callable[[int, list[Measurement]], None] | None = None) -> DietCodeResult:
-        """Run all rounds; ``callback(round, measurements)`` after each (for progress bars)."""
+    # -- the one tuning loop, then the dispatcher -----------------------------------------------------
+    def tune(  # type: ignore[override]
+        self,
+        n_trial: int | None = None,
+        measure_option: MeasureOption | None = None,
+        early_stopping: int | None = None,
+        callbacks: Sequence[Callback] = (),
+        batch_size: int | None = None,
+        time_budget: float | None = None,
+        target_flops: float | None = None,
+        callback: Callable[[int, list[Measurement]], None] | None = None,
+    ) -> DietCodeResult:
+        """``Tuner.tune`` over ``rounds * kernels_per_round`` kernels (or ``n_trial``), a round per batch, then the
+        dispatcher; ``callback(round, measurements)`` after each round (for progress bars)."""
         start = time.time()
-        shapes = sample_shapes(self.workload.t_range, self.n_shapes, self.rng)
-        measured: set[str] = set()
-        cases = make_cases(self.workload, shapes, self.rng)  # the same checks for every kernel, computed once
-        for rnd in range(self.rounds):
-            batch = self._propose(shapes, measured)
-            if not batch:
-                break
-            for mk in batch:
-                got, results = measure_kernel(
-                    self.workload, mk, shapes, self.target, self.rng, cases=cases, **self.timing
-                )
-                measured.add(mk.key)
-                self.measurements.extend(got)
-                self._log(got, results)
-            self._fit()
-            if callback is not None:
-                callback(rnd, self.measurements)
+        own = measure_option is None
+        option = measure_option or adatune_measure_option(
+            LocalBuilder(), LocalRunner(**self.timing, timeout=60, check_correctness=True)
+        )
+        extra: list[Callback] = [log_to_file(self.log_file)] if self.log_file else []
+        if callback is not None:
+
+            def after_round(tuner: Any, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+                callback(len(tuner.rounds) - 1, tuner.measurements)
+
+            extra.append(after_round)
+        try:
+            super().tune(
+                self.n_rounds * self.per_round if n_trial is None else n_trial,
+                option,
+                early_stopping,
+                [*callbacks, *extra],
+                batch_size or self.per_round,
+                time_budget,
+                target_flops,
+            )
+        finally:
+            if own:
+                option.close()
         if not self._valid():
             raise RuntimeError(f"no micro-kernel of {self.workload} compiled and ran correctly")
-        return self._finish(shapes, time.time() - start)
+        self._fit()
+        return self._finish(self.shapes, time.time() - start)
 
     def _finish(self, shapes: list[int], seconds: float) -> DietCodeResult:
         valid = {m.kernel.key: m.kernel for m in self._valid()}
@@ -258,7 +216,7 @@ class DietCodeTuner:
         chosen = [candidates[i] for i in select_kernels(pred, self.max_kernels)]
         sub = self.model.predict(chosen, ts)
         votes = [chosen[int(i)].key for i in np.argmin(sub, axis=0)]
-        dispatcher = ShapeDispatcher.fit(ts, votes, (lo, hi), random_state=self.seed)
+        dispatcher = ShapeDispatcher.fit(ts, votes, (lo, hi), random_state=int(self.seed or 0))
         kernels = [next(k for k in chosen if k.key == label) for label in dispatcher.labels]
         predicted = {t: float(sub[:, i].min()) for i, t in enumerate(ts)}
         return DietCodeResult(

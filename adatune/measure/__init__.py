@@ -6,7 +6,7 @@ from ._option import MeasureOption, measure_option
 from ._replay import ReplayRunner
 from ._rpc import RPCRunner
 from ._runner import LocalRunner, Runner
-from ._types import BuildResult, MeasureBatch, MeasureErrorNo, MeasureInput, MeasureResult
+from ._types import BuildResult, MeasureBatch, MeasureErrorNo, MeasureInput, MeasurePoint, MeasureResult
 
 __all__ = [
     "Builder",
@@ -23,5 +23,6 @@ __all__ = [
     "MeasureInput",
     "MeasureResult",
     "MeasureErrorNo",
+    "MeasurePoint",
     "BuildResult",
 ]

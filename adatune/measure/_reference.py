@@ -17,6 +17,7 @@ import tvm
 
 from .. import target as _target
 from ..task import TuningTask
+from ._types import MeasurePoint
 
 __all__ = ["ReferenceData"]
 
@@ -28,15 +29,16 @@ class ReferenceData:
         self._dir = tempfile.mkdtemp(prefix="adatune-ref-")
         self._paths: dict[str, str] = {}
 
-    def path(self, task: TuningTask) -> str:
-        """The task's reference file, computed on first use."""
-        key = task.workload_key
+    def path(self, task: TuningTask, point: MeasurePoint | None = None) -> str:
+        """The task's reference file (at ``point`` of a shape-generic task), computed on first use."""
+        key = task.workload_key + (repr(point.scalars) if point is not None else "")
+        specs = list(point.arg_specs) if point is not None else task.arg_specs
         if key not in self._paths:
             rng = np.random.default_rng(0)
-            inputs = [rng.uniform(-1, 1, size=s.shape).astype(s.dtype) for s in task.arg_specs if not s.is_output]
-            outputs = plain_host_outputs(task, inputs)
+            inputs = [rng.uniform(-1, 1, size=s.shape).astype(s.dtype) for s in specs if not s.is_output]
+            outputs = plain_host_outputs(task, inputs, point)
             arrays, it_in, it_out = {}, iter(inputs), iter(outputs)
-            for i, spec in enumerate(task.arg_specs):
+            for i, spec in enumerate(specs):
                 arrays[f"out{i}" if spec.is_output else f"in{i}"] = next(it_out) if spec.is_output else next(it_in)
             os.makedirs(self._dir, exist_ok=True)  # close() removes it; the runner may be used again
             fd, path = tempfile.mkstemp(suffix=".npz", dir=self._dir)
@@ -50,14 +52,17 @@ class ReferenceData:
         self._paths.clear()
 
 
-def plain_host_outputs(task: TuningTask, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """The task's outputs on ``inputs`` from its unscheduled program built for the host CPU (any ``target``
-    attribute of its functions dropped, so a CUDA task's program builds for the host too)."""
+def plain_host_outputs(
+    task: TuningTask, inputs: list[np.ndarray], point: MeasurePoint | None = None
+) -> list[np.ndarray]:
+    """The task's outputs on ``inputs`` (at ``point``'s scalars) from its unscheduled program built for the host
+    CPU (any ``target`` attribute of its functions dropped, so a CUDA task's program builds for the host too)."""
     mod = task.unscheduled_module()
     funcs = {gv: f.without_attr("target") if isinstance(f, tvm.tirx.PrimFunc) else f for gv, f in mod.functions.items()}
     lib = tvm.tirx.build(tvm.IRModule(funcs), _target.host())
     dev = tvm.cpu()
     it = iter(inputs)
-    args = [tvm.runtime.tensor(np.zeros(s.shape, s.dtype) if s.is_output else next(it), dev) for s in task.arg_specs]
-    lib["main"](*args)
-    return [a.numpy() for a, s in zip(args, task.arg_specs) if s.is_output]
+    specs = list(point.arg_specs) if point is not None else task.arg_specs
+    args = [tvm.runtime.tensor(np.zeros(s.shape, s.dtype) if s.is_output else next(it), dev) for s in specs]
+    lib["main"](*args, *(point.scalars if point is not None else ()))
+    return [a.numpy() for a, s in zip(args, specs) if s.is_output]

@@ -87,13 +87,8 @@ def measure_remote(tracker: Tracker, wait_limit: float, req: RunRequest, config:
             msg = f"server {server} (key {tracker.key!r}) has no {req.device_type}"
             out = RunOutcome(MeasureErrorNo.RUNTIME_DEVICE, msg)
         else:
-            args, mismatch = _worker.prepare_arguments(module, dev, req, config.check_correctness, f" on {server}")
-            stage_done("prepare")
-            if mismatch:
-                out = RunOutcome(MeasureErrorNo.WRONG_ANSWER, mismatch)
-            else:
-                out = _worker.time_candidate(module, dev, args, req, config)
-                stage_done("evaluate")
+            out = _worker.check_and_time(module, dev, req, config, f" on {server}", stage_done)
+            stage_done("evaluate")
     except Exception as err:  # noqa: BLE001 - every remote failure is a result
         out = _remote_error(err, stage, server, tracker.key, time.perf_counter() - t0, config.timeout)
     out.seconds, out.extra = time.perf_counter() - t0, {**extra, **out.extra}

@@ -104,13 +104,22 @@ class WorkerRunner(Runner):
         """What a worker needs to check and time ``build`` (the reference is computed here, once per task)."""
         task, cfg = inp.task, self.config
         assert build.artifact is not None, "only successful builds are run"
+        points = [
+            (
+                p.scalars,
+                [s.to_json() for s in p.arg_specs],
+                self.references.path(task, p) if cfg.check_correctness else None,
+            )
+            for p in getattr(task, "measure_points", ())
+        ]
         return RunRequest(
             build.artifact,
             build.suffix,
             _device_type(task),
             [s.to_json() for s in task.arg_specs],
-            self.references.path(task) if cfg.check_correctness else None,
+            self.references.path(task) if cfg.check_correctness and not points else None,
             *cfg.tolerances(task),
+            points,
         )
 
     def collect(self, fut: Any, build: BuildResult, t0: float, late: str = "", died: str = "") -> MeasureResult:

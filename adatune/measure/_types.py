@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..task import TuningTask
 
-__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "MeasureBatch", "RunRequest", "RunOutcome"]
+__all__ = [
+    "MeasureErrorNo",
+    "MeasureInput",
+    "MeasureResult",
+    "BuildResult",
+    "MeasureBatch",
+    "RunRequest",
+    "RunOutcome",
+    "MeasurePoint",
+]
 
 
 class MeasureErrorNo(enum.IntEnum):
@@ -179,10 +188,21 @@ class MeasureBatch:
         return self.results[k]
 
 
+@dataclass(frozen=True)
+class MeasurePoint:
+    """One call of a shape-generic kernel: the trailing scalar arguments (e.g. a dynamic extent T) and the
+    argument shapes at them. A task with ``measure_points`` has each candidate built once and checked and
+    timed at every point, as one measure input (DietCode's micro-kernels over their sampled T)."""
+
+    scalars: tuple[int, ...]
+    arg_specs: tuple[Any, ...]  # adatune.task.ArgSpec at these scalars
+
+
 @dataclass
 class RunRequest:
     """One built candidate as a runner's worker needs it: plain data, so that a crash or hang costs only the
-    worker. ``ref_path`` holds the reference inputs and outputs when correctness is checked."""
+    worker. ``ref_path`` holds the reference inputs and outputs when correctness is checked; ``points`` (for a
+    shape-generic kernel) holds ``(scalars, arg_specs, ref_path)`` per call, each checked and timed alone."""
 
     artifact: bytes
     suffix: str
@@ -191,6 +211,7 @@ class RunRequest:
     ref_path: str | None
     rtol: float
     atol: float
+    points: list[tuple[tuple[int, ...], list, str | None]] = field(default_factory=list)
 
 
 @dataclass

@@ -23,6 +23,7 @@ __all__ = [
     "build_candidate",
     "prepare_arguments",
     "time_candidate",
+    "check_and_time",
     "run_candidate",
     "gpu_limit_violation",
     "thread_extents",
@@ -166,22 +167,32 @@ def _load_reference(ref_path: str | None) -> dict[str, np.ndarray]:
     return _REF_CACHE[ref_path]
 
 
-def prepare_arguments(module: Any, dev: Any, req: RunRequest, check: bool, where: str = "") -> tuple[list, str]:
+def prepare_arguments(
+    module: Any,
+    dev: Any,
+    req: RunRequest,
+    check: bool,
+    where: str = "",
+    point: tuple[tuple[int, ...], list, str | None] | None = None,
+) -> tuple[list, str]:
     """Tensors on ``dev`` for the kernel's arguments (the reference's inputs where it has them, else seeded
-    random ones; zeroed outputs) and, when ``check``, why one run's outputs differ from the reference ("" when
-    they match)."""
+    random ones; zeroed outputs), then ``point``'s scalars, and, when ``check``, why one run's outputs differ
+    from the reference ("" when they match)."""
     import tvm
 
-    ref = _load_reference(req.ref_path)
-    args, outputs = [], []
+    scalars, arg_specs, ref_path = point if point is not None else ((), req.arg_specs, req.ref_path)
+    ref = _load_reference(ref_path)
+    args: list = []
+    outputs = []
     rng = np.random.default_rng(0)
-    for i, (shape, dtype, is_output) in enumerate(req.arg_specs):
+    for i, (shape, dtype, is_output) in enumerate(arg_specs):
         if is_output:
             arr = np.zeros(shape, dtype=dtype)
             outputs.append(i)
         else:
             arr = ref[f"in{i}"] if f"in{i}" in ref else rng.uniform(-1, 1, size=shape).astype(dtype)
         args.append(tvm.runtime.tensor(arr, dev))
+    args += [int(s) for s in scalars]
     if not (check and ref):
         return args, ""
     module[module.entry_name](*args)
@@ -204,6 +215,35 @@ def time_candidate(module: Any, dev: Any, args: list, req: RunRequest, config: R
     flush = config.evaluator.enable_cpu_cache_flush and req.device_type == "cpu"
     outcome = evaluate(time_fn_for(module, dev, args, flush), config.evaluator)
     return RunOutcome(costs=tuple(outcome.costs), runs=outcome.runs, cv=outcome.cv)
+
+
+def check_and_time(
+    module: Any, dev: Any, req: RunRequest, config: RunnerConfig, where: str = "", stage_done: Any = None
+) -> RunOutcome:
+    """Check (when configured) and time a loaded candidate, at each of the request's points if it has them.
+
+    A shape-generic kernel gets a fresh evaluator per point (TVM's keeps the number of runs it grew to for
+    ``min_repeat_ms``, so one reused from a small extent would run a large one thousands of times); its costs
+    are one value, the sum of the points' medians, and ``extra["points"]`` keeps each point's timings."""
+    if not req.points:
+        args, mismatch = prepare_arguments(module, dev, req, config.check_correctness, where)
+        if stage_done is not None:
+            stage_done("prepare")
+        if mismatch:
+            return RunOutcome(MeasureErrorNo.WRONG_ANSWER, mismatch)
+        return time_candidate(module, dev, args, req, config)
+    per_point, runs, cvs = [], 0, []
+    for point in req.points:
+        at = f" at {', '.join(map(str, point[0]))}{where}"
+        args, mismatch = prepare_arguments(module, dev, req, config.check_correctness, at, point)
+        if mismatch:
+            return RunOutcome(MeasureErrorNo.WRONG_ANSWER, mismatch)
+        got = time_candidate(module, dev, args, req, config)
+        runs += got.runs
+        cvs += [got.cv] if got.cv is not None else []
+        per_point.append({"at": list(point[0]), "costs": list(got.costs), "runs": got.runs, "cv": got.cv})
+    total = float(sum(float(np.median(np.asarray(p["costs"]))) for p in per_point))
+    return RunOutcome(costs=(total,), runs=runs, cv=max(cvs) if cvs else None, extra={"points": per_point})
 
 
 def run_candidate(req: RunRequest, config: RunnerConfig) -> RunOutcome:
@@ -232,12 +272,7 @@ def run_candidate(req: RunRequest, config: RunnerConfig) -> RunOutcome:
     finally:
         os.remove(lib_path)
     try:
-        args, mismatch = prepare_arguments(module, dev, req, config.check_correctness)
-        out = (
-            RunOutcome(MeasureErrorNo.WRONG_ANSWER, mismatch)
-            if mismatch
-            else time_candidate(module, dev, args, req, config)
-        )
+        out = check_and_time(module, dev, req, config)
     except Exception as err:  # noqa: BLE001 - the kernel's own failure is a result
         out = RunOutcome(MeasureErrorNo.RUNTIME_DEVICE, f"{type(err).__name__}: {err}\n{traceback.format_exc()}")
     out.seconds = time.perf_counter() - t0
