@@ -6,6 +6,11 @@ AutoTVM-style use::
     option = adatune.measure_option(builder=adatune.LocalBuilder(), runner=adatune.LocalRunner(number=5, repeat=3))
     tuner = adatune.tuners.XGBTuner(task)
     tuner.tune(n_trial=200, measure_option=option, callbacks=[adatune.callback.log_to_file("dense.jsonl")])
+
+An AutoTVM script runs with one changed line, ``import adatune as autotvm``: AutoTVM's spellings
+``autotvm.tuner.XGBTuner`` and ``autotvm.record.pick_best(in_file, out_file)`` are ``adatune.tuner`` and
+``adatune.record``. ``adatune.testing`` holds the conformance suites for a new tuner, cost model, candidate kind
+or runner.
 """
 
 from . import records, space, target, task, templates  # templates: the built-in ones register on import
@@ -43,6 +48,8 @@ __all__ = [
     "load_from_file",
     "pick_best",
     "tuners",
+    "tuner",
+    "record",
     "cost_models",
     "optimizers",
     "templates",
@@ -64,6 +71,9 @@ _LAZY = {
     "dispatch",
     "devices",
     "evaluator",
+    "tuner",  # AutoTVM's spelling of tuners
+    "record",  # AutoTVM's spelling of records, with AutoTVM's pick_best(in_file, out_file)
+    "testing",
 }
 
 

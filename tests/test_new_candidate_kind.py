@@ -1,10 +1,10 @@
 """A candidate kind defined only here (not a knob config) goes through every tuner, cost model, records, resume
-and dispatch with no change to library code: the proof that the candidate protocol is the only contract."""
+and dispatch with no change to library code: the proof that the candidate protocol is the only contract. The
+checks are adatune.testing's (``check_candidate_kind`` runs them all at once for a user's kind)."""
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,12 +14,15 @@ import tvm
 from tvm import te
 
 import adatune
-from adatune.cost_models import RFEICostModel, XGBoostCostModel
-from adatune.measure import MeasureErrorNo, MeasureInput, MeasureResult, ReplayRunner
-from adatune.space import ConfigSpace
-from adatune.space._candidate import DiscreteSpace
+from adatune.space import ConfigSpace, DiscreteSpace
 from adatune.task import ArgSpec, TuningTask, register_task_kind
-from adatune.tuners import create_tuner, tuner_specs
+from adatune.testing import (
+    check_candidate_space,
+    check_cost_models_learn,
+    check_records_dispatch_and_build,
+    check_tunes_and_resumes,
+)
+from adatune.tuners import tuner_specs
 
 FACTORS = [1, 2, 4, 8, 16, 32]
 
@@ -130,71 +133,24 @@ def tile_task() -> TileTask:
     return adatune.task.create("test/tile-matmul", (32,), adatune.target.host())  # type: ignore[return-value]
 
 
-@pytest.fixture(scope="module")
-def tile_replay(tile_task: TileTask) -> ReplayRunner:
-    table = {}
-    for c in tile_task.space.from_digits(np.indices(TileSpace.dims).reshape(3, -1).T):
-        cost = _cost(c)
-        table[(tile_task.workload_key, c.key)] = MeasureResult(
-            (cost,), MeasureErrorNo.NO_ERROR, 0.2, time.time(), build_time=0.1, run_time=0.1, runs=3
-        )
-    return ReplayRunner(table)
-
-
 def test_the_task_kind_is_created_by_name_and_applies_candidates(tile_task):
     assert isinstance(tile_task, TileTask) and not isinstance(tile_task.space, ConfigSpace)
     mod = tile_task.scheduled_module(Tile(8, 16, 1))
     assert "vectorized" in str(mod) or "T.vectorized" in mod.script()
 
 
-@pytest.mark.parametrize("name", [s.name for s in tuner_specs() if s.name != "xgb-rank"] + ["xgb-rank"])
-def test_every_registered_tuner_tunes_the_new_kind_and_resumes(name, tile_task, tile_replay, tmp_path):
-    log = tmp_path / "tile.jsonl"
-    option = adatune.measure_option(runner=tile_replay)
-    kwargs = {"plan_size": 8} if name not in ("random", "grid") else {}
-    tuner = create_tuner(name, tile_task, seed=0, **kwargs)
-    tuner.tune(n_trial=32, measure_option=option, batch_size=8, callbacks=[adatune.callback.log_to_file(str(log))])
-    keys = [t.key for t in tuner.trials]
-    assert len(keys) == len(set(keys)) == 32
-    assert tuner.best_flops == pytest.approx(
-        max(tile_task.flop / _cost(tile_task.space.decode(r.config)) for r in adatune.load_from_file(str(log)))
-    )
-    # records carry the kind and key; a fresh tuner resumes without measuring anything twice
-    recs = list(adatune.load_from_file(str(log)))
-    assert {r.kind for r in recs} == {"tile"} and sorted(r.key for r in recs) == sorted(keys)
-    again = create_tuner(name, tile_task, seed=1, **kwargs)
-    assert again.load_history(adatune.load_from_file(str(log))) == 32
-    again.tune(n_trial=8, measure_option=option, batch_size=8)
-    assert not {t.key for t in again.trials[32:]} & set(keys)
+def test_the_space_keeps_the_candidate_protocol(tile_task):
+    check_candidate_space(tile_task.space)
 
 
-@pytest.mark.parametrize("model_cls", [XGBoostCostModel, RFEICostModel])
-def test_cost_models_learn_the_new_kind_from_features(model_cls, tile_task):
-    cands = tile_task.space.from_digits(np.indices(TileSpace.dims).reshape(3, -1).T)
-    x = tile_task.space.featurize(cands)
-    y = np.asarray([1.0 / _cost(c) for c in cands])
-    model = model_cls()  # no task: features only
-    model.fit(x[::2], y[::2], 16)
-    # XGB's score is its prediction; RFEI's is expected improvement, so compare its predicted mean
-    pred = model.predict(x[1::2]) if model_cls is XGBoostCostModel else model.predict_mean_std(x[1::2])[0]
-    assert np.corrcoef(np.asarray(pred, dtype=float), y[1::2])[0, 1] > 0.5
+@pytest.mark.parametrize("name", [s.name for s in tuner_specs()])
+def test_every_registered_tuner_tunes_the_new_kind_and_resumes(name, tile_task):
+    check_tunes_and_resumes(tile_task, _cost, name)
 
 
-def test_records_dispatch_and_a_real_build_of_the_new_kind(tile_task, tmp_path):
-    log = str(tmp_path / "tile.jsonl")
-    option = adatune.measure_option(
-        adatune.LocalBuilder(n_parallel=1), adatune.LocalRunner(number=2, repeat=2, check_correctness=True)
-    )
-    try:
-        inputs = [MeasureInput(tile_task, c) for c in (Tile(8, 16, 1), Tile(1, 1, 0))]
-        batch = option.measure(inputs)
-    finally:
-        option.close()
-    assert [r.error_no for r in batch] == [MeasureErrorNo.NO_ERROR] * 2  # correct against numpy
-    adatune.records.save_to_file(log, zip(inputs, batch.results))
-    best = min(zip(inputs, batch.results), key=lambda p: p[1].mean_cost)[0].config
-    ctx = adatune.apply_history_best(log)
-    got = ctx.query(tile_task.target, tile_task.workload)
-    assert isinstance(got, Tile) and got.key == best.key
-    for inp, res in adatune.load_from_file(log):  # AutoTVM's unpacking works for any kind
-        assert isinstance(inp.config, Tile) and res.ok
+def test_cost_models_learn_the_new_kind_from_features(tile_task):
+    check_cost_models_learn(tile_task, _cost, models=("xgb", "rfei"))
+
+
+def test_records_dispatch_and_a_real_build_of_the_new_kind(tile_task):
+    check_records_dispatch_and_build(tile_task, [Tile(8, 16, 1), Tile(1, 1, 0)])

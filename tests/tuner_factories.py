@@ -1,15 +1,12 @@
-"""Every tuner the library ships, as ``name -> factory(task, seed)``; the conformance suite runs them all.
-Add a new tuner here and it is tested like the others."""
+"""Every tuner the library ships, as ``name -> factory(task, seed)``; adatune.testing's tuner checks run on them
+all. Add a new tuner here and it is tested like the others."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from adatune.testing import TunerFactory
+from adatune.tuners import GridSearchTuner, RandomTuner, ReleaseTuner, RFEITuner, TraceSearchTuner, XGBTuner
 
-import adatune
-from adatune.tuners import GridSearchTuner, RandomTuner, ReleaseTuner, RFEITuner, Tuner, XGBTuner
-from adatune.tuners._trace import TraceSearchTuner
-
-TUNER_FACTORIES: dict[str, Callable[[adatune.task.Task, int], Tuner]] = {
+TUNER_FACTORIES: dict[str, TunerFactory] = {
     "random": lambda task, seed: RandomTuner(task, seed=seed),
     "grid": lambda task, seed: GridSearchTuner(task, seed=seed),
     "xgb": lambda task, seed: XGBTuner(task, plan_size=16, seed=seed),
