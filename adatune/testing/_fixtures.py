@@ -15,7 +15,7 @@ import numpy as np
 from .. import target as _target
 from ..measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult, ReplayRunner
 from ..measure import measure_option as _measure_option
-from ..task import Task, TuningTask, create
+from ..task import Task, create
 from ._templates import MATMUL
 
 __all__ = ["KnobFixture", "knob_fixture", "synthetic_cost", "synthetic_replay_table", "CostFunctionRunner"]
@@ -93,7 +93,3 @@ class CostFunctionRunner(ReplayRunner):
             )
             for inp in inputs
         ]
-
-
-def as_task(task: TuningTask | None) -> TuningTask:
-    return task if task is not None else knob_fixture().task
