@@ -169,9 +169,14 @@ _MATCH_KEYS = ("kind", "mtriple", "mcpu", "arch")
 
 
 def same_target(a: Any, b: Any) -> bool:
-    """Records apply only to the same kind of device: same kind, triple, CPU or CUDA arch."""
-    da = to_json(create(a)) if not isinstance(a, dict) else a
-    db = to_json(create(b)) if not isinstance(b, dict) else b
+    """Records apply only to the same kind of device: same kind, triple, CPU or CUDA arch. A plain LLVM target
+    naming no CPU (``tvm.target.Target("llvm")``, as AutoTVM scripts open) is this host, as ``create("llvm")``."""
+
+    def match_form(t: Any) -> dict:
+        d = to_json(create(t)) if not isinstance(t, dict) else t
+        return to_json(host()) if d.get("kind") == "llvm" and not d.get("mcpu") else d
+
+    da, db = match_form(a), match_form(b)
     return all(da.get(k) == db.get(k) for k in _MATCH_KEYS)
 
 
