@@ -3,31 +3,45 @@
 Format version 2 (one line)::
 
     {"v": 2, "target": {...}, "task": [name, args], "kind": "knob", "key": "123",
-     "config": <candidate.to_json()>, "result": {...}}
+     "config": <candidate.to_json()>, "result": {...}, "workload": {...}}
 
 ``kind`` and ``config`` are whatever the candidate's kind writes (a knob config's index and entities, a trace's
 decisions, a micro-kernel's tiles), and ``key`` is its stable identity, so records of every kind of candidate are
 read, resumed from and applied alike. Version-1 lines (``{"v": 1, ..., "config": {"index", "entity"}}``, knob
 configs only) still load. As in AutoTVM, ``for inp, res in load_from_file(log)`` works: a record unpacks into a
 ``MeasureInput`` (its task recreated once per workload) and its ``MeasureResult``.
+
+Logs stand alone: the first record of each workload in a file also carries ``"workload"``, what its task
+stored (``TuningTask.workload_json()``) so that a fresh process can recreate the task from name, arguments and
+this: the modules to import (``"imports"``: the one defining a user's template, or a task kind's module such
+as DietCode's), and for a program that no name recreates (``TraceTask.from_module``, a model's fused function)
+the IRModule itself, as MetaSchedule's database stores each workload (base64 of ``tvm.ir.save_json``, here
+zlib-compressed). It rides on a record line, not on a line or file of its own, so every line is still one
+record (line counts, ``grep``, AutoTVM's ``pick_best(in_file, out_file)``), one file is the whole log (copy it,
+``cat`` logs together), readers that do not know the field ignore it (the format stays version 2), and it is
+written once per workload and file, so a long log does not repeat a model's functions. Reading a line with a
+workload registers it in this process for every record of that workload (``pick_best`` may pick another line).
 """
 
 from __future__ import annotations
 
 import base64
+import importlib
 import io
 import json
 import math
 import os
 import pickle
+import sys
 import warnings
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from . import target as _target
 from .measure import MeasureInput, MeasureResult
-from .task import TuningTask, create, workload_key
+from .task import TuningTask, restore, workload_key
 
 __all__ = [
     "FORMAT_VERSION",
@@ -46,6 +60,7 @@ __all__ = [
 FORMAT_VERSION = 2
 _READABLE = (1, 2)
 _TASKS: dict[tuple[str, str], TuningTask] = {}
+_STORED: dict[str, dict] = {}  # workload key -> its stored form, from every log line read in this process
 
 
 @dataclass
@@ -60,6 +75,7 @@ class Record:
     config: dict
     result: MeasureResult
     version: int = FORMAT_VERSION
+    workload: dict | None = field(default=None, repr=False, compare=False)  # the task's stored form, if on this line
     _input: MeasureInput | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -88,7 +104,8 @@ class Record:
                 tgt = _target.create(self.target)
             except ValueError:
                 tgt = _target.host()
-            _TASKS[cache_key] = create(self.task_name, self.args, tgt)
+            stored = self.workload or _STORED.get(self.workload_key, {})
+            _TASKS[cache_key] = _restore_task(self.task_name, self.args, tgt, stored)
         return _TASKS[cache_key]
 
     @property
@@ -109,6 +126,42 @@ class Record:
         if k in (0, -2):
             return self.input
         raise IndexError(f"a record is a pair (input, result); index {k} is out of range")
+
+
+def _restore_task(name: str, args: list, tgt: Any, stored: dict) -> TuningTask:
+    """The task of a record; when its kind or template is not registered yet, the modules its log names are
+    imported first (a DietCode task's kind, the module defining a user's template), then it is tried again."""
+    try:
+        return restore(name, args, tgt, stored)
+    except KeyError as err:
+        missing = [m for m in stored.get("imports", []) if m not in sys.modules]
+        if not missing:
+            raise KeyError(_unregistered(name, stored, err)) from None
+    for module in missing:
+        # The log names these modules as data, as pickle names a class's module: importing them by name adds no
+        # static dependency of this layer on a higher one (import-linter checks static imports only).
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise KeyError(
+                f"cannot recreate task {name!r}: importing {module!r}, the module its log names, failed ({err}); "
+                "put that module on sys.path"
+            ) from None
+    return _restore_task(name, args, tgt, stored)
+
+
+def _unregistered(name: str, stored: dict, err: KeyError) -> str:
+    why = err.args[0] if err.args else str(err)
+    if stored.get("script"):
+        how = (
+            f"it was defined in the script {stored['script']}, which a fresh process cannot import: define it in a "
+            "module, import that module before reading the log (importing it registers it), and tune again"
+        )
+    elif stored.get("imports"):
+        how = f"importing {', '.join(stored['imports'])} did not register it"
+    else:
+        how = "import the module that defines its template or task kind (adatune.models, adatune.dietcode) first"
+    return f"cannot recreate task {name!r} of this record ({why}); {how}"
 
 
 def _line(inp: MeasureInput, result: MeasureResult) -> dict:
@@ -145,7 +198,12 @@ def _from_dict(d: Any) -> Record:
         kind, key = "knob", str(int(cfg["index"]))
     else:
         kind, key = str(d["kind"]), str(d["key"])
-    return Record(d["target"], name, list(args), kind, key, cfg, MeasureResult.from_json(d["result"]), int(d["v"]))
+    result = MeasureResult.from_json(d["result"])
+    stored = d.get("workload") if isinstance(d.get("workload"), dict) else None
+    rec = Record(d["target"], name, list(args), kind, key, cfg, result, int(d["v"]), stored)
+    if stored is not None:
+        _STORED[rec.workload_key] = stored
+    return rec
 
 
 def decode(line: str, protocol: str = "json") -> Record:
@@ -183,10 +241,57 @@ def load_from_buffer(f: IO[str] | io.TextIOBase, name: str = "<buffer>") -> Iter
             warnings.warn(f"{name}:{lineno}: skipping a corrupt record ({err})", stacklevel=3)
 
 
+_FILES: dict[str, tuple[int, int, set[str]]] = {}  # log path -> (inode, bytes read, workload keys it stores)
+_STREAMS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _stored_in_file(path: str | os.PathLike) -> set[str]:
+    """Workloads whose stored form the log at ``path`` holds; reads only what was appended since last asked."""
+    real = os.path.realpath(path)
+    try:
+        st: os.stat_result | None = os.stat(real)
+    except OSError:
+        st = None
+    inode, offset, keys = _FILES.get(real, (-1, 0, set()))
+    if st is None or st.st_ino != inode or st.st_size < offset:  # new, replaced or truncated: read from the top
+        inode, offset, keys = (st.st_ino if st else -1), 0, set()
+    if st is not None and st.st_size > offset:
+        with open(real, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        for raw in data[:end].splitlines():
+            if b'"workload"' in raw:
+                try:
+                    d = json.loads(raw)
+                    if isinstance(d.get("workload"), dict):
+                        keys.add(workload_key(*d["task"]))
+                except (ValueError, KeyError, TypeError):
+                    pass
+        offset += end
+    _FILES[real] = (inode, offset, keys)
+    return keys
+
+
+def _stored_in_stream(stream: Any) -> set[str]:
+    try:
+        return _STREAMS.setdefault(stream, set())
+    except TypeError:  # no weak references to it: store the workload on every line
+        return set()
+
+
 def save_to_file(dest: str | os.PathLike | IO[str], pairs: Iterable[tuple[MeasureInput, MeasureResult]]) -> None:
     """Append records to a path (then fsync, so a run killed right after loses nothing it measured) or write
-    them to an open text file (flushed)."""
-    lines = "".join(encode(inp, res) + "\n" for inp, res in pairs)
+    them to an open text file (flushed); the first record of a workload in that file stores its task."""
+    stored = _stored_in_stream(dest) if hasattr(dest, "write") else _stored_in_file(dest)  # type: ignore[arg-type]
+    out = []
+    for inp, res in pairs:
+        line = _line(inp, res)
+        if inp.task.workload_key not in stored and hasattr(inp.task, "workload_json"):
+            line["workload"] = inp.task.workload_json()
+            stored.add(inp.task.workload_key)
+        out.append(json.dumps(line, separators=(",", ":")) + "\n")
+    lines = "".join(out)
     if hasattr(dest, "write"):
         dest.write(lines)  # type: ignore[union-attr]
         dest.flush()  # type: ignore[union-attr]
@@ -208,7 +313,9 @@ def as_records(items: Iterable[Any]) -> Iterator[Record]:
         elif isinstance(item, io.TextIOBase):
             yield from load_from_buffer(item)
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], MeasureInput):
-            yield _from_dict(_line(item[0], item[1]))
+            rec = _from_dict(_line(item[0], item[1]))
+            rec._input = item[0]  # its task is at hand: nothing to recreate
+            yield rec
         elif isinstance(item, Iterable) and not isinstance(item, (MeasureInput, dict)):
             yield from as_records(item)
         else:

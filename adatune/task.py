@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import abc
 import functools
+import importlib.util
 import inspect
 import json
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +37,8 @@ __all__ = [
     "registered_templates",
     "workload_key",
     "register_task_kind",
+    "restore",
+    "defining_module",
     "set_config_resolver",
 ]
 
@@ -186,6 +190,11 @@ class TuningTask(abc.ABC):
         """A record's candidate (``ValueError`` when it does not fit this task's space)."""
         return self.space.decode(data)
 
+    def workload_json(self) -> dict[str, Any]:
+        """What a fresh process needs beyond the name and arguments to recreate this task, stored once per log
+        (``adatune.records``): by default the module whose import registers the task's kind."""
+        return defining_module(type(self))
+
     @property
     def target_kind(self) -> str:
         return str(self.target.kind.name)
@@ -203,14 +212,47 @@ class TuningTask(abc.ABC):
 
 
 TaskFactory = Callable[[str, Sequence[Any], tvm.target.Target], TuningTask]
-_TASK_KINDS: dict[str, TaskFactory] = {}
+#: ``restore(name, args, target, stored)``: a task from its name, arguments and ``workload_json()``
+TaskRestorer = Callable[[str, Sequence[Any], tvm.target.Target, dict], TuningTask]
+_TASK_KINDS: dict[str, tuple[TaskFactory, TaskRestorer | None]] = {}
 
 
-def register_task_kind(prefix: str, factory: TaskFactory) -> None:
-    """Let ``create`` (and so records) make tasks whose name starts with ``prefix`` (e.g. ``"trace/"``)."""
+def register_task_kind(prefix: str, factory: TaskFactory, restore: TaskRestorer | None = None) -> None:
+    """Let ``create`` (and so records) make tasks whose name starts with ``prefix`` (e.g. ``"trace/"``);
+    ``restore`` also takes what the task's ``workload_json()`` stored (a program that no name can recreate)."""
     if not prefix:
         raise ValueError("a task kind needs a non-empty name prefix")
-    _TASK_KINDS[prefix] = factory
+    _TASK_KINDS[prefix] = (factory, restore)
+
+
+def restore(name: str, args: Sequence[Any], target: tvm.target.Target, stored: dict) -> TuningTask:
+    """The task of a record: ``create``, or its kind's ``restore`` given the stored ``workload_json()``."""
+    kind = _task_kind(name)
+    if kind is not None and kind[1] is not None and stored:
+        return kind[1](name, tuple(args), target, stored)
+    return create(name, args, target)
+
+
+def _task_kind(name: str) -> tuple[TaskFactory, TaskRestorer | None] | None:
+    if name in _TEMPLATES:
+        return None
+    return next((kind for prefix, kind in _TASK_KINDS.items() if name.startswith(prefix)), None)
+
+
+def defining_module(func: Callable) -> dict[str, Any]:
+    """``{"imports": [module]}`` naming the importable module that defines ``func`` (so a fresh process can import
+    it and so register a template), or ``{"script": path}`` for one defined in a script run as ``__main__``."""
+    module = getattr(func, "__module__", None) or ""
+    main = sys.modules.get("__main__")
+    if module == "__main__" and getattr(main, "__spec__", None) is not None:
+        module = main.__spec__.name  # type: ignore[union-attr]  # run as ``python -m package.module``
+    if module and module != "__main__":
+        try:
+            if importlib.util.find_spec(module) is not None:
+                return {"imports": [module]}
+        except (ImportError, ValueError):
+            pass
+    return {"imports": [], "script": str(getattr(main, "__file__", None) or "<interactive>")}
 
 
 class Task(TuningTask):
@@ -263,6 +305,10 @@ class Task(TuningTask):
         sch, _ = self.instantiate(candidate)
         return sch.mod
 
+    def workload_json(self) -> dict[str, Any]:
+        """The module that defines the template: importing it registers the template in a fresh process."""
+        return defining_module(self.template.func)
+
     def reference_outputs(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
         """Outputs of the template's numpy reference on ``inputs``, or None when it has none."""
         if self.template.reference is None:
@@ -282,8 +328,5 @@ class Task(TuningTask):
 def create(name: str, args: Sequence[Any], target: _target.TargetLike | None = None) -> TuningTask:
     """Create a task from a registered template (AutoTVM's ``autotvm.task.create``) or a registered task kind."""
     tgt = _target.create(target) if target is not None else _target.host()
-    if name not in _TEMPLATES:
-        for prefix, factory in _TASK_KINDS.items():
-            if name.startswith(prefix):
-                return factory(name, tuple(args), tgt)
-    return Task(name, args, tgt)
+    kind = _task_kind(name)
+    return kind[0](name, tuple(args), tgt) if kind is not None else Task(name, args, tgt)

@@ -4,7 +4,8 @@ A function whose main computation is a knob template's (NCHW conv2d, 2-D dense `
 matmul NN/NT) becomes a ``FusedKnobTask``: the template's schedule for a config (its trace, replayed on the
 fused function) with the fused epilogue (bias, residual add, ReLU, GELU, ...) inlined into the template's
 register-tile write-back. When the template cannot take the function or its epilogue, the task is a trace task
-(``adatune.trace.TraceTask``: TVM's rule-made design spaces) instead, so no function is left unscheduled.
+(``adatune.trace.TraceTask``: TVM's rule-made design spaces) instead, so no function is left unscheduled. Records
+of both store the fused function (``workload_json``), so a log recreates its tasks without the model.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .. import target as _target
 from ..space import FallbackConfig
 from ..task import ArgSpec, Task, TuningTask, register_task_kind, workload_key
 from ..trace import TraceTask
-from ..trace._candidate import module_key, trace_to_json
+from ..trace._candidate import module_from_text, module_key, module_to_text, trace_to_json
 from ..trace._task import _arg_specs
 from ._frontend import Model
 
@@ -89,6 +90,16 @@ class FusedKnobTask(TuningTask):
     def candidate_from_json(self, data: dict) -> Any:
         return self.knob.candidate_from_json(data)
 
+    def workload_json(self) -> dict[str, Any]:
+        """The fused function, the template's match on it and the epilogue: all ``_restore_fused`` needs."""
+        m = self.match
+        return {
+            "imports": [__name__],
+            "ir": module_to_text(self._mod),
+            "match": [m.template, list(m.args), m.block, m.template_block],
+            "epilogue": self.epilogue,
+        }
+
 
 _FUSED: dict[str, tuple[_Match, tvm.IRModule, list[str]]] = {}
 
@@ -102,7 +113,16 @@ def _create_fused(name: str, args: Sequence[Any], target: tvm.target.Target) -> 
     return FusedKnobTask(match, target, mod, epilogue)
 
 
-register_task_kind(MODEL_PREFIX, _create_fused)
+def _restore_fused(name: str, args: Sequence[Any], target: tvm.target.Target, stored: dict) -> TuningTask:
+    """A fused task from its record's stored form, in a process that never extracted the model."""
+    if name not in _FUSED and "ir" in stored:
+        template, match_args, block, template_block = stored["match"]
+        match = _Match(template, tuple(match_args), block, template_block)
+        _FUSED[name] = (match, module_from_text(stored["ir"]), list(stored["epilogue"]))
+    return _create_fused(name, args, target)
+
+
+register_task_kind(MODEL_PREFIX, _create_fused, _restore_fused)
 
 
 # -- recognising a template's computation ----------------------------------------------------------------

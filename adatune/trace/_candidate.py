@@ -8,12 +8,22 @@ a loop nest with nothing to unroll, a compute location that is equivalent) count
 
 from __future__ import annotations
 
+import base64
+import zlib
 from typing import Any
 
 import tvm
 import tvm_ffi
 
-__all__ = ["Decision", "TraceCandidate", "module_key", "plain_decision", "trace_to_json"]
+__all__ = [
+    "Decision",
+    "TraceCandidate",
+    "module_from_text",
+    "module_key",
+    "module_to_text",
+    "plain_decision",
+    "trace_to_json",
+]
 
 #: a JSON-able decision: an index (categorical, compute location) or a list of tile factors
 Decision = int | list[int]
@@ -48,6 +58,23 @@ def trace_to_json(value: Any) -> Any:
 def module_key(mod: tvm.IRModule) -> str:
     """Structural hash of a scheduled module, as the hex key of its candidate."""
     return f"{int(tvm_ffi.structural_hash(mod)) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def module_to_text(mod: tvm.IRModule) -> str:
+    """``mod`` as one ASCII string a log line can hold: base64 of zlib-compressed ``tvm.ir.save_json``
+    (MetaSchedule's database stores a workload as base64 of the same JSON; compressed, it is ~4x smaller)."""
+    return base64.b64encode(zlib.compress(tvm.ir.save_json(mod).encode(), 9)).decode("ascii")
+
+
+def module_from_text(text: str) -> tvm.IRModule:
+    """The IRModule ``module_to_text`` wrote (``ValueError`` when ``text`` is not one)."""
+    try:
+        mod = tvm.ir.load_json(zlib.decompress(base64.b64decode(text)).decode())
+    except (ValueError, TypeError, UnicodeDecodeError, zlib.error) as err:
+        raise ValueError(f"not a stored IRModule ({type(err).__name__}: {err})") from None
+    if not isinstance(mod, tvm.IRModule):
+        raise ValueError(f"not a stored IRModule (a {type(mod).__name__})")
+    return mod
 
 
 class TraceCandidate:

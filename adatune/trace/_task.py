@@ -10,7 +10,7 @@ Two ways to get a trace space:
 - *design spaces from TVM's rules* for any PrimFunc with no template: post-order-apply of the target's default
   schedule rules. Task names: ``"trace/rules/name"`` for a function registered with ``@workload("name")`` or
   for a knob template's computation (``"trace/rules/dense.x86"``), and ``"trace/rules/ir-<hash>"`` for a module
-  given to ``TraceTask.from_module`` (recreated from records only within the process that registered it).
+  given to ``TraceTask.from_module``, whose records store the module so any process recreates the task.
 
 ``adatune.task.create`` makes all of them once this package is imported.
 """
@@ -29,8 +29,16 @@ from tvm import te
 from tvm.s_tir import meta_schedule as ms
 
 from .. import target as _target
-from ..task import ArgSpec, Task, TuningTask, register_task_kind, registered_templates, workload_key
-from ._candidate import TraceCandidate, module_key
+from ..task import (
+    ArgSpec,
+    Task,
+    TuningTask,
+    defining_module,
+    register_task_kind,
+    registered_templates,
+    workload_key,
+)
+from ._candidate import TraceCandidate, module_from_text, module_key, module_to_text
 from ._space import TraceSpace
 
 __all__ = ["PREFIX", "RULES_PREFIX", "TraceTask", "probabilistic_template", "workload"]
@@ -193,6 +201,19 @@ class TraceTask(TuningTask):
 
             flop = float(estimate_tir_flops(self._mod))
         self.flop = float(flop) if flop and flop > 0 else 1.0
+        self._stored: dict[str, Any] = {"imports": [__name__]}
+
+    def workload_json(self) -> dict[str, Any]:
+        """This kind's module and the one defining its template or workload, or the module itself."""
+        return dict(self._stored)
+
+    def _storing(self, origin: Callable | None = None, mod: tvm.IRModule | None = None) -> TraceTask:
+        if origin is not None:
+            found = defining_module(origin)
+            self._stored = {**found, "imports": [__name__, *found["imports"]]}
+        if mod is not None:
+            self._stored["ir"] = module_to_text(mod)
+        return self
 
     # -- constructors -----------------------------------------------------------------------------
     @classmethod
@@ -210,7 +231,8 @@ class TraceTask(TuningTask):
         if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], tvm.s_tir.Schedule)):
             raise TypeError(f"probabilistic template {short!r} must return (schedule, tensors)")
         sch, tensors = out
-        return cls(PREFIX + short, args, tgt, list(tensors), _template_space(sch.trace), info.reference)
+        task = cls(PREFIX + short, args, tgt, list(tensors), _template_space(sch.trace), info.reference)
+        return task._storing(origin=info.func)
 
     @classmethod
     def from_module(
@@ -221,11 +243,12 @@ class TraceTask(TuningTask):
         reference: Callable[..., Any] | None = None,
     ) -> TraceTask:
         """Any PrimFunc or one-function IRModule, in the design spaces of TVM's schedule rules. Its name
-        (``"trace/rules/ir-<hash>"`` unless given) is registered in this process so records can recreate it."""
+        (``"trace/rules/ir-<hash>"`` unless given) is registered in this process, and its records store the
+        module, so a log recreates the task in any process."""
         module = _as_module(mod)
         short = _short_name(name, RULES_PREFIX) if name else f"ir-{module_key(module)}"
         _MODULES[short] = module
-        task = cls(RULES_PREFIX + short, (), target, module, reference=reference)
+        task = cls(RULES_PREFIX + short, (), target, module, reference=reference)._storing(mod=module)
         _TASKS[_cache_key(task.name, (), task.target)] = task
         return task
 
@@ -239,14 +262,14 @@ class TraceTask(TuningTask):
             info = _WORKLOADS[short]
             with tgt:
                 mod = info.func(*args)
-            return cls(RULES_PREFIX + short, args, tgt, mod, reference=info.reference)
+            return cls(RULES_PREFIX + short, args, tgt, mod, reference=info.reference)._storing(origin=info.func)
         if short in _MODULES:
             if tuple(args):
                 raise ValueError(f"module {short!r} takes no arguments, got {tuple(args)}")
-            return cls(RULES_PREFIX + short, (), tgt, _MODULES[short])
+            return cls(RULES_PREFIX + short, (), tgt, _MODULES[short])._storing(mod=_MODULES[short])
         if short in registered_templates() or "." in short:
             knob = Task(short, args, tgt)
-            return cls(
+            task = cls(
                 RULES_PREFIX + short,
                 args,
                 tgt,
@@ -254,6 +277,7 @@ class TraceTask(TuningTask):
                 reference=_knob_reference(knob),
                 flop=knob.flop,
             )
+            return task._storing(origin=knob.template.func)
         raise KeyError(
             f"no trace workload, registered module or knob template named {short!r} "
             f"(workloads: {', '.join(sorted(_WORKLOADS)) or 'none'})"
@@ -305,4 +329,12 @@ def create_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target)
     return _TASKS[key]
 
 
-register_task_kind(PREFIX, create_trace_task)
+def _restore_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target, stored: dict) -> TraceTask:
+    """``create_trace_task``, first registering the module a record stored (``from_module`` in another process)."""
+    short = name.removeprefix(RULES_PREFIX)
+    if name.startswith(RULES_PREFIX) and "ir" in stored and short not in _MODULES and short not in _WORKLOADS:
+        _MODULES[short] = module_from_text(stored["ir"])
+    return create_trace_task(name, args, target)
+
+
+register_task_kind(PREFIX, create_trace_task, _restore_trace_task)
