@@ -137,3 +137,42 @@ def test_logs_of_format_v1_still_load_resume_and_apply(replay_table):
     table = {(task.workload_key, k[1]): v for k, v in replay_table.items()}
     tuner.tune(n_trial=20, measure_option=adatune.measure_option(runner=adatune.ReplayRunner(table)))
     assert not {t.key for t in tuner.trials[12:]} & {str(i) for i in range(12)}
+
+
+def test_a_log_stores_each_workload_once_on_a_record_line(matmul_task, replay_option, tmp_path):
+    """The task's stored form rides on the first record of its workload in each file, and only there: appending
+    to a log (a resumed run, another process) does not repeat it; a file written anew gets it again."""
+    import io
+    import json
+
+    from adatune.records import save_to_file
+
+    path = tmp_path / "r.jsonl"
+    _log(matmul_task, replay_option, path, n=4)
+    _log(matmul_task, replay_option, path, n=4, seed=1)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(lines) == 8 and all("key" in x for x in lines)  # still one record per line
+    assert [("workload" in x) for x in lines] == [True] + [False] * 7
+    assert lines[0]["workload"] == {"imports": ["adatune.testing._templates"]}  # the module defining the template
+    path.write_text("")
+    _log(matmul_task, replay_option, path, n=2)
+    assert "workload" in json.loads(path.read_text().splitlines()[0])
+    recs = list(load_from_file(str(path)))
+    assert recs[0].workload is not None and recs[1].workload is None
+    assert recs[1].create_task().workload_key == matmul_task.workload_key
+    stream = io.StringIO()
+    pairs = [(MeasureInput(matmul_task, matmul_task.config_space.get(i)), r.result) for i, r in enumerate(recs)]
+    save_to_file(stream, pairs[:1])
+    save_to_file(stream, pairs[1:])
+    assert [("workload" in json.loads(x)) for x in stream.getvalue().splitlines()] == [True, False]
+
+
+def test_a_stored_module_round_trips_and_bad_text_is_a_value_error(matmul_task):
+    import tvm_ffi
+
+    from adatune.trace._candidate import module_from_text, module_to_text
+
+    mod = matmul_task.unscheduled_module()
+    assert tvm_ffi.structural_equal(module_from_text(module_to_text(mod)), mod)
+    with pytest.raises(ValueError, match="not a stored IRModule"):
+        module_from_text("not base64 at all")
