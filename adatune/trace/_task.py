@@ -202,17 +202,17 @@ class TraceTask(TuningTask):
             flop = float(estimate_tir_flops(self._mod))
         self.flop = float(flop) if flop and flop > 0 else 1.0
         self._stored: dict[str, Any] = {"imports": [__name__]}
+        self._stores_module = False
 
     def workload_json(self) -> dict[str, Any]:
         """This kind's module and the one defining its template or workload, or the module itself."""
-        return dict(self._stored)
+        return {**self._stored, "ir": module_to_text(self._mod)} if self._stores_module else dict(self._stored)
 
-    def _storing(self, origin: Callable | None = None, mod: tvm.IRModule | None = None) -> TraceTask:
+    def _storing(self, origin: Callable | None = None, module: bool = False) -> TraceTask:
         if origin is not None:
             found = defining_module(origin)
             self._stored = {**found, "imports": [__name__, *found["imports"]]}
-        if mod is not None:
-            self._stored["ir"] = module_to_text(mod)
+        self._stores_module = module
         return self
 
     # -- constructors -----------------------------------------------------------------------------
@@ -248,7 +248,7 @@ class TraceTask(TuningTask):
         module = _as_module(mod)
         short = _short_name(name, RULES_PREFIX) if name else f"ir-{module_key(module)}"
         _MODULES[short] = module
-        task = cls(RULES_PREFIX + short, (), target, module, reference=reference)._storing(mod=module)
+        task = cls(RULES_PREFIX + short, (), target, module, reference=reference)._storing(module=True)
         _TASKS[_cache_key(task.name, (), task.target)] = task
         return task
 
@@ -266,7 +266,7 @@ class TraceTask(TuningTask):
         if short in _MODULES:
             if tuple(args):
                 raise ValueError(f"module {short!r} takes no arguments, got {tuple(args)}")
-            return cls(RULES_PREFIX + short, (), tgt, _MODULES[short])._storing(mod=_MODULES[short])
+            return cls(RULES_PREFIX + short, (), tgt, _MODULES[short])._storing(module=True)
         if short in registered_templates() or "." in short:
             knob = Task(short, args, tgt)
             task = cls(
