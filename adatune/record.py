@@ -34,24 +34,37 @@ __all__ = [
 
 
 def pick_best(in_file: str | os.PathLike | IO[str], out_file: str | os.PathLike | IO[str]) -> None:
-    """Write the fastest valid record of each (target, workload) in ``in_file`` to ``out_file``, in log order,
-    each line as it was written (AutoTVM's ``pick_best``)."""
+    """Write the fastest valid record of each (target, workload) in ``in_file`` to ``out_file``, in log order
+    (AutoTVM's ``pick_best``). A kept line carries its workload's stored form when ``in_file`` had it on
+    another line, so the picked log stands alone as the full one does."""
     if isinstance(in_file, (str, os.PathLike)):
         with open(in_file, encoding="utf-8") as f:
             lines = f.read().splitlines()
     else:
         lines = in_file.read().splitlines()
     best: dict[tuple[str, str], tuple[float, int]] = {}
+    stored: dict[str, dict] = {}  # workload key -> its stored form, from whichever line held it
     for lineno, line in enumerate(lines):
         try:
             rec = decode(line)
         except (ValueError, KeyError, TypeError):  # blank or corrupt (load_from_file warns of those)
             continue
+        if '"workload"' in line:
+            form = json.loads(line).get("workload")
+            if isinstance(form, dict):
+                stored.setdefault(rec.workload_key, form)
         if rec.result.ok:
             key = (json.dumps(rec.target, sort_keys=True), rec.workload_key)
-            if key not in best or rec.mean_cost < best[key][0]:
-                best[key] = (rec.mean_cost, lineno)
-    text = "".join(lines[i] + "\n" for i in sorted(i for _, i in best.values()))
+            if key not in best or rec.cost < best[key][0]:
+                best[key] = (rec.cost, lineno)
+    out, written = [], set()
+    for i in sorted(i for _, i in best.values()):
+        line, wkey = lines[i], decode(lines[i]).workload_key
+        if wkey in stored and wkey not in written and '"workload"' not in line:
+            line = json.dumps({**json.loads(line), "workload": stored[wkey]}, separators=(",", ":"))
+        written.add(wkey)
+        out.append(line + "\n")
+    text = "".join(out)
     if isinstance(out_file, (str, os.PathLike)):
         with open(out_file, "w", encoding="utf-8") as f:
             f.write(text)

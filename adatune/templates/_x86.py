@@ -59,12 +59,18 @@ def register_tiles(rows: Iterable[int], vectors: Iterable[int], info: CpuInfo) -
     return set(balanced or busy)
 
 
+PARALLEL_BALANCE = 0.8
+
+
 def parallel_ok(extent: int, cores: int, limit: int) -> bool:
-    """The outer parallel loop keeps every core busy with balanced work: at least ``cores`` chunks,
-    and a multiple of it unless there are plenty (``limit`` is the largest extent the op allows).
-    Tuning on a busy machine otherwise drifts to single-threaded configs, which look as fast there."""
+    """The outer parallel loop keeps every core busy with balanced work: at least ``cores`` chunks, and
+    the last round of chunks leaves at most a fifth of the cores' time idle (``limit`` is the largest
+    extent the op allows). Tuning on a busy machine otherwise drifts to single-threaded configs, which
+    look as fast there. A ratio rather than "a multiple of the cores" keeps odd extents (a 7x7 conv
+    output on 2 cores: 7 chunks, 88% busy) that are the only parallel split a shape has."""
     need = min(cores, limit)
-    return extent >= need and (extent % need == 0 or extent >= 4 * need)
+    rounds = -(-extent // need) if need else 0
+    return extent >= need and extent >= PARALLEL_BALANCE * rounds * need
 
 
 def vector_sizes(extent: int, lanes: int, max_vectors: int) -> list[int]:
