@@ -197,7 +197,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 1
     best = tuner.best_config
     print(
-        f"best: {tuner.best_flops / 1e9:.1f} GFLOPS ({tuner.best_result.mean_cost * 1e3:.3f} ms), "
+        f"best: {tuner.best_flops / 1e9:.1f} GFLOPS ({tuner.best_result.cost * 1e3:.3f} ms), "
         f"{_describe(best.to_json(), str(best.key))}"
     )
     print(f"trials: {len(tuner.trials)}, tuning clock: {tuner.clock:.1f} s")
@@ -221,7 +221,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         n = sum(1 for x in recs if x.workload_key == key)
         device = r.target.get("mcpu", r.target.get("arch"))
         print(
-            f"{r.task_name}{tuple(r.args)} on {r.target.get('kind')}/{device}: {r.mean_cost * 1e3:.4f} ms, "
+            f"{r.task_name}{tuple(r.args)} on {r.target.get('kind')}/{device}: {r.cost * 1e3:.4f} ms, "
             f"{_describe(r.config, r.key)} ({n} records)"
         )
     return 0

@@ -15,10 +15,17 @@ as more runs would not change the estimate:
 The per-batch CV is used, not the CV of the cumulative running throughput: the running mean smooths itself
 so much that almost every candidate stopped at the minimum whatever its noise.
 
-The micro-batch must leave room to decide: when ``micro_batch * (min_micro_batches + EXTRA_BATCHES)`` runs do
-not fit under the cap, the micro-batch shrinks to ``max(1, cap // (min_micro_batches + EXTRA_BATCHES))``
-(the default runner's cap of 5 x 3 = 15 runs gives micro-batches of 2). A cap that cannot hold more than
-``min_micro_batches`` runs leaves nothing to decide and is rejected with ``ValueError``.
+The stopping floor (``min_micro_batches`` micro-batches) is at most ``FLOOR_SHARE`` (20%) of the cap, as in
+the paper (micro-batches of B=50 runs of n=500, the first decision after two): when ``micro_batch *
+min_micro_batches`` runs exceed that share, the micro-batch shrinks to ``max(1, FLOOR_SHARE * cap //
+min_micro_batches)`` (the default runner's cap of 5 x 3 = 15 runs gives micro-batches of one run, so a steady
+kernel stops after 3 runs). A cap that cannot hold more than ``min_micro_batches`` runs leaves nothing to
+decide and is rejected with ``ValueError``. ``ADATUNE_PAPER`` is the paper's setting (n=500, B=50).
+
+``min_repeat_ms`` (how AutoTVM users write GPU runners) works with both evaluators: a first timed call of
+``number`` runs estimates one run's time, ``number`` grows until one repeat lasts ``min_repeat_ms`` (as TVM's
+time evaluator grows it), and the cap is that grown ``number`` times ``repeat``. The first call is the first
+micro-batch (adaptive) or is counted in ``runs`` (deterministic), so ``runs`` is every timed run.
 
 There is no separate warm-up micro-batch: every ``time_fn`` call is one TVM ``time_evaluator`` call, which
 runs the kernel once untimed before timing (lazy initialisation, cold caches). The first
@@ -37,13 +44,16 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ADATUNE_PAPER",
     "EVALUATOR_OPTIONS",
-    "EXTRA_BATCHES",
+    "FLOOR_SHARE",
     "TRIM_FROM_BATCHES",
     "EvalOutcome",
     "EvaluatorConfig",
     "EvaluatorOption",
     "adaptive_stop_index",
+    "adaptive_replay",
+    "grown_number",
     "converge_cv",
     "evaluate",
     "options_markdown",
@@ -53,8 +63,8 @@ __all__ = [
 
 #: from this many micro-batches on, the slowest and the fastest are dropped before the CV is taken
 TRIM_FROM_BATCHES = 5
-#: micro-batches the cap must hold beyond ``min_micro_batches`` before the micro-batch is shrunk to fit
-EXTRA_BATCHES = 3
+#: most of the cap the adaptive evaluator must spend before it may stop (the paper: 2 x 50 of 500 runs)
+FLOOR_SHARE = 0.2
 
 TimeFn = Callable[[int, int, float], list[float]]
 
@@ -81,8 +91,8 @@ EVALUATOR_OPTIONS: tuple[EvaluatorOption, ...] = (
         "min_repeat_ms",
         float,
         0.0,
-        "deterministic evaluator only: raise number until one repeat "
-        "lasts this long (must be 0 with the adaptive evaluator, which counts every run)",
+        "raise number until one repeat lasts this long (estimated from a first call of number runs); "
+        "the adaptive evaluator's cap is the grown number * repeat",
     ),
     EvaluatorOption("enable_cpu_cache_flush", bool, False, "flush CPU caches before each run (cold-cache timing)"),
     EvaluatorOption(
@@ -96,8 +106,7 @@ EVALUATOR_OPTIONS: tuple[EvaluatorOption, ...] = (
         "micro_batch",
         int,
         50,
-        "adaptive evaluator: runs per micro-batch, shrunk to "
-        "cap // (min_micro_batches + 3) when that many batches do not fit under the cap",
+        "adaptive evaluator: runs per micro-batch, shrunk so that min_micro_batches of them are at most 20% of the cap",
     ),
     EvaluatorOption("min_micro_batches", int, 3, "adaptive evaluator: micro-batches timed before it may stop"),
 )
@@ -134,11 +143,6 @@ class EvaluatorConfig:
             return
         if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not (math.isfinite(coef) and coef > 0):
             raise ValueError(f"min_converge_coef must be a positive finite number or None, got {coef!r}")
-        if self.min_repeat_ms > 0:
-            raise ValueError(
-                f"min_repeat_ms={self.min_repeat_ms:g} cannot be used with the adaptive evaluator "
-                "(min_converge_coef): it would add runs the cap does not count; set it to 0"
-            )
         if self.cap_runs <= self.min_micro_batches:
             raise ValueError(
                 f"adaptive evaluator: the cap number * repeat = {self.number} * {self.repeat} = {self.cap_runs} "
@@ -149,17 +153,34 @@ class EvaluatorConfig:
 
     @property
     def cap_runs(self) -> int:
-        """Most runs either evaluator spends on one candidate."""
+        """Most runs either evaluator spends on one candidate (before ``min_repeat_ms`` grows ``number``)."""
         return self.number * self.repeat
 
     @property
     def adaptive_micro_batch(self) -> int:
-        """Runs per micro-batch actually used: ``micro_batch`` when ``min_micro_batches + EXTRA_BATCHES`` of
-        them fit under the cap, else the largest size for which they do (at least 1)."""
-        wanted = self.min_micro_batches + EXTRA_BATCHES
-        if self.micro_batch * wanted <= self.cap_runs:
-            return self.micro_batch
-        return max(1, self.cap_runs // wanted)
+        """Runs per micro-batch at this cap (see ``micro_batch_for``)."""
+        return self.micro_batch_for(self.cap_runs)
+
+    def micro_batch_for(self, cap: int) -> int:
+        """``micro_batch``, or less so that ``min_micro_batches`` of them stay within ``FLOOR_SHARE`` of ``cap``."""
+        room = int(FLOOR_SHARE * cap) // self.min_micro_batches
+        return max(1, min(self.micro_batch, room))
+
+    @classmethod
+    def adatune_paper(cls, min_converge_coef: float = 0.1) -> EvaluatorConfig:
+        """The AdaTune paper's evaluator: at most n=500 runs in micro-batches of B=50, deciding from 2 on."""
+        return cls(**{**ADATUNE_PAPER, "min_converge_coef": min_converge_coef})
+
+
+#: the AdaTune paper's setting: n = number * repeat = 500 runs, micro-batches of B = 50, first decision after
+#: two of them (100 runs, the 20% floor); pass as ``LocalRunner(**ADATUNE_PAPER)``
+ADATUNE_PAPER: dict[str, Any] = {
+    "number": 50,
+    "repeat": 10,
+    "micro_batch": 50,
+    "min_micro_batches": 2,
+    "min_converge_coef": 0.1,
+}
 
 
 @dataclass
@@ -214,13 +235,19 @@ def adaptive_stop_index(
 
 def evaluate(time_fn: TimeFn, cfg: EvaluatorConfig) -> EvalOutcome:
     """Time a kernel. ``time_fn(number, repeat, min_repeat_ms)`` returns ``repeat`` mean seconds per run
-    (TVM's ``time_evaluator``); this function decides how many runs to spend."""
+    (TVM's ``time_evaluator``); this function decides how many runs to spend and counts every one."""
+    first: list[float] = []
+    number = cfg.number
+    if cfg.min_repeat_ms > 0:  # one call of `number` runs tells how many make a repeat of min_repeat_ms
+        first = _call(time_fn, cfg.number, 1, 0.0)
+        number = grown_number(cfg.number, first[0], cfg.min_repeat_ms)
+    cap = number * cfg.repeat
     if cfg.min_converge_coef is None:
-        costs = _call(time_fn, cfg.number, cfg.repeat, cfg.min_repeat_ms)
-        return EvalOutcome(costs, cfg.cap_runs, None, [cfg.number] * len(costs))
-    batch, cap = cfg.adaptive_micro_batch, cfg.cap_runs
-    costs = []
-    runs: list[int] = []
+        costs = _call(time_fn, number, cfg.repeat, 0.0)
+        return EvalOutcome(costs, cap + len(first) * cfg.number, None, [number] * len(costs))
+    batch = cfg.micro_batch_for(cap)
+    costs = list(first)
+    runs: list[int] = [cfg.number] * len(first)
     cv = math.inf
     while sum(runs) < cap:
         remaining = cap - sum(runs)
@@ -235,6 +262,27 @@ def evaluate(time_fn: TimeFn, cfg: EvaluatorConfig) -> EvalOutcome:
             if cv < cfg.min_converge_coef:
                 break
     return EvalOutcome(costs, int(sum(runs)), cv if math.isfinite(cv) else None, runs)
+
+
+def grown_number(number: int, seconds_per_run: float, min_repeat_ms: float) -> int:
+    """``number`` raised until one repeat of it lasts ``min_repeat_ms`` at ``seconds_per_run``."""
+    if seconds_per_run <= 0:
+        return number
+    return max(number, math.ceil(min_repeat_ms / 1e3 / seconds_per_run))
+
+
+def adaptive_replay(
+    costs: Sequence[float], batch_runs: Sequence[int], min_converge_coef: float, min_micro_batches: int
+) -> tuple[list[float], list[int], float | None]:
+    """What the adaptive evaluator would have kept of recorded micro-batch timings (a sweep timed with
+    ``number`` = the micro-batch): the costs and run counts up to its stop, and its CV there (None if it
+    could not judge). Replays therefore include the adaptive evaluator exactly, without measuring again."""
+    if len(costs) != len(batch_runs):
+        raise ValueError(f"{len(costs)} recorded costs but {len(batch_runs)} run counts")
+    secs = [c * r for c, r in zip(costs, batch_runs)]
+    stop = adaptive_stop_index(secs, batch_runs, min_converge_coef, min_micro_batches) or len(costs)
+    cv = converge_cv(secs[:stop], batch_runs[:stop])
+    return list(costs[:stop]), list(batch_runs[:stop]), cv if math.isfinite(cv) else None
 
 
 def _call(time_fn: TimeFn, number: int, repeat: int, min_repeat_ms: float) -> list[float]:

@@ -87,6 +87,11 @@ class Record:
         return self.result.mean_cost
 
     @property
+    def cost(self) -> float:
+        """Median seconds per run, what adatune ranks records by (``MeasureResult.cost``)."""
+        return self.result.cost
+
+    @property
     def config_index(self) -> int:
         """A knob config's index (AutoTVM's records are knob configs); -1 for other kinds."""
         return int(self.config.get("index", -1)) if self.kind == "knob" else -1
@@ -327,12 +332,12 @@ def pick_best(records: Iterable[Record], target: object | None = None) -> dict[s
     tgt = _target.to_json(_target.create(target)) if target is not None else None  # type: ignore[arg-type]
     best: dict[str, Record] = {}
     for r in records:
-        if not r.result.ok or not math.isfinite(r.mean_cost):
+        if not r.result.ok or not math.isfinite(r.cost):
             continue
         if tgt is not None and not _target.same_target(r.target, tgt):
             continue
         cur = best.get(r.workload_key)
-        if cur is None or r.mean_cost < cur.mean_cost:
+        if cur is None or r.cost < cur.cost:
             best[r.workload_key] = r
     return best
 

@@ -49,7 +49,7 @@ def test_an_autotvm_script_runs_with_one_changed_import(tmp_path):
     records = list(load_from_file(log))
     assert len(records) == 6 and all(r.result.ok for r in records)
     assert sorted(tuner.visited) == sorted(r.config_index for r in records)  # config indices, as AutoTVM's
-    fastest = min(records, key=lambda r: r.mean_cost)
+    fastest = min(records, key=lambda r: r.cost)
     (picked,) = list(load_from_file(best))
     assert picked.config_index == fastest.config_index
     assert scope["func"] is not None
@@ -110,6 +110,27 @@ def test_record_pick_best_writes_the_fastest_per_target_and_workload(tmp_path):
     (tmp_path / "in.log").write_text("\n".join([json.dumps(failed), *lines, "{corrupt"]) + "\n")
     adatune.record.pick_best(str(tmp_path / "in.log"), str(tmp_path / "out.log"))
     assert (tmp_path / "out.log").read_text().splitlines() == [lines[1], lines[4]]
+
+
+def test_record_pick_best_keeps_the_workloads_stored_form(tmp_path):
+    """The stored form rides on a log's first record of a workload; the picked (faster, later) line gets it."""
+    form = {"imports": ["adatune.testing._templates"]}
+    lines = []
+    for i, c in enumerate([3e-4, 1e-4]):
+        line = {
+            "v": 2,
+            "target": {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3"},
+            "task": ["test/matmul", [32, 32, 32, "float32"]],
+            "kind": "knob",
+            "key": str(i),
+            "config": {"kind": "knob", "index": i, "entity": {}},
+            "result": {"costs": [c], "error_no": 0, "all_cost": 0.1, "timestamp": 0.0},
+        }
+        lines.append({**line, "workload": form} if i == 0 else line)
+    (tmp_path / "in.log").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    adatune.record.pick_best(str(tmp_path / "in.log"), str(tmp_path / "out.log"))
+    (out,) = [json.loads(x) for x in (tmp_path / "out.log").read_text().splitlines()]
+    assert out == {**lines[1], "workload": form}
 
 
 def test_the_aliases_and_the_suites_load_only_when_used():

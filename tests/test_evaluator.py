@@ -1,6 +1,7 @@
 """The adaptive evaluator on scripted, deterministic timings: it stops early on a steady kernel, runs to the
-cap on a noisy one, drops the extreme micro-batches, and with the default runner's cap (5 x 3 = 15 runs) the
-number of runs it spends depends on the noise. No kernel runs here and no assertion depends on a timing.
+cap on a noisy one, drops the extreme micro-batches, may stop after 20% of the cap (the paper's floor), works
+with ``min_repeat_ms`` counting every run, and replays exactly on recorded micro-batches. No kernel runs here
+and no assertion depends on a timing.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import pytest
 
 import adatune
 from adatune.evaluator import (
+    ADATUNE_PAPER,
     EVALUATOR_OPTIONS,
-    EXTRA_BATCHES,
+    FLOOR_SHARE,
     TRIM_FROM_BATCHES,
     EvalOutcome,
     EvaluatorConfig,
+    adaptive_replay,
     adaptive_stop_index,
     converge_cv,
     evaluate,
@@ -103,12 +106,29 @@ def test_cv_cannot_be_judged_with_one_batch_or_a_zero_time():
 
 
 # -- the micro-batch fits the cap -------------------------------------------------------------------------
-def test_micro_batch_shrinks_to_leave_room_for_a_decision():
-    assert ADAPTIVE_DEFAULT.cap_runs == 15 and ADAPTIVE_DEFAULT.micro_batch == 50
-    assert ADAPTIVE_DEFAULT.adaptive_micro_batch == 15 // (3 + EXTRA_BATCHES) == 2
+def test_micro_batch_shrinks_so_the_floor_is_at_most_a_fifth_of_the_cap():
+    assert ADAPTIVE_DEFAULT.cap_runs == 15 and ADAPTIVE_DEFAULT.micro_batch == 50 and FLOOR_SHARE == 0.2
+    assert ADAPTIVE_DEFAULT.adaptive_micro_batch == 1  # 3 micro-batches of 1 run: 3 of 15 runs
     assert EvaluatorConfig(number=100, repeat=10, min_converge_coef=0.1).adaptive_micro_batch == 50  # fits as is
-    assert EvaluatorConfig(number=7, repeat=11, min_converge_coef=0.1).adaptive_micro_batch == 77 // 6
+    assert EvaluatorConfig(number=7, repeat=11, min_converge_coef=0.1).adaptive_micro_batch == 15 // 3
     assert EvaluatorConfig(number=2, repeat=2, min_converge_coef=0.1).adaptive_micro_batch == 1
+    for kw in ({}, {"number": 100, "repeat": 10}, {"number": 7, "repeat": 11}, ADATUNE_PAPER):
+        cfg = EvaluatorConfig(**{"min_converge_coef": 0.1, **kw})
+        assert cfg.adaptive_micro_batch * cfg.min_micro_batches <= FLOOR_SHARE * cfg.cap_runs, kw
+
+
+def test_the_paper_preset_is_n500_b50_and_may_stop_after_100_runs():
+    paper = EvaluatorConfig.adatune_paper()
+    assert (paper.cap_runs, paper.adaptive_micro_batch, paper.min_converge_coef) == (500, 50, 0.1)
+    kernel = FakeKernel(cv=0.01, seed=2)
+    out = evaluate(kernel, paper)
+    assert out.runs == kernel.runs == 100 and out.batch_runs == [50, 50] and kernel.calls == [(50, 2, 0.0)]
+    assert EvaluatorConfig.adatune_paper(0.05).min_converge_coef == 0.05
+    runner = adatune.LocalRunner(**ADATUNE_PAPER)
+    try:
+        assert runner.eval_config == paper
+    finally:
+        runner.close()
 
 
 def test_a_cap_too_small_for_min_micro_batches_is_rejected():
@@ -136,7 +156,6 @@ def test_a_cap_too_small_for_min_micro_batches_is_rejected():
         ({"min_repeat_ms": -1.0}, "min_repeat_ms must be a finite number >= 0"),
         ({"min_converge_coef": 0.0}, "min_converge_coef must be a positive finite number"),
         ({"min_converge_coef": float("nan")}, "min_converge_coef must be a positive finite number"),
-        ({"min_converge_coef": 0.1, "min_repeat_ms": 5.0}, "min_repeat_ms=5 cannot be used with the adaptive"),
     ],
 )
 def test_bad_options_name_the_problem(kwargs, match):
@@ -150,7 +169,7 @@ def test_default_runner_with_min_converge_coef_is_valid_and_adaptive():
         assert plain.eval_config.min_converge_coef is None
         assert adaptive.eval_config == dataclasses.replace(plain.eval_config, min_converge_coef=0.1)
         assert adaptive.eval_config != plain.eval_config
-        assert adaptive.eval_config.adaptive_micro_batch == 2 < adaptive.eval_config.cap_runs
+        assert adaptive.eval_config.adaptive_micro_batch == 1 < adaptive.eval_config.cap_runs
         via_option = adatune.measure_option(adatune.measure.NoBuilder(), plain, min_converge_coef=0.1)
         assert via_option.runner.eval_config == adaptive.eval_config
     finally:
@@ -162,18 +181,18 @@ def test_default_runner_with_min_converge_coef_is_valid_and_adaptive():
 def test_steady_kernel_stops_early_under_the_default_cap():
     kernel = FakeKernel(cv=0.0)
     out = evaluate(kernel, ADAPTIVE_DEFAULT)
-    assert out.runs == 6 < ADAPTIVE_DEFAULT.cap_runs == kernel.runs + 9
-    assert kernel.calls == [(2, 3, 0.0)]  # the minimum three micro-batches in one time_evaluator call
-    assert out.batch_runs == [2, 2, 2] and out.cv == pytest.approx(0.0, abs=1e-12)
+    assert out.runs == 3 == ADAPTIVE_DEFAULT.cap_runs * FLOOR_SHARE and kernel.runs == 3
+    assert kernel.calls == [(1, 3, 0.0)]  # the minimum three micro-batches in one time_evaluator call
+    assert out.batch_runs == [1, 1, 1] and out.cv == pytest.approx(0.0, abs=1e-12)
     assert out.throughputs == pytest.approx([1e3] * 3)
 
 
-def test_noisy_kernel_runs_to_the_default_cap_with_a_trimmed_last_batch():
+def test_noisy_kernel_runs_to_the_default_cap():
     kernel = FakeKernel(script=[1.3e-3, 0.7e-3])  # alternating: per-batch CV about 0.3, extremes or not
     out = evaluate(kernel, ADAPTIVE_DEFAULT)
     assert out.runs == kernel.runs == 15
-    assert kernel.calls == [(2, 3, 0.0)] + [(2, 1, 0.0)] * 4 + [(1, 1, 0.0)]
-    assert out.batch_runs == [2] * 7 + [1] and len(out.costs) == 8
+    assert kernel.calls == [(1, 3, 0.0)] + [(1, 1, 0.0)] * 12
+    assert out.batch_runs == [1] * 15 and len(out.costs) == 15
     assert out.cv is not None and out.cv >= 0.1
 
 
@@ -189,24 +208,52 @@ def test_noisy_kernel_runs_to_a_large_cap_and_steady_one_stops_at_the_minimum():
 def test_runs_spent_under_the_default_cap_depend_on_the_noise():
     seeds = range(40)
     spent = {cv: [evaluate(FakeKernel(cv=cv, seed=s), ADAPTIVE_DEFAULT).runs for s in seeds] for cv in (0.02, 0.2, 0.6)}
-    assert set(spent[0.02]) == {6}  # a steady kernel always stops at the minimum
+    assert set(spent[0.02]) == {3}  # a steady kernel always stops at the minimum
     assert statistics.fmean(spent[0.02]) < statistics.fmean(spent[0.2]) < statistics.fmean(spent[0.6])
     assert spent[0.6].count(15) > len(seeds) // 2  # a very noisy one mostly spends the whole cap
     assert len(set(spent[0.2])) > 2  # in between, the run count varies with what the batches show
 
 
 def test_two_kernels_of_different_noise_get_different_run_counts():
-    quiet, loud = FakeKernel(cv=0.02, seed=7), FakeKernel(cv=0.3, seed=7)
+    quiet, loud = FakeKernel(cv=0.02, seed=7), FakeKernel(cv=0.5, seed=7)
     quiet_out, loud_out = evaluate(quiet, ADAPTIVE_DEFAULT), evaluate(loud, ADAPTIVE_DEFAULT)
-    assert quiet_out.runs == 6 and loud_out.runs > quiet_out.runs
+    assert quiet_out.runs == 3 and loud_out.runs > quiet_out.runs
     assert loud_out.runs == sum(loud_out.batch_runs) == loud.runs
 
 
-def test_deterministic_evaluator_is_unchanged():
+def test_deterministic_evaluator_without_min_repeat_ms_is_one_call():
     kernel = FakeKernel(cv=0.1, seed=1)
-    out = evaluate(kernel, EvaluatorConfig(number=7, repeat=11, min_repeat_ms=2.0))
-    assert kernel.calls == [(7, 11, 2.0)] and out.runs == 77 and out.cv is None
+    out = evaluate(kernel, EvaluatorConfig(number=7, repeat=11))
+    assert kernel.calls == [(7, 11, 0.0)] and out.runs == 77 and out.cv is None
     assert len(out.costs) == 11 and out.batch_runs == [7] * 11
+
+
+def test_min_repeat_ms_grows_number_and_every_run_is_counted():
+    # 0.1 ms a run: a repeat of 2 ms needs 20 runs; the first call of `number` runs tells so
+    kernel = FakeKernel(mean=1e-4, cv=0.0)
+    out = evaluate(kernel, EvaluatorConfig(number=7, repeat=11, min_repeat_ms=2.0))
+    assert kernel.calls == [(7, 1, 0.0), (20, 11, 0.0)]
+    assert out.runs == kernel.runs == 7 + 20 * 11 and out.batch_runs == [20] * 11
+    # the adaptive evaluator: the cap is the grown 20 x 3 = 60 runs, micro-batches of 60 * 0.2 // 3 = 4 runs,
+    # and the first call is its first micro-batch
+    kernel = FakeKernel(mean=1e-4, cv=0.0)
+    out = evaluate(kernel, EvaluatorConfig(number=5, repeat=3, min_repeat_ms=2.0, min_converge_coef=0.1))
+    assert kernel.calls == [(5, 1, 0.0), (4, 2, 0.0)]
+    assert out.runs == kernel.runs == 13 and out.batch_runs == [5, 4, 4] and out.cv == pytest.approx(0.0, abs=1e-9)
+    noisy = FakeKernel(mean=1e-4, script=[1.3e-4, 0.7e-4])
+    out = evaluate(noisy, EvaluatorConfig(number=5, repeat=3, min_repeat_ms=2.0, min_converge_coef=0.1))
+    assert out.runs == noisy.runs <= 5 + 60 and sum(out.batch_runs) == out.runs
+
+
+def test_replaying_recorded_micro_batches_is_the_evaluator_exactly():
+    cfg = EvaluatorConfig(number=10, repeat=20, micro_batch=10, min_converge_coef=0.05)
+    for cv, seed in ((0.01, 0), (0.1, 1), (0.3, 2)):
+        live = evaluate(FakeKernel(cv=cv, seed=seed), cfg)
+        recorded = evaluate(FakeKernel(cv=cv, seed=seed), EvaluatorConfig(number=10, repeat=20))  # a full sweep
+        costs, runs, got_cv = adaptive_replay(recorded.costs, recorded.batch_runs, 0.05, cfg.min_micro_batches)
+        assert (costs, runs) == (live.costs, live.batch_runs) and got_cv == live.cv, cv
+    with pytest.raises(ValueError, match="3 recorded costs but 2 run counts"):
+        adaptive_replay([1.0, 1.0, 1.0], [1, 1], 0.1, 2)
 
 
 def test_a_time_fn_that_returns_the_wrong_count_is_an_error():
@@ -216,3 +263,29 @@ def test_a_time_fn_that_returns_the_wrong_count_is_an_error():
 
 def test_outcome_throughputs():
     assert EvalOutcome([0.5, 0.25], 4, None, [2, 2]).throughputs == [2.0, 4.0]
+
+
+def test_a_replay_runner_serves_through_the_adaptive_evaluator(matmul_task):
+    """``measure_option(..., min_converge_coef=...)`` on a ReplayRunner cuts each recorded candidate where the
+    evaluator would have stopped: fewer runs, the first costs, run seconds less the skipped batches."""
+    from adatune.measure import MeasureErrorNo, MeasureInput, MeasureResult, ReplayRunner
+
+    steady = [1e-3, 1.001e-3, 0.999e-3, 1e-3, 1e-3, 1e-3]
+    noisy = [1e-3, 3e-3, 1e-3, 3e-3, 1e-3, 3e-3]
+    cands = matmul_task.space.random_candidates(np.random.default_rng(0), 2, exclude=set())
+    table = {
+        (matmul_task.workload_key, c.key): MeasureResult(
+            tuple(costs), MeasureErrorNo.NO_ERROR, 1.0 + 0.6, 0.0, build_time=1.0, run_time=0.6, runs=60
+        )
+        for c, costs in zip(cands, (steady, noisy))
+    }
+    plain = adatune.measure_option(runner=ReplayRunner(table))
+    adaptive = adatune.measure_option(runner=ReplayRunner(table), min_converge_coef=0.1)
+    inputs = [MeasureInput(matmul_task, c) for c in cands]
+    as_recorded = plain.measure(inputs).results
+    cut = adaptive.measure(inputs).results
+    assert [r.runs for r in as_recorded] == [60, 60] and as_recorded[0].costs == tuple(steady)
+    assert cut[0].runs == 30 and cut[0].costs == tuple(steady[:3]) and cut[0].cv is not None
+    assert cut[0].run_time == pytest.approx(0.6 - 10 * sum(steady[3:]))
+    assert cut[0].all_cost == pytest.approx(1.0 + cut[0].run_time) and cut[0].extra["replayed_runs"] == 60
+    assert cut[1].runs == 60 and cut[1].costs == tuple(noisy)  # never converged: the whole cap

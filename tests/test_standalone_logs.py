@@ -97,7 +97,7 @@ from adatune.tuners import RandomTuner
 
 log, prefix = sys.argv[1], sys.argv[2]
 mine = [r for r in load_from_file(log) if r.task_name.startswith(prefix)]
-best = min((r for r in mine if r.result.ok), key=lambda r: r.mean_cost)
+best = min((r for r in mine if r.result.ok), key=lambda r: r.cost)
 task = best.create_task()  # on its recorded target, from what the log stored
 assert task.name == best.task_name
 cand = adatune.apply_history_best(log).query(task.target, task.workload)

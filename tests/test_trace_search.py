@@ -214,10 +214,10 @@ def test_adatune_best_reads_trace_records(matmul_task, tmp_path, capsys):
     assert adatune.cli.main(["best", log]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     recs = list(load_from_file(log))
-    best = min((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
+    best = min((r for r in recs if r.result.ok), key=lambda r: r.cost)
     assert len(recs) == 4 and best.key == tuner.best_config.key
     assert len(out) == 1 and out[0].startswith("trace/test-trace-matmul(64,) on llvm/")
-    assert out[0].endswith(f": {best.mean_cost * 1e3:.4f} ms, trace {best.key} (4 records)")
+    assert out[0].endswith(f": {best.cost * 1e3:.4f} ms, trace {best.key} (4 records)")
 
 
 def test_trace_search_is_a_registered_tuner(matmul_task, capsys):

@@ -38,7 +38,7 @@ WRONG_ANSWER, BUILD_TIMEOUT, RUN_TIMEOUT, UNKNOWN_ERROR = 5, 6, 7, 8
 
 # adatune.evaluator
 TRIM_FROM_BATCHES = 5
-EXTRA_BATCHES = 3
+FLOOR_SHARE = 0.2
 
 TimeFn = Callable[[int, int, float], list[float]]
 _PARAMS_RE = r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+)?{name}\s*\(([^)]*)\)'
@@ -74,10 +74,8 @@ class EvalSettings:
 
     @property
     def adaptive_micro_batch(self) -> int:
-        wanted = self.min_micro_batches + EXTRA_BATCHES
-        if self.micro_batch * wanted <= self.cap_runs:
-            return self.micro_batch
-        return max(1, self.cap_runs // wanted)
+        room = int(FLOOR_SHARE * self.cap_runs) // self.min_micro_batches
+        return max(1, min(self.micro_batch, room))
 
 
 def trimmed(throughputs: Sequence[float] | np.ndarray) -> np.ndarray:

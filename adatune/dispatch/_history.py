@@ -56,7 +56,7 @@ class ApplyHistoryBest(DispatchContext):
         tgt = _target.to_json(_target.create(target))
         name, args = workload[0], list(workload[1:])
         cands = [r for r in self._best.get(workload_key(name, args), []) if _target.same_target(r.target, tgt)]
-        return min(cands, key=lambda r: r.mean_cost) if cands else None
+        return min(cands, key=lambda r: r.cost) if cands else None
 
     def query(self, target: Any, workload: Sequence[Any]) -> Any:
         rec = self.best_record(target, workload)

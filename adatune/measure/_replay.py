@@ -3,6 +3,11 @@
 Strategies can then be compared over many seeds quickly and deterministically. Each served result keeps
 its recorded build and measurement time, and ``done_at`` reports those recorded seconds, so the tuner's
 clock advances as it would have on hardware. The table is keyed by (workload key, candidate key).
+
+With ``min_converge_coef`` (``measure_option(..., min_converge_coef=0.1)`` sets it, as on hardware) each
+recorded candidate is cut where AdaTune's adaptive evaluator would have stopped on its recorded micro-batch
+timings (``adatune.evaluator.adaptive_replay``): a sweep timed with ``number`` = the micro-batch holds
+exactly what the evaluator would have seen, and the served run seconds drop by the batches it skipped.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import dataclasses
 import time
 from collections.abc import Iterable, Sequence
 
+from ..evaluator import EvaluatorConfig, adaptive_replay
 from ._runner import Runner
 from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 
@@ -25,10 +31,21 @@ class ReplayRunner(Runner):
 
     needs_build = False
 
-    def __init__(self, table: dict[tuple[str, object], MeasureResult]):
+    def __init__(
+        self,
+        table: dict[tuple[str, object], MeasureResult],
+        min_converge_coef: float | None = None,
+        min_micro_batches: int = EvaluatorConfig.min_micro_batches,
+    ):
         if not table:
             raise ValueError("ReplayRunner needs at least one recorded measurement")
+        # the same checks as on hardware (a cap that leaves room to decide)
+        EvaluatorConfig(
+            2, 1 + min_micro_batches, min_converge_coef=min_converge_coef, min_micro_batches=min_micro_batches
+        )
         self.table = {(wk, str(key)): res for (wk, key), res in table.items()}
+        self.min_converge_coef = min_converge_coef
+        self.min_micro_batches = min_micro_batches
         self.served = 0
 
     @classmethod
@@ -38,8 +55,27 @@ class ReplayRunner(Runner):
         return cls({(r.workload_key, r.key): r.result for r in records})
 
     def with_min_converge_coef(self, coef: float | None) -> ReplayRunner:
-        """Recorded timings are replayed as they were; the evaluator setting has no effect here."""
-        return self
+        """The same table served through the adaptive evaluator with ``coef`` (None: as recorded)."""
+        return ReplayRunner(self.table, coef, self.min_micro_batches)
+
+    def _adaptive(self, rec: MeasureResult) -> MeasureResult:
+        """``rec`` as the adaptive evaluator would have left it: its first micro-batches, their runs and CV,
+        and run seconds less the timed seconds of the batches it did not need."""
+        if self.min_converge_coef is None or not rec.ok:
+            return rec
+        runs = rec.batch_runs
+        costs, kept, cv = adaptive_replay(rec.costs, runs, self.min_converge_coef, self.min_micro_batches)
+        skipped = sum(c * r for c, r in zip(rec.costs[len(costs) :], runs[len(costs) :]))
+        run_time = max(0.0, rec.run_time - skipped)
+        return dataclasses.replace(
+            rec,
+            costs=tuple(costs),
+            runs=sum(kept),
+            cv=cv,
+            run_time=run_time,
+            all_cost=rec.build_time + run_time,
+            extra={**rec.extra, "batch_runs": kept, "replayed_runs": rec.runs},
+        )
 
     def done_at(self, results: Sequence[MeasureResult], run_seconds: float) -> list[float]:
         """Recorded seconds: each candidate's recorded build and run time, one after another."""
@@ -58,5 +94,5 @@ class ReplayRunner(Runner):
                 out.append(MeasureResult((), MeasureErrorNo.UNKNOWN_ERROR, 0.0, time.time(), msg))
                 continue
             self.served += 1
-            out.append(dataclasses.replace(rec, timestamp=time.time(), extra=dict(rec.extra)))
+            out.append(dataclasses.replace(self._adaptive(rec), timestamp=time.time()))
         return out

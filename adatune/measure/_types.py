@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -121,11 +122,26 @@ class MeasureResult:
 
     @property
     def mean_cost(self) -> float:
+        """Mean seconds per run over the repeats (AutoTVM's statistic; ``cost`` is the one adatune ranks by)."""
         return sum(self.costs) / len(self.costs) if self.ok else math.inf
 
+    @property
+    def cost(self) -> float:
+        """Seconds per run: the median of the repeats (or micro-batches). On a shared machine one preempted
+        repeat moves the mean by its whole excess and can reorder near-equal configs; the median ignores it."""
+        return statistics.median(self.costs) if self.ok else math.inf
+
+    @property
+    def batch_runs(self) -> list[int]:
+        """Runs behind each cost (the adaptive evaluator's micro-batches differ; a uniform split otherwise)."""
+        recorded = self.extra.get("batch_runs")
+        if recorded is not None and len(recorded) == len(self.costs):
+            return [int(r) for r in recorded]
+        return [max(1, self.runs // max(1, len(self.costs)))] * len(self.costs)
+
     def flops(self, task_flop: float) -> float:
-        """Throughput in FLOP/s (0 for a failed candidate)."""
-        return task_flop / self.mean_cost if self.ok and self.mean_cost > 0 else 0.0
+        """Throughput in FLOP/s from the median cost (0 for a failed candidate)."""
+        return task_flop / self.cost if self.ok and self.cost > 0 else 0.0
 
     def to_json(self) -> dict:
         out = {

@@ -214,7 +214,9 @@ def time_candidate(module: Any, dev: Any, args: list, req: RunRequest, config: R
 
     flush = config.evaluator.enable_cpu_cache_flush and req.device_type == "cpu"
     outcome = evaluate(time_fn_for(module, dev, args, flush), config.evaluator)
-    return RunOutcome(costs=tuple(outcome.costs), runs=outcome.runs, cv=outcome.cv)
+    uniform = outcome.runs == sum(outcome.batch_runs) and len(set(outcome.batch_runs)) <= 1
+    extra = {} if uniform else {"batch_runs": list(outcome.batch_runs)}  # replays need each batch's runs
+    return RunOutcome(costs=tuple(outcome.costs), runs=outcome.runs, cv=outcome.cv, extra=extra)
 
 
 def check_and_time(
@@ -241,7 +243,7 @@ def check_and_time(
         got = time_candidate(module, dev, args, req, config)
         runs += got.runs
         cvs += [got.cv] if got.cv is not None else []
-        per_point.append({"at": list(point[0]), "costs": list(got.costs), "runs": got.runs, "cv": got.cv})
+        per_point.append({"at": list(point[0]), "costs": list(got.costs), "runs": got.runs, "cv": got.cv, **got.extra})
     total = float(sum(float(np.median(np.asarray(p["costs"]))) for p in per_point))
     return RunOutcome(costs=(total,), runs=runs, cv=max(cvs) if cvs else None, extra={"points": per_point})
 

@@ -49,7 +49,7 @@ class TuneSummary:
 
 def _best_seconds(tuner: Tuner) -> float | None:
     res = tuner.best_result
-    return float(res.mean_cost) if res is not None and tuner.best_flops > 0 else None
+    return float(res.cost) if res is not None and tuner.best_flops > 0 else None
 
 
 class _Gradient:

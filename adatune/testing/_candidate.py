@@ -137,7 +137,7 @@ def check_records_dispatch_and_build(task: TuningTask, candidates: Sequence[Any]
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "kind.jsonl")
         save_to_file(log, zip(inputs, batch.results))
-        best = min(zip(inputs, batch.results), key=lambda p: p[1].mean_cost)[0].config
+        best = min(zip(inputs, batch.results), key=lambda p: p[1].cost)[0].config
         got = apply_history_best(log).query(task.target, task.workload)
         assert type(got) is type(best) and got.key == best.key, f"apply_history_best answered {got!r}, not {best!r}"
         for inp, res in load_from_file(log):  # AutoTVM's unpacking works for any kind

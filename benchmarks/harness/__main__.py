@@ -12,7 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from adatune.evaluator import ADATUNE_PAPER
+
 from .._common import load_now
+from ..noise_gate import NoiseGate
 from .evaluator_study import evaluator_study, evaluator_summary
 from .report import write_report
 from .run import RunSpec, hardware_study, host_record, replay_study
@@ -141,6 +144,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ep.add_argument("--repeat", type=int, default=10)
     ep.add_argument("--min-converge-coef", type=float, default=0.1)
     ep.add_argument("--micro-batch", type=int, default=10)
+    ep.add_argument("--min-micro-batches", type=int, default=3)
+    ep.add_argument(
+        "--paper",
+        action="store_true",
+        help="the AdaTune paper's evaluator: number=50 repeat=10 (n=500), micro-batches of 50, deciding from 2",
+    )
+    ep.add_argument("--seed", type=int, default=0)
     ep.add_argument("--confirm-repeats", type=int, default=5)
     ep.add_argument("--out", default="benchmarks/results/evaluator")
     ep.add_argument("-v", "--verbose", action="store_true")
@@ -159,11 +169,26 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f.read())
         return
     if args.mode == "evaluator":
+        if args.paper:
+            paper = ADATUNE_PAPER
+            args.number, args.repeat, args.micro_batch = paper["number"], paper["repeat"], paper["micro_batch"]
+            args.min_micro_batches = paper["min_micro_batches"]
         sweeps = {w: os.path.join(args.sweep_dir, f"{w}.jsonl") for w in args.workloads}
         sweeps = {w: p for w, p in sweeps.items() if os.path.exists(p)}
         meta = _meta(args, "evaluator")
+        gate = NoiseGate()
+        gate.probe("before")
         os.makedirs(args.out, exist_ok=True)
         studies: list[dict[str, Any]] = []
+
+        def save() -> None:
+            meta["load_after"] = load_now()
+            meta["noise_gate"], meta["noise_sentence"] = gate.to_json(), gate.sentence()
+            with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+                json.dump({"meta": meta, "studies": studies}, f)
+            with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
+                f.write(evaluator_summary(meta, studies))
+
         for wl in args.workloads:  # written after each workload, so a cut-off run keeps what it measured
             studies += evaluator_study(
                 [wl],
@@ -175,12 +200,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.min_converge_coef,
                 args.micro_batch,
                 args.confirm_repeats,
+                seed=args.seed,
+                min_micro_batches=args.min_micro_batches,
             )
-            meta["load_after"] = load_now()
-            with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-                json.dump({"meta": meta, "studies": studies}, f)
-            with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-                f.write(evaluator_summary(meta, studies))
+            save()
+        gate.probe("after")
+        save()
         print(evaluator_summary(meta, studies))
         return
     res = run_tuning(args, args.mode, f"{args.mode} study")

@@ -9,12 +9,15 @@ draw), and AE's pick counts as good when it is within 2% of DE's.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 import adatune
+from adatune.evaluator import EvaluatorConfig
 from adatune.measure import MeasureInput, MeasureOption
 from adatune.records import load_from_file
 from adatune.task import TuningTask
@@ -27,17 +30,32 @@ __all__ = ["evaluator_study", "evaluator_summary"]
 logger = logging.getLogger("benchmarks.harness")
 
 
-def _pick_configs(task: TuningTask, n_random: int, n_top: int, sweep: str | None, seed: int) -> list[Any]:
-    """``n_top`` of the sweep's fastest configs (where a sweep of this workload is given) plus random ones:
-    the best must be chosen among near-equals, where evaluator noise decides."""
+def _pick_configs(
+    task: TuningTask, n_random: int, n_top: int, sweep: str | None, seed: int, screen: MeasureOption
+) -> list[Any]:
+    """``n_top`` fast configs (from the sweep, else a pre-screen of ``4 * n_top`` random ones timed briefly)
+    plus ``n_random`` random ones."""
+    rng = np.random.default_rng(seed)
     chosen: dict[str, Any] = {}
     if sweep and n_top > 0:
         recs = [r for r in load_from_file(sweep) if r.workload_key == task.workload_key and r.result.ok]
         recs.sort(key=lambda r: -r.result.flops(task.flop))
-        for r in recs[:n_top]:
-            c = task.candidate_from_json(r.config)
+        for r in recs:
+            if len(chosen) >= n_top:
+                break
+            try:
+                c = task.candidate_from_json(r.config)
+            except (ValueError, KeyError, IndexError):  # swept on another host: not in this space
+                continue
             chosen[str(c.key)] = c
-    for c in task.space.random_candidates(np.random.default_rng(seed), n_random, exclude=set(chosen)):
+    if n_top > 0 and not chosen:
+        pool = task.space.random_candidates(rng, 4 * n_top, exclude=set())
+        results = screen.measure([MeasureInput(task, c) for c in pool]).results
+        ranked = sorted(zip(pool, results), key=lambda p: -p[1].flops(task.flop))
+        for c, res in ranked[:n_top]:
+            if res.ok:
+                chosen[str(c.key)] = c
+    for c in task.space.random_candidates(rng, n_random, exclude=set(chosen)):
         chosen[str(c.key)] = c
     return list(chosen.values())
 
@@ -45,6 +63,7 @@ def _pick_configs(task: TuningTask, n_random: int, n_top: int, sweep: str | None
 def _arm_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in rows if r["gflops"] > 0]
     runs = np.asarray([r["runs"] for r in ok], dtype=np.float64)
+    cvs = [r["cv"] for r in ok if r["cv"] is not None]
     return {
         "n_valid": len(ok),
         "mean_runs": float(runs.mean()) if len(ok) else float("nan"),
@@ -52,8 +71,20 @@ def _arm_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "min_runs": int(runs.min()) if len(ok) else 0,
         "max_runs": int(runs.max()) if len(ok) else 0,
         "mean_run_seconds": float(np.mean([r["run_time"] for r in ok])) if ok else float("nan"),
-        "mean_cv": float(np.mean(cvs)) if (cvs := [r["cv"] for r in ok if r["cv"] is not None]) else float("nan"),
+        "total_run_seconds": float(sum(r["run_time"] for r in rows)),
+        "total_seconds": float(sum(r["all_cost"] for r in rows)),
+        "mean_cv": float(np.mean(cvs)) if cvs else float("nan"),
     }
+
+
+def _paired_ratio(base: list[float], other: list[float], seed: int = 0) -> dict[str, float]:
+    """Median of per-config ``base / other`` with a bootstrap 95% CI over the configs."""
+    ratios = np.asarray([b / o for b, o in zip(base, other) if o > 0 and b > 0], dtype=np.float64)
+    if len(ratios) < 3:
+        return {"median": float(np.median(ratios)) if len(ratios) else float("nan"), "lo": math.nan, "hi": math.nan}
+    ci = stats.bootstrap((ratios,), np.median, confidence_level=0.95, n_resamples=5000, random_state=seed)
+    lo, hi = ci.confidence_interval
+    return {"median": float(np.median(ratios)), "lo": float(lo), "hi": float(hi), "n": int(len(ratios))}
 
 
 def _measure_keys(task: TuningTask, cands: dict[str, Any], keys: list[str], option: MeasureOption) -> list[float]:
@@ -73,25 +104,31 @@ def evaluator_study(
     confirm_repeats: int = 5,
     seed: int = 0,
     timeout: float = 10.0,
+    min_micro_batches: int = 3,
 ) -> list[dict[str, Any]]:
-    """AE and DE (both capped at ``number * repeat`` runs) and a fixed 30-run arm on the same configs."""
+    """AE and DE (both capped at ``number * repeat`` runs) and a fixed arm spending AE's floor, same configs."""
     out = []
     for wl in workloads:
         task = get_workload(wl).create_task(adatune.target.host())
         builder = adatune.LocalBuilder(n_parallel=2)
-        de_runner = adatune.LocalRunner(number=number, repeat=repeat, timeout=timeout, micro_batch=micro_batch)
+        timing = {"timeout": timeout, "micro_batch": micro_batch, "min_micro_batches": min_micro_batches}
+        de_runner = adatune.LocalRunner(number=number, repeat=repeat, **timing)
+        floor_batch = EvaluatorConfig(number, repeat, **{k: timing[k] for k in ("micro_batch", "min_micro_batches")})
+        fixed = adatune.LocalRunner(number=floor_batch.adaptive_micro_batch, repeat=min_micro_batches, **timing)
         arms = {
             "DE": adatune.measure_option(builder, de_runner),
             "AE": adatune.measure_option(builder, de_runner, min_converge_coef=min_converge_coef),
-            "fixed-30": adatune.measure_option(builder, adatune.LocalRunner(number=10, repeat=3, timeout=timeout)),
+            "fixed-floor": adatune.measure_option(builder, fixed),
         }
+        screen = adatune.measure_option(builder, adatune.LocalRunner(number=2, repeat=3, timeout=timeout))
         try:
-            cands = {str(c.key): c for c in _pick_configs(task, n_random, n_top, sweeps.get(wl), seed)}
+            picked = _pick_configs(task, n_random, n_top, sweeps.get(wl), seed, screen)
+            cands = {str(c.key): c for c in picked}
             keys = list(cands)
             rows: dict[str, list[dict[str, Any]]] = {a: [] for a in arms}
             names = list(arms)
-            for k, lo in enumerate(range(0, len(keys), 8)):
-                inputs = [MeasureInput(task, cands[key]) for key in keys[lo : lo + 8]]
+            for k, lo in enumerate(range(0, len(keys), 4)):
+                inputs = [MeasureInput(task, cands[key]) for key in keys[lo : lo + 4]]
                 for arm in names[k % 3 :] + names[: k % 3]:  # rotate which arm measures first
                     for inp, res in zip(inputs, arms[arm].measure(inputs)):
                         rows[arm].append(
@@ -101,6 +138,8 @@ def evaluator_study(
                                 "runs": res.runs,
                                 "cv": res.cv,
                                 "run_time": res.run_time,
+                                "all_cost": res.all_cost,
+                                "timed_seconds": float(sum(c * r for c, r in zip(res.costs, res.batch_runs))),
                             }
                         )
             by = {a: {r["key"]: r for r in rs} for a, rs in rows.items()}
@@ -117,20 +156,27 @@ def evaluator_study(
             med = {k: float(np.median(v)) if v else by["DE"][k]["gflops"] for k, v in confirm.items()}
             ratios = {a: med[picks[a]] / med[picks["DE"]] for a in picks}
         finally:
-            for opt in arms.values():
+            for opt in (*arms.values(), screen):
                 opt.close()
+        time_ratio = {
+            what: _paired_ratio([by["DE"][k][what] for k in valid], [by["AE"][k][what] for k in valid], seed)
+            for what in ("run_time", "timed_seconds", "all_cost")
+        }
         result: dict[str, Any] = {
             "workload": wl,
             "task": repr(task),
             "settings": {
                 "cap_runs": number * repeat,
+                "number": number,
+                "repeat": repeat,
                 "min_converge_coef": min_converge_coef,
                 "micro_batch": micro_batch,
+                "min_micro_batches": min_micro_batches,
                 "confirm_repeats": confirm_repeats,
                 "n_configs": len(keys),
-                "n_top_from_sweep": n_top if wl in sweeps else 0,
             },
             "arms": {a: _arm_stats(rs) for a, rs in rows.items()},
+            "de_over_ae_seconds": time_ratio,
             "picks": picks,
             "pick_ratio_vs_de": ratios,
             "within_2pct": {a: bool(r >= 0.98) for a, r in ratios.items()},
@@ -144,28 +190,51 @@ def evaluator_study(
 
 def evaluator_summary(meta: dict[str, Any], studies: list[dict[str, Any]]) -> str:
     host = meta["host"]
+    gate = meta.get("noise_gate", {})
+    passed = bool(gate.get("passed"))
     lines = [
-        "# Evaluator study: adaptive (AE) vs deterministic (DE) vs a fixed 30-run control",
+        "# Evaluator study: adaptive (AE) vs deterministic (DE) vs a fixed arm spending AE's floor",
         "",
         f"Host: {host.get('cpu_model')} ({host.get('mcpu')}, {host.get('isa')}, {host.get('cores')} cores). "
         + load_sentence(meta, host.get("cores")),
-        f"Command: `{meta['command']}`",
-        "AE and DE have the same cap of runs; AE stops a candidate once the CV of its micro-batch throughputs "
-        "falls under min_converge_coef. Each arm's pick (fastest by its own timing) is re-measured by DE, "
-        "alternating with DE's pick; ratio = pick's median GFLOPS / DE pick's median GFLOPS.",
         "",
-        "| workload | arm | configs | mean runs | std runs | min-max runs | mean run s | mean CV | pick ratio "
-        "| within 2% |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        meta.get("noise_sentence", "No noise gate was run: no speedup is claimed."),
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "AE and DE have the same cap of runs; AE stops a candidate once the CV of its micro-batch throughputs "
+        "falls under min_converge_coef. Each arm's pick (fastest by its own median timing) is re-measured by DE, "
+        "alternating with DE's pick; pick ratio = pick's median GFLOPS / DE pick's median GFLOPS. "
+        "Measurement s = the runner's seconds per candidate (load, check, timing); total s includes builds.",
+        "",
+        "| workload | cap | arm | configs | mean runs | min-max runs | mean measurement s | total s | mean CV "
+        "| pick ratio | within 2% |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in studies:
+        cap = s["settings"]["cap_runs"]
         for arm, st in s["arms"].items():
             ratio = s["pick_ratio_vs_de"].get(arm)
             rtxt = f"{ratio:.3f}" if ratio is not None else "n/a"
             within = s["within_2pct"].get(arm, "n/a")
             lines.append(
-                f"| {s['workload']} | {arm} | {st['n_valid']} | {st['mean_runs']:.1f} | {st['std_runs']:.1f} | "
-                f"{st['min_runs']}-{st['max_runs']} | {st['mean_run_seconds']:.3f} | {st['mean_cv']:.3f} | {rtxt} | "
-                f"{within} |"
+                f"| {s['workload']} | {cap} | {arm} | {st['n_valid']} | {st['mean_runs']:.1f} | "
+                f"{st['min_runs']}-{st['max_runs']} | {st['mean_run_seconds']:.3f} | {st['total_seconds']:.1f} | "
+                f"{st['mean_cv']:.3f} | {rtxt} | {within} |"
             )
+    lines += [
+        "",
+        "DE's over AE's seconds per candidate, paired per config: median and bootstrap 95% CI over the configs"
+        + ("" if passed else " (the noise gate failed: measured, not claimed)")
+        + ".",
+        "",
+        "| workload | measurement s | timed s (runs only) | build + measurement s |",
+        "|---|---|---|---|",
+    ]
+    for s in studies:
+        cells = []
+        for what in ("run_time", "timed_seconds", "all_cost"):
+            r = s.get("de_over_ae_seconds", {}).get(what)
+            cells.append(f"{r['median']:.2f}x [{r['lo']:.2f}, {r['hi']:.2f}]" if r else "n/a")
+        lines.append(f"| {s['workload']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

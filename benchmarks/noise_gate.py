@@ -1,0 +1,150 @@
+"""The noise gate every timing benchmark runs: a fixed probe kernel timed before and after the study.
+
+A result cannot be better than its noise. On a shared 2-core machine a build or test run beside a timing
+run moves kernel times by 10-40%, so each study records, before and after its measurements: the load
+average, the CPU model and ISA, and a fixed probe kernel's per-repeat times (a 256^3 float32 matmul built
+once by TVM for this host, every core). The gate passes when the probe's coefficient of variation stays
+under ``CV_LIMIT`` (3%) both times and its median moved by less than ``DRIFT_LIMIT`` (5%) between them;
+a study whose gate failed reports its numbers as measured but claims no speedup from them.
+
+``interleaved`` times several kernels round-robin (one repeat of each per round), so slow drift of the
+machine lands on all of them alike: a ratio between kernels is only meaningful when taken that way.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CV_LIMIT", "DRIFT_LIMIT", "NoiseGate", "ProbeReading", "interleaved", "probe_timer"]
+
+#: the probe's repeat-to-repeat CV above which a run is too noisy to claim a speedup from
+CV_LIMIT = 0.03
+#: the largest move of the probe's median between the start and the end of a run
+DRIFT_LIMIT = 0.05
+
+Timer = Callable[[], float]
+
+
+def probe_timer(size: int = 256, number: int = 5) -> Timer:
+    """One call: seconds per run of a fixed ``size``^3 float32 matmul (TVM, this host, every core), averaged
+    over ``number`` runs. Built once; the same kernel on every machine so readings compare across studies."""
+    import tvm
+    from tvm import te
+
+    import adatune
+
+    adatune.target.size_tvm_thread_pool()
+    a = te.placeholder((size, size), "float32", name="A")
+    b = te.placeholder((size, size), "float32", name="B")
+    k = te.reduce_axis((0, size), name="k")
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, b, c]))
+    i, j, kk = sch.get_loops(sch.get_sblock("C"))
+    io, ii = sch.split(i, [None, 8])
+    jo, ji = sch.split(j, [None, 16])
+    sch.reorder(io, jo, kk, ii, ji)
+    sch.parallel(io)
+    sch.vectorize(ji)
+    lib = tvm.tirx.build(sch.mod, adatune.target.host())
+    dev = tvm.cpu()
+    rng = np.random.default_rng(0)
+    args = [tvm.runtime.tensor(rng.uniform(-1, 1, (size, size)).astype("float32"), dev) for _ in range(3)]
+    timer = lib.time_evaluator(lib.entry_name, dev, number=number, repeat=1)
+    return lambda: float(timer(*args).results[0])
+
+
+def interleaved(timers: Mapping[str, Timer], rounds: int) -> dict[str, list[float]]:
+    """Each timer called once per round, round-robin, the order reversed every other round."""
+    names = list(timers)
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            out[name].append(timers[name]())
+    return out
+
+
+@dataclass
+class ProbeReading:
+    """One probe session: when, the load average (1, 5, 15 min) and the probe's per-repeat seconds."""
+
+    label: str
+    at: float
+    load: list[float]
+    seconds: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def cv(self) -> float:
+        """Repeat-to-repeat coefficient of variation (population std over mean)."""
+        return float(np.std(self.seconds) / np.mean(self.seconds))
+
+
+@dataclass
+class NoiseGate:
+    """Probe readings of one study and its verdict; ``probe(label)`` before and after the measurements."""
+
+    repeats: int = 15
+    cv_limit: float = CV_LIMIT
+    drift_limit: float = DRIFT_LIMIT
+    readings: list[ProbeReading] = field(default_factory=list)
+    _timer: Timer | None = field(default=None, repr=False)
+
+    def probe(self, label: str) -> ProbeReading:
+        if self._timer is None:
+            self._timer = probe_timer()
+            self._timer()  # first call pays page faults and thread start-up
+        secs = [self._timer() for _ in range(self.repeats)]
+        reading = ProbeReading(label, time.time(), list(os.getloadavg()), secs)
+        self.readings.append(reading)
+        return reading
+
+    @property
+    def drift(self) -> float:
+        """Last reading's median over the first's (1.0 when there is only one)."""
+        if len(self.readings) < 2:
+            return 1.0
+        return self.readings[-1].median / self.readings[0].median
+
+    @property
+    def passed(self) -> bool:
+        return (
+            bool(self.readings)
+            and all(r.cv <= self.cv_limit for r in self.readings)
+            and abs(self.drift - 1.0) <= self.drift_limit
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cv_limit": self.cv_limit,
+            "drift_limit": self.drift_limit,
+            "passed": self.passed,
+            "drift": self.drift,
+            "readings": [{**asdict(r), "median": r.median, "cv": r.cv} for r in self.readings],
+        }
+
+    def sentence(self) -> str:
+        """The summary's line on noise: each reading's CV and load, the drift, and the verdict."""
+        parts = [
+            f"{r.label}: probe CV {r.cv:.1%}, median {r.median * 1e3:.3f} ms, load {r.load[0]:.2f}"
+            for r in self.readings
+        ]
+        verdict = (
+            "passed"
+            if self.passed
+            else "FAILED: the run was noisier than the gate allows, so no speedup is claimed from it"
+        )
+        return (
+            f"Noise gate (probe CV <= {self.cv_limit:.0%}, drift <= {self.drift_limit:.0%}): "
+            + "; ".join(parts)
+            + f"; drift {self.drift:.3f}x: **{verdict}**."
+        )
