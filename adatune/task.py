@@ -270,11 +270,6 @@ class Task(TuningTask):
         space = ConfigSpace()
         with self.target, _ConfigScope(space):
             sch, tensors = self.template.func(*self.args)
-        if len(space) == 0:  # every knob combination was filtered out: nothing to tune, say so now
-            raise ValueError(
-                f"template {name!r} leaves no valid config for args {self.args} on {self.target} "
-                f"({len(space.space_map)} knobs, {space.range_length} combinations before its filters)"
-            )
         self.config_space = space
         self.template_space = space
         self.arg_specs = [

@@ -393,7 +393,7 @@ def test_bert_encoder_layer_matches_numpy_for_several_lengths() -> None:
 def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
     """TVM's time evaluator keeps the number of runs it grew to for min_repeat_ms; one evaluator reused from a
     small T to a large one ran the large T thousands of times (seconds per measurement, most of a tuning run).
-    The shared runner's worker times each point of a shape-generic candidate with its own evaluator."""
+    The shared evaluator grows the number itself, per point, from a first call at that point."""
     from adatune.measure import BuildResult, LocalRunner, MeasureInput
     from adatune.measure._worker import check_and_time
 
@@ -415,7 +415,10 @@ def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) 
         out = check_and_time(lib, tvm.cpu(0), req, runner.config)
     finally:
         runner.close()
-    assert out.error_no == 0 and made == [(1, 10)] * 3
+    # per T: a first call of `number` runs, then the number that lasts 10 ms at that T; TVM is never left to
+    # grow (and keep) a number itself, and every timed run is counted at its point
+    assert out.error_no == 0 and len(made) == 6 and made[::2] == [(1, 0)] * 3
+    assert all(ms == 0 for _, ms in made) and [p["runs"] for p in out.extra["points"]] == [1 + n for n, _ in made[1::2]]
     assert [p["at"] for p in out.extra["points"]] == [[1], [17], [40]] and len(out.costs) == 1
 
 

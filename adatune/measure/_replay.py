@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..evaluator import EvaluatorConfig, adaptive_replay
 from ._runner import Runner
@@ -33,7 +33,7 @@ class ReplayRunner(Runner):
 
     def __init__(
         self,
-        table: dict[tuple[str, object], MeasureResult],
+        table: Mapping[tuple[str, object], MeasureResult],
         min_converge_coef: float | None = None,
         min_micro_batches: int = EvaluatorConfig.min_micro_batches,
     ):
@@ -43,7 +43,7 @@ class ReplayRunner(Runner):
         EvaluatorConfig(
             2, 1 + min_micro_batches, min_converge_coef=min_converge_coef, min_micro_batches=min_micro_batches
         )
-        self.table = {(wk, str(key)): res for (wk, key), res in table.items()}
+        self.table: dict[tuple[str, object], MeasureResult] = {(wk, str(key)): res for (wk, key), res in table.items()}
         self.min_converge_coef = min_converge_coef
         self.min_micro_batches = min_micro_batches
         self.served = 0

@@ -151,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the AdaTune paper's evaluator: number=50 repeat=10 (n=500), micro-batches of 50, deciding from 2",
     )
     ep.add_argument("--seed", type=int, default=0)
+    ep.add_argument("--timeout", type=float, default=60.0, help="seconds one candidate's timing may take")
     ep.add_argument("--confirm-repeats", type=int, default=5)
     ep.add_argument("--out", default="benchmarks/results/evaluator")
     ep.add_argument("-v", "--verbose", action="store_true")
@@ -201,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.micro_batch,
                 args.confirm_repeats,
                 seed=args.seed,
+                timeout=args.timeout,
                 min_micro_batches=args.min_micro_batches,
             )
             save()
