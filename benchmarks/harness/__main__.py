@@ -21,7 +21,7 @@ from .report import write_report
 from .run import RunSpec, hardware_study, host_record, replay_study
 from .schemes import BASELINE, SCHEMES, check_schemes
 
-REPLAY_SCHEMES = ["XGB+SA", "RFEI+SA", "RFEI+CSA", "RL", "SA+AS", "RL+AS"]
+REPLAY_SCHEMES = ["XGB+SA", "RFEI+SA", "RFEI+CSA", "RFEI+CSA+AE", "RL", "SA+AS", "RL+AS"]
 
 
 def add_run_args(p: argparse.ArgumentParser, schemes: Sequence[str], out: str, baseline: str = BASELINE) -> None:
@@ -71,7 +71,8 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
     schemes = check_schemes(args.schemes)
     if args.baseline not in schemes:
         raise ValueError(f"the baseline {args.baseline!r} must be one of the schemes run ({', '.join(schemes)})")
-    spec = RunSpec(args.trials, None, args.plan_size, args.batch_size, args.num_threads)
+    coef = getattr(args, "min_converge_coef", 0.1)
+    spec = RunSpec(args.trials, None, args.plan_size, args.batch_size, args.num_threads, coef)
     seeds = list(range(args.seeds))
     meta = _meta(args, mode) | {"schemes": schemes, "baseline": args.baseline, "target_fraction": args.target_fraction}
     if mode == "replay":
@@ -131,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sub = p.add_subparsers(dest="mode", required=True)
     rp = sub.add_parser("replay", help="schemes x seeds over recorded sweeps (ReplayRunner)")
     rp.add_argument("--sweeps", nargs="+", default=["benchmarks/data/*.jsonl"], help="sweep logs (globs)")
+    rp.add_argument("--min-converge-coef", type=float, default=0.1, help="AE schemes' evaluator (replayed)")
     add_run_args(rp, REPLAY_SCHEMES, "benchmarks/results/replay")
     hp = sub.add_parser("hardware", help="schemes x seeds with real measurement under a time budget")
     add_run_args(hp, ["XGB+SA", "RFEI+CSA", "RFEI+CSA+AE"], "benchmarks/results/hardware")

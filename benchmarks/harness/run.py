@@ -66,6 +66,7 @@ class RunSpec:
     plan_size: int = 32
     batch_size: int = 8
     num_threads: int | None = 1
+    min_converge_coef: float = 0.1  # the adaptive evaluator's, for AE schemes (replayed or live)
 
 
 def _result_row(res: MeasureResult) -> dict[str, Any]:
@@ -161,9 +162,10 @@ def replay_study(
     spec: RunSpec,
     on_seed: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every scheme x seed on every recorded sweep; the table's best is the optimum. Schemes that differ
-    only in the evaluator are skipped (replay serves recorded timings). ``on_seed`` gets the studies so far
-    after every seed (to save them: a run cut off keeps its finished seeds)."""
+    """Every scheme x seed on every recorded sweep; the table's best is the optimum. Adaptive-evaluator
+    schemes are served each candidate's recorded micro-batches cut where the evaluator would have stopped
+    (``ReplayRunner`` with ``min_converge_coef``). ``on_seed`` gets the studies so far after every seed (to
+    save them: a run cut off keeps its finished seeds)."""
     studies: list[dict[str, Any]] = []
     for path, task, table in load_sweep_tasks(patterns):
         flops = [r.flops(task.flop) / 1e9 for r in table.values()]
@@ -191,9 +193,10 @@ def replay_study(
         )
         for seed in seeds:
             for name in schemes:
-                if SCHEMES[name].adaptive_evaluator:
-                    continue
-                option = adatune.measure_option(runner=ReplayRunner(table))
+                coef = spec.min_converge_coef if SCHEMES[name].adaptive_evaluator else None
+                # AE schemes replay the evaluator on the recorded micro-batches (meaningful when the sweep
+                # was timed with number = the micro-batch and enough repeats for it to stop early)
+                option = adatune.measure_option(runner=ReplayRunner(table), min_converge_coef=coef)
                 runs.append(run_scheme(name, task, seed, option, spec))
             logger.info("replay %s seed %d done", task.name, seed)
             if on_seed is not None:

@@ -4,7 +4,7 @@
 XGB+SA          AutoTVM: XGBoost cost model + simulated annealing, top-``plan_size`` batches (baseline)
 RFEI+SA         AdaTune's random forest + expected improvement instead of XGBoost
 RFEI+CSA        + contextual simulated annealing (uncertainty-driven exploration)
-RFEI+CSA+AE     + the adaptive evaluator: full AdaTune (real measurement only; replay serves recorded times)
+RFEI+CSA+AE     + the adaptive evaluator: full AdaTune (replay: cut at the recorded micro-batch where it stops)
 RL              ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
 SA+AS           XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
 RL+AS           PPO agent + adaptive sampling: full ReLeASE
