@@ -47,6 +47,7 @@ def add_hardware_args(p: argparse.ArgumentParser, workloads: Sequence[str]) -> N
     p.add_argument("--min-converge-coef", type=float, default=0.1)
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--n-parallel", type=int, default=2)
+    p.add_argument("--space", choices=["knob", "trace"], default="knob", help="the workload's knob or trace task")
 
 
 def _module_name() -> str:
@@ -76,7 +77,6 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
     seeds = list(range(args.seeds))
     meta = _meta(args, mode) | {"schemes": schemes, "baseline": args.baseline, "target_fraction": args.target_fraction}
     if mode == "replay":
-        meta["schemes"] = [s for s in schemes if not SCHEMES[s].adaptive_evaluator]
         os.makedirs(args.out, exist_ok=True)
 
         def save(done: list[dict[str, Any]]) -> None:
@@ -86,6 +86,8 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
         studies = replay_study(args.sweeps, schemes, seeds, spec, on_seed=save)
     else:
         spec.n_trial, spec.time_budget = 100_000, args.budget
+        gate = NoiseGate()
+        gate.probe("before")
         studies = hardware_study(
             args.workloads,
             schemes,
@@ -96,7 +98,10 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
             args.min_converge_coef,
             args.timeout,
             args.n_parallel,
+            getattr(args, "space", "knob"),
         )
+        gate.probe("after")
+        meta["noise_gate"], meta["noise_sentence"] = gate.to_json(), gate.sentence()
     meta["load_after"] = load_now()
     return write_report(args.out, args.title or default_title, meta, studies)
 

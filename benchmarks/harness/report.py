@@ -95,6 +95,7 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
         f"Host: {host.get('cpu_model')} (LLVM mcpu {host.get('mcpu')}, ISA {host.get('isa')},"
         f" {host.get('cores')} cores); target `{host.get('target')}`.",
         load_sentence(meta, host.get("cores")),
+        *([meta["noise_sentence"]] if "noise_sentence" in meta else []),
         f"Command: `{meta['command']}`",
         f"Baseline {meta['baseline']}; target = {meta['target_fraction']:.0%} of "
         + ("each sweep's optimum (replay)." if meta["mode"] == "replay" else "the best commonly re-measured config."),

@@ -35,6 +35,7 @@ __all__ = [
     "restrict_to_table",
     "hardware_study",
     "load_sweep_tasks",
+    "study_task",
 ]
 
 logger = logging.getLogger("benchmarks.harness")
@@ -155,6 +156,16 @@ def load_sweep_tasks(patterns: Sequence[str]) -> list[tuple[str, TuningTask, dic
     return out
 
 
+def study_task(workload: str, space: str = "knob") -> TuningTask:
+    """The workload's knob task, or (``space="trace"``) the trace task over the same operator and shape."""
+    knob = get_workload(workload).create_task(adatune.target.host())
+    if space == "knob":
+        return knob
+    if space == "trace":
+        return adatune.task.create(adatune.trace.RULES_PREFIX + knob.name, knob.args, knob.target)
+    raise ValueError(f"space must be 'knob' or 'trace', got {space!r}")
+
+
 def replay_study(
     patterns: Sequence[str],
     schemes: Sequence[str],
@@ -237,12 +248,14 @@ def hardware_study(
     min_converge_coef: float = 0.1,
     timeout: float = 10.0,
     n_parallel: int = 2,
+    space: str = "knob",
 ) -> list[dict[str, Any]]:
     """Real measurement: every seed x scheme under the same budget (schemes interleaved, order rotating
-    with the seed, so drift hits all alike), then the common re-measurement of every best-so-far config."""
+    with the seed, so drift hits all alike), then the common re-measurement of every best-so-far config.
+    ``space="trace"`` tunes each workload's trace task (TVM's schedule rules as a probabilistic program)."""
     studies = []
     for wl in workloads:
-        task = get_workload(wl).create_task(adatune.target.host())
+        task = study_task(wl, space)
         opts = _options(spec, number, repeat, min_converge_coef, timeout, n_parallel)
         try:
             warm = [MeasureInput(task, c) for c in task.space.random_candidates(np.random.default_rng(0), 2)]

@@ -9,7 +9,13 @@ RL              ReLeASE's PPO agent instead of simulated annealing (XGBoost mode
 SA+AS           XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
 RL+AS           PPO agent + adaptive sampling: full ReLeASE
 Random          uniform random search (a floor)
+TS-XGB          TraceSearchTuner: evolutionary search over a trace space with XGBoost (MetaSchedule-style)
+TS-RFEI         TraceSearchTuner with RFEI and contextual (eps_t) exploration
+TS-XGB+AE       TS-XGB measured by the adaptive evaluator
+TS-RFEI+AE      TS-RFEI measured by the adaptive evaluator (AdaTune's method on a trace space)
 ==============  ==========================================================================================
+
+The TS- schemes need a trace task (``python -m benchmarks.harness hardware --space trace``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from adatune.task import TuningTask
-from adatune.tuners import RandomTuner, ReleaseTuner, RFEITuner, Tuner, XGBTuner
+from adatune.tuners import RandomTuner, ReleaseTuner, RFEITuner, TraceSearchTuner, Tuner, XGBTuner
 
 __all__ = ["Scheme", "SCHEMES", "BASELINE", "make_tuner", "check_schemes"]
 
@@ -56,6 +62,13 @@ def _rl(adaptive: bool) -> Callable[[TuningTask, int, int, int | None], Tuner]:
     return build
 
 
+def _trace(model: str) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+    def build(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+        return TraceSearchTuner(task, cost_model=model, plan_size=plan, num_threads=threads, seed=seed)
+
+    return build
+
+
 def _random(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
     return RandomTuner(task, seed=seed)
 
@@ -71,6 +84,10 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("SA+AS", _xgb_as),
         Scheme("RL+AS", _rl(True)),
         Scheme("Random", _random),
+        Scheme("TS-XGB", _trace("xgb")),
+        Scheme("TS-RFEI", _trace("rfei")),
+        Scheme("TS-XGB+AE", _trace("xgb"), adaptive_evaluator=True),
+        Scheme("TS-RFEI+AE", _trace("rfei"), adaptive_evaluator=True),
     )
 }
 BASELINE = "XGB+SA"

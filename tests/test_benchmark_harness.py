@@ -1,0 +1,61 @@
+"""The benchmark harness's own logic: the noise gate's verdict, replay studies that include the adaptive
+evaluator, and the trace-space study task. Nothing here is timed; the gate is fed readings."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import adatune
+from adatune.measure import MeasureInput
+from adatune.records import save_to_file
+from benchmarks.harness.run import RunSpec, replay_study, study_task
+from benchmarks.noise_gate import NoiseGate, ProbeReading
+
+
+def _reading(label: str, seconds: list[float]) -> ProbeReading:
+    return ProbeReading(label, 0.0, [0.5, 0.5, 0.5], seconds)
+
+
+def test_the_noise_gate_passes_a_steady_probe_and_fails_a_noisy_or_drifting_one():
+    steady = [1.00e-3, 1.01e-3, 0.99e-3, 1.00e-3, 1.02e-3, 0.98e-3] * 5
+    preempted = steady[:-2] + [3e-3, 4e-3]  # two preempted repeats: the plain CV jumps, the robust one not
+    gate = NoiseGate(readings=[_reading("before", steady), _reading("after", preempted)])
+    assert gate.readings[1].cv > 0.3 and gate.readings[1].robust_cv < 0.03
+    assert gate.passed and "**passed**" in gate.sentence()
+    noisy = [1e-3, 1.2e-3, 0.8e-3, 1.1e-3, 0.9e-3] * 6
+    assert not NoiseGate(readings=[_reading("before", noisy)]).passed
+    drifted = [s * 1.10 for s in steady]
+    gate = NoiseGate(readings=[_reading("before", steady), _reading("after", drifted)])
+    assert gate.drift == pytest.approx(1.10) and not gate.passed
+    assert "FAILED" in gate.sentence() and gate.to_json()["passed"] is False
+    assert not NoiseGate().passed  # no reading: nothing to vouch for the run
+
+
+def test_replay_studies_run_the_adaptive_evaluator_on_recorded_micro_batches(matmul_task, replay_table, tmp_path):
+    """A sweep timed in micro-batches (6 per candidate): RFEI+CSA+AE is replayed with the evaluator cutting
+    steady candidates at its floor, the other schemes see every recorded run."""
+    log = tmp_path / "sweep.jsonl"
+    pairs = []
+    for (_wk, key), res in replay_table.items():
+        if res.ok:
+            res = dataclasses.replace(res, costs=(res.costs[0],) * 6, runs=60)
+        pairs.append((MeasureInput(matmul_task, matmul_task.config_space.get(int(key))), res))
+    save_to_file(str(log), pairs)
+    spec = RunSpec(n_trial=16, plan_size=8, batch_size=8, num_threads=1)
+    (study,) = replay_study([str(log)], ["XGB+SA", "RFEI+CSA+AE"], [0], spec)
+    runs = {r["scheme"]: r for r in study["runs"]}
+    assert set(runs) == {"XGB+SA", "RFEI+CSA+AE"}
+    ok = [t for t in runs["RFEI+CSA+AE"]["trials"] if t["error_no"] == 0]
+    assert ok and all(t["runs"] == 30 for t in ok)  # 3 of 6 micro-batches: steady, stopped at the floor
+    assert all(t["runs"] == 60 for t in runs["XGB+SA"]["trials"] if t["error_no"] == 0)
+
+
+def test_the_trace_study_task_is_the_same_operator_over_a_large_trace_space():
+    knob = study_task("dense:M=32,N=32,K=32")
+    trace = study_task("dense:M=32,N=32,K=32", "trace")
+    assert trace.name == adatune.trace.RULES_PREFIX + knob.name and trace.args == knob.args
+    assert trace.space.size > 100 * knob.space.size
+    with pytest.raises(ValueError, match="space must be 'knob' or 'trace'"):
+        study_task("dense-bert-qkv", "autotvm-ish")
