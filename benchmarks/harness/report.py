@@ -18,7 +18,7 @@ from .stats import SpeedupStat, best_curve, cost_to_target, speedup_stat, study_
 
 __all__ = ["write_report", "study_stats"]
 
-_METRICS = ("measurements", "seconds")
+_METRICS = ("measurements", "seconds", "final best")
 
 
 def _name(study: dict[str, Any]) -> str:
@@ -33,11 +33,15 @@ def _costs(study: dict[str, Any], scheme: str, target: float) -> dict[int, dict[
         if run["scheme"] != scheme:
             continue
         n, sec = cost_to_target(run, target, common)
+        final = float(best_curve(run, common)[1][-1]) if run["trials"] else 0.0
+        inv = 1.0 / final if final > 0 else 1e12  # as a cost: the speedup is then scheme final / baseline final
         out[run["seed"]] = {
             "measurements": n,
             "seconds": sec,
+            "final best": inv,
             "budget_measurements": float(len(run["trials"])),
             "budget_seconds": float(run["clock"]),
+            "budget_final best": inv,
         }
     return out
 
@@ -103,7 +107,8 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
         "median, percentile method, 9999 resamples; p: Wilcoxon signed-rank on paired log costs). A run that "
         "misses the target counts its whole budget (a bound); pairs where both missed are dropped. "
         "'reached' = scheme runs that reached / pairs vs baseline runs that reached. A speedup is claimed only "
-        'where the CI excludes 1 and the rank test agrees (p < 0.05); otherwise "not shown".',
+        'where the CI excludes 1 and the rank test agrees (p < 0.05); otherwise "not shown". '
+        "\"final best\" = the scheme's best at the end of its budget / the baseline's, same seed (higher is better).",
         (
             "Seconds = the tuner clock: each candidate's recorded build + run seconds from the sweep plus this "
             "run's own search and model-fitting time, measured live on the shared machine (so noisier than "
