@@ -1,9 +1,9 @@
 """ReLeASE's adaptive sampling: measure representatives of the search trajectory, not its top configs.
 
-The optimizer's candidates crowd around a few promising regions, so measuring the top ``plan_size`` of
-them spends hardware time on near-duplicates. Clustering them with k-means and measuring one config per
-cluster covers the same regions with far fewer measurements; the number of clusters follows the data
-(the knee of the inertia curve) instead of a fixed plan size.
+The optimizer's walkers crowd around a few promising regions, so measuring the top ``plan_size`` of what
+they found spends hardware time on near-duplicates. Clustering their trajectory with k-means and measuring
+one config per cluster covers the same regions with fewer measurements; the number of clusters follows the
+data (the knee of the inertia curve) instead of a fixed plan size.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
+from scipy import stats
 from sklearn.cluster import KMeans
 
 from .space._candidate import CandidateSpace, DiscreteSpace
@@ -47,13 +48,19 @@ def knee_kmeans(
 
 
 class AdaptiveSampler:
-    """``select(candidates, num, visited)``: for each k-means centroid, the scored candidate nearest to it.
+    """ReLeASE's adaptive sampling (Chameleon, ICLR 2020, Alg. 2): ``select(trajectory, num, visited)``.
 
-    Clustering runs on a discrete space's digits scaled to [0, 1] per dimension (so a knob with two values
-    weighs as much as one with thirty), or on standardised features for other spaces. Each centroid is
-    represented by the nearest candidate the optimizer proposed (so every measured config is one the model
-    scored, as in the paper) that is neither measured already nor picked for this batch; a centroid whose
-    whole neighbourhood is taken contributes nothing, so a batch never measures a config twice.
+    The optimizer's trajectory (every config its walkers stood on, repeats kept, so where the search dwelt
+    weighs more) is clustered with k-means, k from ``k_min`` to ``k_max`` by the knee rule; the batch is one
+    config per cluster, so its size follows the data, not the plan size (``num`` plays no part in it).
+
+    On a ``DiscreteSpace`` each centroid is rounded to the nearest digit vector. A centroid that is already
+    measured (or picked for this batch, or outside the space's filters) is replaced by the per-dimension
+    mode of its cluster's members, the paper's sample synthesis (each cluster's own mode, so replacements
+    stay distinct); where that is taken too, the cluster's member nearest the centroid that is not. On other
+    spaces (standardised features, which round to no candidate) a cluster is represented by that member.
+    A cluster whose members are all taken adds nothing, so a batch never measures a config twice.
+    ``max_points`` caps the points clustered (a seeded uniform subsample of a longer trajectory).
     """
 
     def __init__(
@@ -63,50 +70,81 @@ class AdaptiveSampler:
         k_max: int = 64,
         threshold: float = 1.05,
         n_init: int = 3,
+        max_points: int = 4096,
         rng: np.random.Generator | None = None,
     ):
         if not 1 <= k_min <= k_max:
             raise ValueError(f"need 1 <= k_min <= k_max, got k_min={k_min}, k_max={k_max}")
         if threshold < 1:
             raise ValueError(f"threshold must be >= 1 (1 keeps adding clusters while the loss falls), got {threshold}")
+        if max_points < k_max:
+            raise ValueError(f"max_points must be at least k_max={k_max}, got {max_points}")
         self.space = space
         self.k_min, self.k_max, self.threshold, self.n_init = k_min, k_max, threshold, n_init
+        self.max_points = max_points
         self.rng = rng if rng is not None else np.random.default_rng()
         self.history: list[int] = []  # how many candidates each call chose (the adaptive batch size)
+        self.sources: list[dict[str, int]] = []  # per call: picks that were centroids, modes, members
 
     def embed(self, candidates: Sequence[Any]) -> np.ndarray:
         """Points to cluster: scaled digits of a discrete space, else standardised features."""
         if isinstance(self.space, DiscreteSpace):
-            span = np.maximum(np.asarray(self.space.dims, dtype=np.float64) - 1, 1)
-            return np.asarray(self.space.encode(candidates), dtype=np.float64) / span
+            return np.asarray(self.space.encode(candidates), dtype=np.float64) / self._span()
         x = np.nan_to_num(np.asarray(self.space.featurize(candidates), dtype=np.float64))
         std = x.std(axis=0)
         return (x - x.mean(axis=0)) / np.where(std > 0, std, 1.0)
 
+    def _span(self) -> np.ndarray:
+        assert isinstance(self.space, DiscreteSpace)
+        return np.maximum(np.asarray(self.space.dims, dtype=np.float64) - 1, 1)
+
+    def _free(self, digits: np.ndarray, taken: set[str]) -> Any | None:
+        """The candidate of one digit row when it is valid and not taken, else None."""
+        assert isinstance(self.space, DiscreteSpace)
+        row = np.asarray(digits, dtype=np.int64)[None, :]
+        if not bool(self.space.valid_digits(row)[0]):
+            return None
+        cand = self.space.from_digits(row)[0]
+        return None if str(cand.key) in taken else cand
+
     def select(self, candidates: Sequence[Any], num: int, visited: Collection[str]) -> list[Any]:
-        # repeats kept: where the trajectory dwelt weighs more in the clustering
-        cands = [c for c in candidates if str(c.key) not in visited]
-        if not cands or num < 1:
+        cands = list(candidates)
+        if not cands or all(str(c.key) in visited for c in cands):
             self.history.append(0)
+            self.sources.append({"centroid": 0, "mode": 0, "member": 0})
             return []
+        seed = int(self.rng.integers(2**31 - 1))
+        if len(cands) > self.max_points:
+            keep = np.random.default_rng(seed).choice(len(cands), size=self.max_points, replace=False)
+            cands = [cands[i] for i in sorted(keep)]
         points = self.embed(cands)
-        centers, _ = knee_kmeans(
-            points,
-            min(self.k_min, num),
-            min(self.k_max, num),
-            self.threshold,
-            seed=int(self.rng.integers(2**31 - 1)),
-            n_init=self.n_init,
-        )
-        dist = ((points[None, :, :] - centers[:, None, :]) ** 2).sum(axis=2)  # (centroids, candidates)
-        taken: set[str] = set()
+        centers, _ = knee_kmeans(points, self.k_min, self.k_max, self.threshold, seed=seed, n_init=self.n_init)
+        dist = ((points[None, :, :] - centers[:, None, :]) ** 2).sum(axis=2)  # (centroids, points)
+        label = np.argmin(dist, axis=0)
+        taken: set[str] = {str(v) for v in visited}
         out: list[Any] = []
-        for row in dist:
-            for j in np.argsort(row, kind="stable"):
-                key = str(cands[j].key)
-                if key not in taken:
-                    out.append(cands[j])
-                    taken.add(key)
-                    break
+        count = {"centroid": 0, "mode": 0, "member": 0}
+        discrete = isinstance(self.space, DiscreteSpace)
+        digits = self.space.encode(cands) if isinstance(self.space, DiscreteSpace) else None
+        for c, row in enumerate(dist):
+            pick, source = None, "member"
+            if discrete and digits is not None:
+                dims = np.asarray(self.space.dims, dtype=np.int64)  # type: ignore[attr-defined]
+                rounded = np.clip(np.rint(centers[c] * self._span()), 0, dims - 1)
+                pick, source = self._free(rounded, taken), "centroid"
+                members = digits[label == c]
+                if pick is None and len(members):
+                    pick, source = self._free(stats.mode(members, axis=0, keepdims=False).mode, taken), "mode"
+            if pick is None:
+                source = "member"
+                for j in np.argsort(row, kind="stable"):
+                    if str(cands[j].key) not in taken:
+                        pick = cands[j]
+                        break
+            if pick is not None:
+                out.append(pick)
+                taken.add(str(pick.key))
+                count[source] += 1
         self.history.append(len(out))
+        self.sources.append(count)
         return out

@@ -43,7 +43,8 @@ Any other shape is a *spec*, ``op:key=value,...``, accepted wherever a workload 
     batch_matmul:B=12,M=128,N=128,K=64,layout=NT      # [B,M,K] @ [B,K,N] (NN) or [B,N,K]^T (NT)
     conv2d:N=1,CI=64,H=56,W=56,CO=64,KH=3,KW=3,stride=1,pad=1
 
-``dtype`` is optional everywhere (default float32), ``layout`` defaults to NN, and conv2d takes
+``dtype`` is optional everywhere (default float32), ``layout`` defaults to NN, ``space=autotvm`` asks for
+AutoTVM's unpruned space (10^4-10^6 configs instead of the hardware-pruned default), and conv2d also takes
 ``space=small`` for the restricted x86 space.
 """
 
@@ -73,20 +74,21 @@ _OPS = ("dense", "batch_matmul", "conv2d_nchw")
 
 @dataclass(frozen=True)
 class Workload:
-    """An operator shape: ``op`` plus template arguments; ``x86_args`` are appended on CPUs only."""
+    """An operator shape: ``op`` plus template arguments; ``space`` (``"full"``, ``"autotvm"``, or the x86
+    conv2d's ``"small"``) is appended to them when it is not the default."""
 
     name: str
     op: str
     args: tuple
     description: str
-    x86_args: tuple = ()
+    space: str = "full"
     cuda: bool = True
 
     def template_name(self, target: _target.TargetLike | None = None) -> str:
         return f"{self.op}.{'cuda' if _is_cuda(target) else 'x86'}"
 
     def task_args(self, target: _target.TargetLike | None = None) -> tuple:
-        return self.args if _is_cuda(target) else self.args + self.x86_args
+        return self.args + ((self.space,) if self.space != "full" else ())
 
     def create_task(self, target: _target.TargetLike | None = None) -> TuningTask:
         """The tuning task for ``target`` (default: this CPU): ``.cuda`` template on CUDA, else ``.x86``."""
@@ -170,7 +172,7 @@ def _build() -> dict[str, Workload]:
             "conv2d_nchw",
             l6.args,
             "ResNet-18 L6 with the restricted x86 space (~2k configs) for exhaustive sweeps",
-            x86_args=("small",),
+            space="small",
             cuda=False,
         )
     )
@@ -214,9 +216,13 @@ _SPEC_ALIASES = {"conv2d_nchw": "conv2d", "bmm": "batch_matmul"}
 _SPEC_TEXT = {
     "dtype": ("float32", ("float16", "float32", "float64")),
     "layout": ("NN", ("NN", "NT")),
-    "space": ("full", ("full", "small")),
+    "space": ("full", ("full", "autotvm", "small")),
 }
-_SPEC_OPTIONAL = {"dense": ("dtype",), "batch_matmul": ("layout", "dtype"), "conv2d": ("dtype", "space")}
+_SPEC_OPTIONAL = {
+    "dense": ("dtype", "space"),
+    "batch_matmul": ("layout", "dtype", "space"),
+    "conv2d": ("dtype", "space"),
+}
 SPEC_FORMATS = {
     "dense": "dense:M=128,N=3072,K=768",
     "batch_matmul": "batch_matmul:B=12,M=128,N=128,K=64,layout=NT",
@@ -253,6 +259,8 @@ def parse_spec(spec: str) -> Workload:
         raise ValueError(f"workload spec {spec!r}: missing {', '.join(missing)} (format: {SPEC_FORMATS[op]})")
     ints = {k: _spec_int(spec, k, values[k], 0 if k == "pad" else 1) for k in required}
     text = {k: _spec_text(spec, k, values.get(k)) for k in optional}
+    if text["space"] == "small" and op != "conv2d":
+        raise ValueError(f"workload spec {spec!r}: space=small exists for conv2d only; use full or autotvm")
     if op == "dense":
         args: tuple = (ints["M"], ints["K"], ints["N"], text["dtype"])
         shape = f"[{ints['M']},{ints['K']}] @ [{ints['K']},{ints['N']}]"
@@ -279,14 +287,13 @@ def parse_spec(spec: str) -> Workload:
         )
     canonical = f"{op}:" + ",".join(f"{k}={ints[k]}" for k in required)
     canonical += "".join(f",{k}={text[k]}" for k in optional if text[k] != _SPEC_TEXT[k][0])
-    small = text.get("space") == "small"
     return Workload(
         canonical,
         template_op,
         args,
-        f"{op} {shape} ({text['dtype']})",
-        x86_args=("small",) if small else (),
-        cuda=not small,
+        f"{op} {shape} ({text['dtype']})" + (f", {text['space']} space" if text["space"] != "full" else ""),
+        space=text["space"],
+        cuda=text["space"] != "small",
     )
 
 

@@ -1,9 +1,13 @@
-"""Exhaustive sweep: measure every valid config of a (small) workload's space with the project's own runner.
+"""Exhaustive sweep: measure every valid config of a workload's space with the project's own runner.
 
-The log feeds ``ReplayRunner``, so strategies can be compared in trials over many seeds quickly.
-Re-running resumes: configs already in the log are skipped. ``--max-seconds`` stops after the batch that
-crosses the limit (so one run holds the shared benchmark lock for a bounded time); ``--max-configs`` measures
-a seeded uniform subset only (the replay harness then searches that subset; say so in any summary).
+The log feeds ``ReplayRunner``, so strategies can be compared in trials over many seeds quickly. Each config
+is timed ``--repeat`` times (default 5; replays rank by the median of the repeats). Every session (one
+invocation) is framed by the noise gate: the probe kernel and the load are read before, every
+``--probe-every`` seconds and after it, and appended with the host to ``<out>.gate.json``;
+``python -m benchmarks.tabular`` refuses a sweep any of whose sessions failed the gate. Re-running resumes:
+configs already in the log are skipped. ``--max-seconds`` stops after the batch that crosses the limit (so
+one run holds the shared benchmark lock for a bounded time); ``--max-configs`` measures a seeded uniform
+subset only (the replay harness then searches that subset; say so in any summary).
 
     flock /tmp/bench.lock nice -n 5 python -m benchmarks.sweep --workload conv2d-resnet18-L6-small \
         --out benchmarks/data/conv2d-resnet18-L6-small.jsonl --max-seconds 840
@@ -12,6 +16,7 @@ a seeded uniform subset only (the replay harness then searches that subset; say 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Callable
@@ -22,6 +27,10 @@ import adatune
 from adatune.measure import MeasureInput
 from adatune.records import load_from_file, save_to_file
 from adatune.workloads import get as get_workload
+
+from ._common import run_meta
+from .harness.run import host_record
+from .noise_gate import NoiseGate
 
 
 def sweep_indices(n_space: int, is_valid: Callable[[int], bool], max_configs: int | None, seed: int) -> list[int]:
@@ -41,10 +50,11 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--number", type=int, default=3)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--max-configs", type=int, default=None, help="measure a seeded uniform subset of this size")
     p.add_argument("--subset-seed", type=int, default=0)
     p.add_argument("--max-seconds", type=float, default=None, help="stop after the batch crossing this time")
+    p.add_argument("--probe-every", type=float, default=600.0, help="seconds between noise-gate probes")
     args = p.parse_args()
     out = args.out or f"benchmarks/data/{args.workload}.jsonl"
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
@@ -57,18 +67,42 @@ def main() -> None:
     todo = [i for i in wanted if str(i) not in done]
     print(f"{task}: {len(space)} valid, {len(wanted)} wanted, {len(todo)} to measure -> {out}", flush=True)
     option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=args.number, repeat=args.repeat))
-    t0 = time.time()
+    t0, t_perf = time.time(), time.perf_counter()
+    started, load_before = time.strftime("%Y-%m-%d %H:%M:%S %Z"), list(os.getloadavg())
+    gate = NoiseGate()
+    gate.probe("before")
+    n_done = 0
     try:
         for start in range(0, len(todo), args.batch):
             inputs = [MeasureInput(task, space.get(i)) for i in todo[start : start + args.batch]]
             save_to_file(out, zip(inputs, option.measure(inputs)))
+            n_done += len(inputs)
             elapsed = time.time() - t0
             print(f"{start + len(inputs)}/{len(todo)} measured, {elapsed:.0f} s", flush=True)
+            if time.time() - gate.readings[-1].at >= args.probe_every:
+                print(f"probe robust CV {gate.probe(f'after {n_done}').robust_cv:.1%}", flush=True)
             if args.max_seconds is not None and elapsed >= args.max_seconds:
                 print(f"stopping at --max-seconds {args.max_seconds:.0f}; re-run to resume", flush=True)
                 break
     finally:
         option.close()
+        gate.probe("after")
+        session = run_meta("benchmarks.sweep", None, started, t_perf, load_before)
+        session |= {"host": host_record(), "measured": n_done, "noise_gate": gate.to_json()}
+        append_session(gate_path(out), session)
+        print(gate.sentence(), flush=True)
+
+
+def gate_path(sweep: str) -> str:
+    """Where a sweep's sessions and their noise-gate readings are kept, beside the sweep log."""
+    return os.path.splitext(sweep)[0] + ".gate.json"
+
+
+def append_session(path: str, session: dict) -> None:
+    sessions = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else []
+    sessions.append(session)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(sessions, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def test_spec_canonical_names_and_options() -> None:
     assert workloads.get("dense:M=4,N=8,K=16,dtype=float64").args[-1] == "float64"
     assert workloads.get("batch_matmul:B=2,M=3,N=4,K=5").args == (2, 3, 4, 5, "NN", "float32")
     small = workloads.get("conv2d:N=1,CI=128,H=28,W=28,CO=128,KH=3,KW=3,stride=1,pad=1,space=small")
-    assert small.x86_args == ("small",) and not small.cuda and small.name.endswith(",space=small")
+    assert small.space == "small" and not small.cuda and small.name.endswith(",space=small")
     assert small.args == workloads.get("conv2d-resnet18-L6-small").args
     assert "[12,128,64] @ [12,128,64]^T" in workloads.get("batch_matmul:B=12,M=128,N=128,K=64,layout=NT").description
 

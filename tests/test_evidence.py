@@ -156,25 +156,44 @@ def test_schemes_of_one_seed_measure_the_same_first_plan(matmul_task, replay_opt
     assert [str(c.key) for c in other.plan] != plans[0]
 
 
-# -- ReLeASE's adaptive sampler picks among the candidates it was given --------------------------------
+# -- ReLeASE's adaptive sampler: valid, unmeasured configs from the search's trajectory --------------------------------
 
 
-def test_adaptive_sampler_picks_only_offered_unvisited_candidates(matmul_task):
+def test_adaptive_sampler_picks_only_valid_unvisited_configs(matmul_task):
     space = matmul_task.config_space
     offered = space.random_candidates(np.random.default_rng(1), 120)
     offered = offered + offered[:30]  # repeats, as an optimizer's trajectory has them
     visited = {str(c.key) for c in offered[:20]}
     sampler = AdaptiveSampler(space, k_min=4, k_max=24, rng=np.random.default_rng(2))
     picks = sampler.select(offered, 24, visited)
-    offered_keys = {str(c.key) for c in offered}
     keys = [str(c.key) for c in picks]
-    assert 1 <= len(picks) <= 24
-    assert set(keys) <= offered_keys
+    assert 4 <= len(picks) <= 24
+    assert all(space.is_index_valid(int(k)) for k in keys)  # rounded centroids and modes stay in the space
     assert not set(keys) & visited
     assert len(set(keys)) == len(keys)
     assert sampler.history[-1] == len(picks)
     # everything offered is visited: nothing to pick
     assert sampler.select(offered[:5], 4, {str(c.key) for c in offered[:5]}) == []
+
+
+def test_the_sampler_clusters_the_optimizers_trajectory_with_its_repeats(matmul_task, replay_option):
+    class Recorder:
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def select(self, candidates, num, visited):  # noqa: ANN001, ANN201
+            self.seen.append(len(candidates))
+            self.distinct = len({c.key for c in candidates})
+            return list(candidates)[:3]
+
+    rec = Recorder()
+    tuner = XGBTuner(matmul_task, plan_size=8, sampler=rec, seed=0)
+    tuner.tune(11, replay_option, batch_size=8)
+    sa = tuner.model_optimizer
+    assert len(rec.seen) == tuner.train_ct == 2  # after the 8 random trials and after the 3 sampled ones
+    assert rec.seen[-1] == len(sa.trajectory())  # the whole trajectory, not the 32 best
+    assert rec.seen[-1] > 32 and rec.distinct < rec.seen[-1]  # walkers dwell: repeats kept
+    assert len(tuner.plan) == 3 + tuner.exploration.splits[-1][1]  # the sampler set the plan's length
 
 
 # -- itervar features: failures are reported, rows are missing (NaN), not zeros ------------------------

@@ -67,19 +67,20 @@ def test_knee_stops_at_k_min_on_structureless_data():
     assert len(found) == 8 and len(losses) == 2
 
 
-def test_sampler_picks_are_candidates_nearest_their_centroids():
+def test_sampler_batch_size_follows_the_clusters_not_the_plan_size():
     space = grid_space(4, 10)
     sampler = AdaptiveSampler(space, rng=np.random.default_rng(0))
     rng = np.random.default_rng(1)
-    centers = rng.integers(0, 10, size=(9, 4))
-    cands = space.from_digits(
-        np.asarray([np.clip(c + rng.integers(-1, 2, size=4), 0, 9) for c in centers for _ in range(20)])
-    )
-    picks = sampler.select(cands, 64, visited=set())
-    keys = [p.key for p in picks]
-    assert 8 <= len(picks) <= 64 and len(set(keys)) == len(keys)
-    assert set(keys) <= {c.key for c in cands}  # every pick is a candidate the model scored
-    assert sampler.history == [len(picks)]
+    centers = np.asarray([[a, b, c, d] for a in (1, 8) for b in (1, 8) for c in (1, 8) for d in (1, 8)])[:12]
+    rows = np.asarray([np.clip(c + rng.integers(-1, 2, size=4), 0, 9) for c in centers for _ in range(20)])
+    picks = sampler.select(space.from_digits(rows), 4, visited=set())  # a plan share of 4: k is still 12
+    assert len(picks) == 12 and len({p.key for p in picks}) == 12
+    got = space.encode(picks)
+    # one pick per cluster, each within a step of its cluster's centre on every knob
+    nearest = np.argmin(np.abs(got[:, None, :] - centers[None]).sum(-1), axis=1)
+    assert sorted(nearest) == list(range(12))
+    assert np.abs(got - centers[nearest]).max() <= 1
+    assert sampler.history == [12]
 
 
 def test_sampler_never_picks_a_measured_config_twice():
@@ -100,17 +101,54 @@ def test_sampler_never_picks_a_measured_config_twice():
         measured |= set(keys)
 
 
-def test_sampler_represents_a_cluster_by_its_candidate_nearest_the_centroid():
+def test_sampler_measures_the_rounded_centroid_then_the_clusters_mode_then_its_nearest_member():
     space = grid_space(2, 50)
     sampler = AdaptiveSampler(space, k_min=1, k_max=1, rng=np.random.default_rng(0))
-    # one cluster, centroid (29, 29): the nearest candidate is (30, 30), then (40, 40) is farther than it
-    rows = [[30, 30]] * 5 + [[10, 10]] * 2 + [[40, 40]] * 3
+    rows = [[30, 30]] * 5 + [[10, 10]] * 2 + [[40, 40]] * 3  # repeats kept: the centroid is (29, 29)
     cands = space.from_digits(np.asarray(rows))
-    assert [p.key for p in sampler.select(cands, 4, visited=set())] == [cands[0].key]
-    # (30, 30) measured: it leaves the clustering, the centroid moves to (28, 28) and its nearest
-    # candidate is (40, 40), a config the model scored, not one off the trajectory
-    got = sampler.select(cands, 4, visited={cands[0].key})
-    assert [p.key for p in got] == [cands[7].key]
+    key = lambda *d: space.from_digits(np.asarray([d]))[0].key  # noqa: E731
+    assert [p.key for p in sampler.select(cands, 4, visited=set())] == [key(29, 29)]  # no walker stood there
+    assert [p.key for p in sampler.select(cands, 4, visited={key(29, 29)})] == [key(30, 30)]  # the mode
+    # centroid and mode measured: the member nearest the centroid that is not, (40, 40)
+    assert [p.key for p in sampler.select(cands, 4, visited={key(29, 29), key(30, 30)})] == [key(40, 40)]
+    assert [s["centroid"] for s in sampler.sources] == [1, 0, 0]
+    assert [s["mode"] for s in sampler.sources] == [0, 1, 0]
+
+
+def test_a_visited_centroid_is_replaced_by_the_per_dimension_mode_of_its_cluster():
+    space = grid_space(2, 10)
+    sampler = AdaptiveSampler(space, k_min=1, k_max=1, rng=np.random.default_rng(0))
+    rows = [[1, 5]] * 3 + [[2, 9]] * 2 + [[7, 9]] * 2 + [[1, 2]]  # centroid (2.75, 6.6) rounds to (3, 7)
+    cands = space.from_digits(np.asarray(rows))
+    key = lambda *d: space.from_digits(np.asarray([d]))[0].key  # noqa: E731
+    assert [p.key for p in sampler.select(cands, 4, visited=set())] == [key(3, 7)]
+    # knob 0's mode is 1 (4 of 8), knob 1's is 9 (4 of 8): (1, 9), a config no walker stood on
+    assert [p.key for p in sampler.select(cands, 4, visited={key(3, 7)})] == [key(1, 9)]
+
+
+def test_a_centroid_outside_the_filters_is_replaced_too():
+    space = ConfigSpace()
+    space.define_knob("k0", list(range(6)))
+    space.define_knob("k1", list(range(6)))
+    space.multi_filter(lambda c: (c["k0"].val != 3) | (c["k1"].val != 3))  # a hole at (3, 3)
+    sampler = AdaptiveSampler(space, k_min=1, k_max=1, rng=np.random.default_rng(0))
+    rows = [[2, 3]] * 2 + [[4, 3], [3, 2], [3, 4]]  # around the hole: the centroid (2.8, 3) rounds into it
+    picks = sampler.select(space.from_digits(np.asarray(rows)), 4, visited=set())
+    # the mode: knob 0 ties 2 and 3 (the smaller wins), knob 1 is 3
+    assert [tuple(r) for r in space.encode(picks)] == [(2, 3)]
+    assert sampler.sources == [{"centroid": 0, "mode": 1, "member": 0}]
+
+
+def test_walkers_continue_from_where_the_last_call_left_them():
+    space = grid_space(4, 8)
+    agent = PPOAgent(space, seed=0, parallel_size=16, step_cap=4, max_episodes=1)
+    score = smooth_score(space)
+    agent.find_maximums(score, 8, set())
+    left = agent.points.copy()
+    agent.find_maximums(score, 8, set())
+    trajectory = space.encode(agent.trajectory())
+    np.testing.assert_array_equal(trajectory[:16], left)  # the second call starts where the first ended
+    assert len(trajectory) > 16 and len({tuple(r) for r in trajectory}) < len(trajectory)  # repeats kept
 
 
 # -- the PPO agent -------------------------------------------------------------------------------------
@@ -206,8 +244,11 @@ def test_adaptive_sampling_refits_after_each_sampled_batch(matmul_task, replay_o
     tuner = XGBTuner(matmul_task, plan_size=16, sampler="adaptive", seed=0)
     tuner.tune(n_trial=80, measure_option=replay_option, batch_size=16)
     history = tuner.sampler.history
-    assert history and all(1 <= n <= 16 for n in history)
-    # 16 random trials, then each sampled batch is measured and the model refit before the next one
-    assert tuner.train_ct == len(history)
-    assert 16 + sum(history[:-1]) <= 80 < 16 + sum(history)
+    assert history and all(1 <= n <= 64 for n in history)  # k by the knee rule, not capped at the plan size
+    # 16 random trials, then each sampled batch (plus the random share) is measured and the model refit
+    # before the next one
+    splits = tuner.exploration.splits
+    assert tuner.train_ct == len(history) == len(splits) and [m for m, _ in splits] == history
+    plans = [m + r for m, r in splits]
+    assert 16 + sum(plans[:-1]) <= 80 < 16 + sum(plans)
     assert len({t.index for t in tuner.trials}) == len(tuner.trials) == 80

@@ -336,3 +336,57 @@ def test_good_config_compiles_to_the_isas_vector_registers(tgt: dict, wide: str)
     assert "vfmadd" in asm and wide in asm
     if wide == "ymm":
         assert "zmm" not in asm
+
+
+# -- AutoTVM's unpruned spaces (space="autotvm") ---------------------------------------------------------
+UNPRUNED_CASES = [
+    ("dense.x86", (24, 20, 7, "float32")),
+    ("batch_matmul.x86", (2, 32, 32, 32, "NT", "float32")),
+    ("conv2d_nchw.x86", (1, 16, 14, 14, 32, 3, 3, 2, 1, "float32")),
+]
+
+
+@pytest.mark.parametrize("name,args", UNPRUNED_CASES, ids=[n for n, _ in UNPRUNED_CASES])
+def test_autotvm_space_keeps_every_factorisation_and_its_configs_compute_correctly(name: str, args: tuple) -> None:
+    pruned = adatune.task.create(name, args, HOST)
+    task = adatune.task.create(name, (*args, "autotvm"), HOST)
+    space, small = task.config_space, pruned.config_space
+    assert not space.has_filters and len(space) == space.range_length  # nothing filtered out
+    assert list(space.space_map) == list(small.space_map)  # the same knobs...
+    for knob, values in space.space_map.items():  # ...each with every value the pruned space has, and more
+        assert {str(e) for e in small.space_map[knob].entities} <= {str(e) for e in values.entities}
+    assert len(space) >= 4 * len(small)
+    split = space.space_map["tile_y"]
+    extent = args[1] if name.startswith("batch") else (args[0] if name.startswith("dense") else None)
+    if extent is not None:  # a 3-way split keeps every ordered factorisation of the extent
+        assert len(split) == sum(1 for a in range(1, extent + 1) for b in range(1, extent + 1) if extent % (a * b) == 0)
+    assert task.workload_key != pruned.workload_key  # records of the two spaces never mix
+    for index in space.sample(np.random.default_rng(3), 3):  # configs the pruned space leaves out, too
+        _run_against_numpy(task, task.instantiate(index)[0], f"unpruned config {index}")
+
+
+@pytest.mark.parametrize("name,args", [CUDA_CASES[0], CUDA_CASES[2]], ids=["dense.cuda", "conv2d_nchw.cuda"])
+def test_cuda_autotvm_space_drops_the_launch_filters(name: str, args: tuple) -> None:
+    pruned = adatune.task.create(name, args, CUDA)
+    task = adatune.task.create(name, (*args, "autotvm"), CUDA)
+    assert pruned.config_space.has_filters and not task.config_space.has_filters
+    assert len(task.config_space) > len(pruned.config_space)
+    task.instantiate(int(task.config_space.sample(np.random.default_rng(0), 1)[0]))  # applies without error
+
+
+def test_unknown_space_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="space must be one of .*'autotvm'.*got 'huge'"):
+        adatune.task.create("dense.x86", (16, 16, 16, "float32", "huge"), HOST)
+    with pytest.raises(ValueError, match="space must be one of"):
+        adatune.task.create("dense.x86", (16, 16, 16, "float32", "small"), HOST)  # small is conv2d's alone
+
+
+def test_workload_specs_ask_for_the_unpruned_space() -> None:
+    w = workloads.get("dense:M=64,N=64,K=64,space=autotvm")
+    assert w.name == "dense:M=64,N=64,K=64,space=autotvm" and w.space == "autotvm" and w.cuda
+    assert w.task_args(HOST)[-1] == w.task_args(CUDA)[-1] == "autotvm"
+    assert workloads.get("batch_matmul:B=2,M=8,N=8,K=8,space=autotvm").task_args(HOST)[-1] == "autotvm"
+    with pytest.raises(ValueError, match="space=small exists for conv2d only"):
+        workloads.get("dense:M=64,N=64,K=64,space=small")
+    task = w.create_task(HOST)
+    assert len(task.space) == task.config_space.range_length > 10_000

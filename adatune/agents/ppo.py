@@ -116,8 +116,9 @@ def _torch_threads(n: int | None) -> Iterator[None]:
 class PPOAgent(ModelOptimizer):
     """A ``ModelOptimizer`` whose search is a PPO agent; the policy persists across ``find_maximums`` calls.
 
-    Each call runs up to ``max_episodes`` episodes of ``parallel_size`` walkers, each from a fresh random
-    config (``restart_ratio`` < 1 keeps some walkers where the last episode left them). An episode ends
+    Each call runs up to ``max_episodes`` episodes of ``parallel_size`` walkers. As in the paper, walkers
+    continue where the last episode (of this call or the previous one) left them; ``restart_ratio`` > 0
+    sends that share of them to random configs before each episode instead. An episode ends
     once at most ``1 - stop_ratio`` of the knobs moved in a step (most knobs stopped) or after ``step_cap``
     steps; it is a truncation, so its last state's value is bootstrapped. A call also ends once an episode
     leaves the top-``num`` set unchanged. ``last_steps`` / ``steps_history`` record the search steps (moves
@@ -138,7 +139,7 @@ class PPOAgent(ModelOptimizer):
         step_cap: int = 32,
         max_episodes: int = 4,
         stop_ratio: float = 0.9,
-        restart_ratio: float = 1.0,
+        restart_ratio: float = 0.0,
         hidden: int = 64,
         lr: float = 1e-3,
         gamma: float = 0.9,
@@ -178,6 +179,7 @@ class PPOAgent(ModelOptimizer):
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
         self.reward_scale = RunningScale()
         self.points: np.ndarray | None = None
+        self._visited: list[np.ndarray] = []  # digits the walkers stood on in the last call
         self.last_steps = 0
         self.steps_history: list[int] = []
         self.reward_history: list[float] = []  # mean raw reward of every episode
@@ -316,8 +318,8 @@ class PPOAgent(ModelOptimizer):
 
     # -- ModelOptimizer ---------------------------------------------------------------------------
     def _restart(self, points: np.ndarray) -> np.ndarray:
-        """Send ``restart_ratio`` of the walkers to random configs: episodes start from anywhere, so the
-        policy learns to climb from anywhere and the trajectory covers more than one basin."""
+        """Send ``restart_ratio`` of the walkers to random configs (none by default: the paper's walkers
+        continue); restarts make the policy climb from anywhere and spread the trajectory over more basins."""
         n_new = int(round(self.restart_ratio * len(points)))
         if n_new == 0:
             return points
@@ -340,12 +342,14 @@ class PPOAgent(ModelOptimizer):
             points = self._restart(self.points)
         pool: dict[bytes, tuple[float, np.ndarray]] = {}
         self._offer(pool, points, score_digits(points))
+        self._visited = [points]
         top = self._top(pool, num, exclusive)
         steps = 0
         for _ in range(self.max_episodes):
             ep = self.train_episode(score_digits, points)
             steps += ep.length
             self._offer(pool, ep.visited.reshape(-1, len(self.dims)), ep.raw_rewards.ravel())
+            self._visited.append(ep.visited.reshape(-1, len(self.dims)))
             new_top = self._top(pool, num, exclusive)
             points = self._restart(ep.final_points)
             if [c.key for c in new_top] == [c.key for c in top] and len(new_top) >= num:
@@ -356,6 +360,12 @@ class PPOAgent(ModelOptimizer):
         self.steps_history.append(steps)
         logger.debug("PPO: %d steps, %d candidates seen, mean reward %.4g", steps, len(pool), self.reward_history[-1])
         return top
+
+    def trajectory(self) -> list[Any]:
+        """Every state the walkers stood on in the last call (starts and each step of every episode)."""
+        if not self._visited:
+            return []
+        return self.space.from_digits(np.concatenate(self._visited))
 
     @staticmethod
     def _offer(pool: dict[bytes, tuple[float, np.ndarray]], digits: np.ndarray, scores: np.ndarray) -> None:

@@ -42,12 +42,18 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         self.early_stop = early_stop
         self.points: list[Any] | None = None
         self.last_steps = 0
+        self._trajectory: list[Any] = []
+
+    def trajectory(self) -> list[Any]:
+        """The chains' points after every step of the last call (their starts included)."""
+        return list(self._trajectory)
 
     def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[str]) -> list[Any]:
         if self.persistent and self.points is not None:
             points = list(self.points)
         else:
             points = self.space.random_candidates(self.rng, self.parallel_size)
+        self._trajectory = list(points)
         if not points:
             return []
         scores = np.asarray(score(points), dtype=np.float64)
@@ -80,6 +86,7 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
             accept = self.rng.random(len(ac_prob)) < ac_prob
             points = [n if a else p for p, n, a in zip(points, new_points, accept)]
             scores = np.where(accept, new_scores, scores)
+            self._trajectory.extend(points)
             if offer(new_scores, new_points):
                 last_modify = k
             k += 1

@@ -51,3 +51,6 @@ class ContextualSimulatedAnnealing(ModelOptimizer):
         return self.policy.plan(
             self.space, self.explore_rng, num, exclusive, lambda m: self.sa.find_maximums(score, m, exclusive)
         )
+
+    def trajectory(self) -> list[Any]:
+        return self.sa.trajectory()

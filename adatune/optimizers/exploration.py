@@ -109,18 +109,22 @@ class ExplorationPolicy(Configurable):
         num: int,
         exclude: Collection[str],
         exploit: Callable[[int], Sequence[Any]],
+        sized_by_search: bool = False,
     ) -> list[Any]:
         """``num`` candidates: ``exploit(m)``'s best (m = num less the random share), then random unmeasured ones,
-        which also top up a plan the exploiting search could not fill."""
+        which also top up a plan the exploiting search could not fill. With ``sized_by_search`` (adaptive
+        sampling) every exploit pick is kept and only the random share is added: the search sets the length."""
         eps = self.rate(space, rng, exclude)
         n_random = random_share(eps, num, rng)
         picks: list[Any] = []
         taken = set(exclude)
+        cap = None if sized_by_search else num - n_random
         for cand in exploit(num - n_random) if num > n_random else ():
-            if len(picks) < num - n_random and str(cand.key) not in taken:
+            if (cap is None or len(picks) < cap) and str(cand.key) not in taken:
                 picks.append(cand)
                 taken.add(str(cand.key))
-        randoms = space.random_candidates(rng, num - len(picks), exclude=taken)
+        n_fill = n_random if sized_by_search else num - len(picks)
+        randoms = space.random_candidates(rng, n_fill, exclude=taken)
         self.history.append(eps)
         self.splits.append((len(picks), len(randoms)))
         logger.info(

@@ -56,6 +56,14 @@ class _ConfigBase:
     axis = staticmethod(VirtualAxis)
     reduce_axis = staticmethod(VirtualAxis)
 
+    pruned = True
+
+    def prune(self, on: bool) -> None:
+        """``prune(False)``: AutoTVM's unpruned space. The ``filter=`` of later splits and later
+        ``multi_filter`` calls are ignored, so every factorisation and combination stays in, configs that
+        spill registers or leave cores idle too: the large spaces that search methods differ on."""
+        self.pruned = bool(on)
+
     def add_flop(self, flop: Any) -> None:
         """Let a template state its FLOP count (otherwise TVM's TIR estimate is used)."""
         self.flop = self.flop + float(getattr(flop, "value", flop))
@@ -80,7 +88,7 @@ class _ConfigBase:
                 num_outputs=num_outputs,
                 policy=policy,
                 max_factor=max_factor,
-                filter=filter,
+                filter=filter if self.pruned else None,
                 candidate=candidate,
                 no_tail=no_tail,
             ),
@@ -153,6 +161,8 @@ class ConfigSpace(_ConfigBase, DiscreteSpace):
         """
         if not callable(filter):
             raise TypeError(f"multi_filter needs a callable, got {filter!r}")
+        if not self.pruned:
+            return
         self._filters.append(filter)
         self.clear_cache()
 

@@ -3,12 +3,14 @@
 =====================  ==========================================================  =================
 template               arguments                                                   computes
 =====================  ==========================================================  =================
-``dense.x86/cuda``     ``N, L, M, dtype``                                          ``A[N,L] @ B[L,M]``
-``batch_matmul.*``     ``B, M, N, K, transpose_b ("NN"|"NT"), dtype``              ``A[B,M,K] @ B``
+``dense.x86/cuda``     ``N, L, M, dtype[, space]``                                 ``A[N,L] @ B[L,M]``
+``batch_matmul.*``     ``B, M, N, K, transpose_b ("NN"|"NT"), dtype[, space]``     ``A[B,M,K] @ B``
 ``conv2d_nchw.*``      ``N, CI, H, W, CO, KH, KW, stride, pad, dtype[, space]``    NCHW conv2d
 =====================  ==========================================================  =================
 
-The knobs of each template are listed in its module's docstring. ``adatune.workloads`` names the
+The knobs of each template are listed in its module's docstring. ``space`` is ``"full"`` (the default:
+pruned to what fits the target), ``"autotvm"`` (AutoTVM's unpruned space, see ``_spaces``) or, for the x86
+conv2d, ``"small"`` (an exhaustively measurable subset). ``adatune.workloads`` names the
 standard shapes (``dense-1024``, ``conv2d-resnet18-L6``, ...).
 """
 

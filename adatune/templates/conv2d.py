@@ -23,7 +23,8 @@ Knobs:
 ``space="small"`` keeps the same template but restricts the knobs (no middle tiles, fewer candidates)
 to about two thousand configs (one to one and a half thousand valid), small enough to measure
 exhaustively for replay experiments; it keeps every register tile that fits the registers, slow ones
-too, so that tuners have a spread of speeds to tell apart.
+too, so that tuners have a spread of speeds to tell apart. ``space="autotvm"`` keeps the full space's knobs
+unpruned (every factorisation, no joint filter: ``_spaces``).
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ from .. import target as _target
 from ..target import CpuInfo
 from ..task import get_config, template
 from . import _x86
+from ._spaces import SPACES, choose_space
 
 __all__ = ["conv2d_compute", "conv2d_flop", "conv2d_reference", "conv2d_x86", "output_size"]
 
-_SPACES = ("full", "small")
+_SPACES = (*SPACES, "small")
 
 
 def output_size(size: int, kernel: int, stride: int, pad: int) -> int:
@@ -194,12 +196,11 @@ def conv2d_x86(
     dtype: str = "float32",
     space: str = "full",
 ):
-    if space not in _SPACES:
-        raise ValueError(f"space must be one of {_SPACES}, got {space!r}")
     tensors = conv2d_compute(N, CI, H, W, CO, KH, KW, stride, pad, dtype)
     OH, OW = (int(s) for s in tensors[-1].shape[2:])
     sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
     cfg = get_config()
+    choose_space(cfg, space, _SPACES)
     cfg.add_flop(conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad))
     info = _target.cpu_info(_target.current())
     _define_knobs(cfg, (N, CI, CO, OH, OW, KH, KW, stride), info, dtype, space == "small")

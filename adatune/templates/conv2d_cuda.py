@@ -7,7 +7,8 @@ memory cooperatively by all threads of a block (the padding is inlined into that
 thread accumulates its outputs in registers. ``auto_unroll_max_step`` [0, 512, 1500] and
 ``unroll_explicit`` [0, 1] as in AutoTVM. Configs over 1024 threads, 48 KiB shared memory or 64
 accumulators per thread, or under one warp of threads (when the output has that many
-points), are filtered out.
+points), are filtered out; ``space="autotvm"`` keeps them, as AutoTVM's space does (they fail to build or
+launch and are recorded with their error kind).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tvm import te
 
 from ..task import get_config, template
 from . import _cuda
+from ._spaces import choose_space
 from .conv2d import conv2d_compute, conv2d_flop, conv2d_reference
 
 __all__ = ["conv2d_cuda"]
@@ -63,12 +65,23 @@ def _define_knobs(
 
 @template("conv2d_nchw.cuda", reference=conv2d_reference)
 def conv2d_cuda(
-    N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, pad: int, dtype: str = "float32"
+    N: int,
+    CI: int,
+    H: int,
+    W: int,
+    CO: int,
+    KH: int,
+    KW: int,
+    stride: int,
+    pad: int,
+    dtype: str = "float32",
+    space: str = "full",
 ):
     tensors = conv2d_compute(N, CI, H, W, CO, KH, KW, stride, pad, dtype)
     OH, OW = (int(s) for s in tensors[-1].shape[2:])
     sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
     cfg = get_config()
+    choose_space(cfg, space)
     cfg.add_flop(conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad))
     _define_knobs(cfg, CO, OH, OW, CI, KH, KW, stride, tvm.DataType(dtype).bits // 8)
 

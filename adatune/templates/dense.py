@@ -26,6 +26,7 @@ from tvm import te
 from .. import target as _target
 from ..task import get_config, template
 from . import _cuda, _x86
+from ._spaces import choose_space
 
 __all__ = ["dense_compute", "dense_x86", "dense_cuda", "dense_reference"]
 
@@ -43,11 +44,12 @@ def dense_reference(a, b):  # noqa: ANN001, ANN201 - numpy arrays in, numpy arra
 
 
 @template("dense.x86", reference=dense_reference)
-def dense_x86(N: int, L: int, M: int, dtype: str = "float32"):
+def dense_x86(N: int, L: int, M: int, dtype: str = "float32", space: str = "full"):
     """Packed GEMM: B is repacked to ``[M // nr, L, nr]`` so the micro-kernel streams it contiguously."""
     tensors = dense_compute(N, L, M, dtype)
     sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
     cfg = get_config()
+    choose_space(cfg, space)
     cfg.add_flop(2.0 * N * L * M)
     block = sch.get_sblock("C")
     i, j, k = sch.get_loops(block)
@@ -117,10 +119,11 @@ def schedule_gemm_cuda(sch, cfg, block, batch: list, i, j, k) -> None:  # noqa: 
 
 
 @template("dense.cuda", reference=dense_reference)
-def dense_cuda(N: int, L: int, M: int, dtype: str = "float32"):
+def dense_cuda(N: int, L: int, M: int, dtype: str = "float32", space: str = "full"):
     tensors = dense_compute(N, L, M, dtype)
     sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
     cfg = get_config()
+    choose_space(cfg, space)
     cfg.add_flop(2.0 * N * L * M)
     define_gemm_cuda(cfg, N, M, L, tvm.DataType(dtype).bits // 8)
     block = sch.get_sblock("C")

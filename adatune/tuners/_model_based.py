@@ -39,7 +39,8 @@ logger = logging.getLogger("adatune.tuner")
 
 
 class Sampler(Protocol):
-    """Chooses which of the optimizer's candidates to measure (e.g. ReLeASE's adaptive sampling)."""
+    """Chooses which configs to measure from the optimizer's trajectory (e.g. ReLeASE's adaptive sampling);
+    how many is its own choice (``num`` is the plan's model share, a hint)."""
 
     def select(self, candidates: Sequence[Any], num: int, visited: Collection[str]) -> list[Any]: ...
 
@@ -161,7 +162,12 @@ class ModelBasedTuner(Tuner):
         self._fit_n = len(self.xs)
         self.cost_model.fit(self.featurize(self.xs), self.ys, self.plan_size)
         self.plan = self.exploration.plan(
-            self.space, self.streams.explore, self.plan_size, self.visited, lambda n: self.propose(self.score, n)
+            self.space,
+            self.streams.explore,
+            self.plan_size,
+            self.visited,
+            lambda n: self.propose(self.score, n),
+            sized_by_search=self.sampler is not None,
         )
         self.plan_pt = 0
         self.train_ct += 1
@@ -174,9 +180,9 @@ class ModelBasedTuner(Tuner):
         """The model's share of a plan: the optimizer's best, thinned by the sampler or the diversity filter."""
         if self.model_optimizer is None:
             raise ValueError(f"{type(self).__name__} has no model optimizer")
-        if self.sampler is not None:
+        if self.sampler is not None:  # it clusters the search's whole trajectory (or, if none is kept, its best)
             cands = self.model_optimizer.find_maximums(score, num * 4, self.visited)
-            return self.sampler.select(cands, num, self.visited)
+            return self.sampler.select(self.model_optimizer.trajectory() or cands, num, self.visited)
         if self.diversity_filter_ratio:
             cands = self.model_optimizer.find_maximums(score, int(num * self.diversity_filter_ratio), self.visited)
             if not cands:

@@ -1,0 +1,23 @@
+"""Which search space a template offers: its hardware-derived default, or AutoTVM's unpruned one.
+
+``space="full"`` (the default) keeps only configs that fit the target's registers, caches and cores (see
+``_x86`` and ``_cuda``): a few hundred to a few thousand configs, where every search method finds the same
+plan. ``space="autotvm"`` keeps the same knobs with every factorisation and combination, as AutoTVM's
+templates define them (10^4-10^6 configs, slow and spilling ones included): the spaces on which search
+methods can differ. The space name is a template argument, so records of the two never mix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SPACES", "choose_space"]
+
+SPACES = ("full", "autotvm")
+
+
+def choose_space(cfg: Any, space: str, choices: tuple[str, ...] = SPACES) -> None:
+    """Check ``space`` and switch the config's pruning off for ``"autotvm"`` (before any knob is defined)."""
+    if space not in choices:
+        raise ValueError(f"space must be one of {choices}, got {space!r}")
+    cfg.prune(space != "autotvm")
