@@ -113,6 +113,21 @@ def test_rfei_predict_is_ei_of_its_mean_and_std(matmul_task):
     np.testing.assert_allclose(model.predict(q[::-1]), ei[::-1])  # cached, batch-independent
 
 
+def test_rfei_mean_acquisition_is_the_forests_mean_alone(matmul_task):
+    """The ablation control: the same forest (same seed) scored by its mean, so EI's part can be isolated."""
+    y = _synthetic_flops(matmul_task)
+    xs = np.random.default_rng(0).choice(len(y), 60, replace=False)
+    ei_model, mean_model = (RFEICostModel(matmul_task, n_trees=32, seed=0, acquisition=a) for a in ("ei", "mean"))
+    for m in (ei_model, mean_model):
+        m.fit(xs, y[xs], 16)
+    q = np.arange(len(y))
+    mu, _ = ei_model.predict_mean_std(q)
+    np.testing.assert_allclose(mean_model.predict(q), mu / ei_model.best_flops, rtol=1e-9)
+    assert not np.allclose(ei_model.predict(q), mean_model.predict(q))
+    with pytest.raises(ValueError, match="acquisition must be one of .*got 'ucb'"):
+        RFEICostModel(matmul_task, acquisition="ucb")
+
+
 def test_rfei_variance_is_forestci_infinitesimal_jackknife(matmul_task):
     import forestci
 

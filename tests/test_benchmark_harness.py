@@ -59,3 +59,48 @@ def test_the_trace_study_task_is_the_same_operator_over_a_large_trace_space():
     assert trace.space.size > 100 * knob.space.size
     with pytest.raises(ValueError, match="space must be 'knob' or 'trace'"):
         study_task("dense-bert-qkv", "autotvm-ish")
+
+
+# -- the tabular benchmark's pre-registered gates ---------------------------------------------------------
+
+
+def test_expected_measurements_of_random_search_and_of_the_oracle_match_enumeration():
+    import itertools
+
+    import numpy as np
+
+    from benchmarks.tabular import expected_oracle, expected_random, room_gates
+
+    n, good, plan = 6, 2, 2
+    firsts = []  # every order of 6 configs, 2 of them good: the position of the first good one
+    for order in itertools.permutations([1, 1, 0, 0, 0, 0]):
+        firsts.append(order.index(1) + 1)
+    assert expected_random(n, good) == pytest.approx(np.mean(firsts))
+    assert expected_oracle(n, good, plan) == pytest.approx(np.mean([min(t, plan + 1) for t in firsts]))
+    assert expected_oracle(n, 0, plan) == plan + 1  # nothing good in the first plan: the oracle's next pick
+
+    flops = np.concatenate([np.full(9990, 1.0), np.full(10, 100.0)])  # 10 of 10000 configs are good
+    gates = room_gates(flops, plan=64, min_random_plans=10, min_ceiling=3)
+    assert [g["good"] for g in gates] == [10, 10]
+    assert gates[0]["expected_random"] == pytest.approx(10001 / 11)  # 909 >= 640: room to search
+    assert gates[0]["random_gate"] and gates[0]["ceiling_gate"]
+    flat = room_gates(np.linspace(0.9, 1.0, 10000), plan=64, min_random_plans=10, min_ceiling=3)
+    assert not flat[0]["random_gate"] and not flat[0]["ceiling_gate"]  # half the space is within 95%
+
+
+def test_regret_area_compares_how_close_runs_stayed_to_the_optimum():
+    from benchmarks.harness.report import study_stats
+
+    def run(scheme: str, seed: int, curve: list[float]) -> dict:
+        trials = [{"clock": float(i + 1), "best_gflops": b, "gflops": b, "key": str(i)} for i, b in enumerate(curve)]
+        return {"scheme": scheme, "seed": seed, "trials": trials, "clock": float(len(curve))}
+
+    runs = []
+    for seed in range(8):  # B reaches the optimum early, A late; both reach it, so only the area tells them apart
+        runs.append(run("A", seed, [0.5] * 6 + [1.0] * 2))
+        runs.append(run("B", seed, [0.5] * 2 + [1.0] * 6))
+    study = {"mode": "replay", "optimum_gflops": 1.0, "runs": runs, "workload": "w"}
+    rows = {r["metric"]: r for r in study_stats([study], ["A", "B"], "A", 1.0)}
+    # A's mean regret 6 * 0.5 / 8, B's 2 * 0.5 / 8: B's area is a third of A's
+    assert rows["regret area"]["median"] == pytest.approx(3.0)
+    assert rows["final best"]["median"] == pytest.approx(1.0)

@@ -29,11 +29,12 @@ from ..target import one_blas_thread
 from ..task import TuningTask
 from ._base import FEATURE_TYPE, NUM_THREADS, CostModel
 
-__all__ = ["RFEICostModel", "expected_improvement", "UNCERTAINTY_SOURCES"]
+__all__ = ["ACQUISITIONS", "RFEICostModel", "expected_improvement", "UNCERTAINTY_SOURCES"]
 
 logger = logging.getLogger("adatune.cost_model")
 
 UNCERTAINTY_SOURCES = ("forestci", "trees")
+ACQUISITIONS = ("ei", "mean")
 _N_REFERENCE = 256  # random configs the empirical-Bayes calibration is fitted on, once per fit
 
 
@@ -83,6 +84,12 @@ class RFEICostModel(CostModel):
         FEATURE_TYPE,
         Option.declare("calibrate", bool, "empirical-Bayes calibration of forestci's variance"),
         Option.declare("min_samples_leaf", int, "the forest's minimum samples per leaf", minimum=1),
+        Option.declare(
+            "acquisition",
+            str,
+            "what the search maximises: expected improvement, or the forest's mean alone (an ablation control)",
+            choices=ACQUISITIONS,
+        ),
         NUM_THREADS,
     )
 
@@ -98,8 +105,12 @@ class RFEICostModel(CostModel):
         num_threads: int | None = None,
         seed: int | None = None,
         reference: Callable[[np.random.Generator, int], np.ndarray] | None = None,
+        acquisition: str = "ei",
     ):
+        if acquisition not in ACQUISITIONS:
+            raise ValueError(f"acquisition must be one of {ACQUISITIONS}, got {acquisition!r}")
         self._bind(task, feature_type)
+        self.acquisition = acquisition
         if reference is None and task is not None:
             features = self.features
 
@@ -290,8 +301,11 @@ class RFEICostModel(CostModel):
         return mean * self.scale, std * self.scale
 
     def predict(self, xs: Any) -> np.ndarray:
-        """Expected improvement over the best measured throughput, divided by that throughput."""
+        """Expected improvement over the best measured throughput, divided by that throughput (with
+        ``acquisition="mean"``: the predicted throughput over the best, uncertainty unused)."""
         if self.forest is None:
             return np.zeros(len(self.as_features(xs)))
         mean, std = self.predict_mean_std(xs)
+        if self.acquisition == "mean":
+            return mean / self.scale
         return expected_improvement(mean / self.scale, std / self.scale, self.best_flops / self.scale)

@@ -17,13 +17,12 @@ import tvm
 
 from .. import target as _target
 from ..measure import MeasurePoint
-from ..task import ArgSpec, TuningTask, register_task_kind, workload_key
-from ._schedule import schedule_microkernel
-from ._space import MicroKernel, MicroKernelSpace
-from ._task import static_k
+from ..task import register_task_kind
+from ._space import MicroKernelSpace
+from ._task import DynamicGemmTask, arg_specs_at
 from ._workloads import DynamicWorkload
 
-__all__ = ["RANGE_PREFIX", "RangeTask", "arg_specs_at", "seconds_at"]
+__all__ = ["RANGE_PREFIX", "RangeTask", "seconds_at"]
 
 RANGE_PREFIX = "dietcode-range/"
 
@@ -34,13 +33,7 @@ def seconds_at(result: Any) -> dict[int, float]:
     return {int(p["at"][0]): float(np.median(p["costs"])) for p in points}
 
 
-def arg_specs_at(wl: DynamicWorkload, t: int) -> list[ArgSpec]:
-    """The kernel's tensor arguments (A, B, C) at extent ``t``."""
-    a, b, c = wl.shapes(t)
-    return [ArgSpec(a, wl.dtype, False), ArgSpec(b, wl.dtype, False), ArgSpec(c, wl.dtype, True)]
-
-
-class RangeTask(TuningTask):
+class RangeTask(DynamicGemmTask):
     """``workload`` at every T of ``ts``; its candidates are the workload's micro-kernels."""
 
     def __init__(
@@ -54,25 +47,14 @@ class RangeTask(TuningTask):
         bad = [t for t in ts if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not lo <= t <= hi]
         if not ts or bad:
             raise ValueError(f"sampled T must be integers in the workload's range [{lo}, {hi}], got {list(ts)!r}")
-        self.dynamic = workload
         self.ts = tuple(sorted({int(t) for t in ts}))
-        self.name = RANGE_PREFIX + workload.kind
-        self.args = (workload.to_json(), list(self.ts))
-        self.target = _target.create(target)
-        self.workload_key = workload_key(self.name, self.args)
+        super().__init__(workload, RANGE_PREFIX + workload.kind, (workload.to_json(), list(self.ts)), target, space)
         self.flop = float(sum(workload.flop(t) for t in self.ts))
         self.measure_points = tuple(MeasurePoint((t,), tuple(arg_specs_at(workload, t))) for t in self.ts)
         self.arg_specs = arg_specs_at(workload, self.ts[-1])  # dtypes and roles; shapes differ per point
-        self._space = space or MicroKernelSpace(self.target, workload.dtype, static_k(workload))
-
-    @property
-    def space(self) -> MicroKernelSpace:
-        return self._space
 
     def scheduled_module(self, candidate: Any) -> tvm.IRModule:
-        if not isinstance(candidate, MicroKernel):
-            raise TypeError(f"a DietCode task takes MicroKernel candidates, got {type(candidate).__name__}")
-        return schedule_microkernel(self.dynamic, candidate).mod
+        return self.kernel_module(candidate)
 
     def unscheduled_module(self) -> tvm.IRModule:
         return tvm.IRModule({"main": self.dynamic.prim_func()})

@@ -19,7 +19,7 @@ from ._schedule import schedule_microkernel
 from ._space import MicroKernel, MicroKernelSpace
 from ._workloads import DynamicWorkload
 
-__all__ = ["PREFIX", "MicroKernelTask", "static_k"]
+__all__ = ["PREFIX", "DynamicGemmTask", "MicroKernelTask", "arg_specs_at", "static_k"]
 
 PREFIX = "dietcode/"
 
@@ -30,7 +30,42 @@ def static_k(wl: DynamicWorkload) -> int:
     return k
 
 
-class MicroKernelTask(TuningTask):
+def arg_specs_at(wl: DynamicWorkload, t: int) -> list[ArgSpec]:
+    """The kernel's tensor arguments (A, B, C) at extent ``t``."""
+    a, b, c = wl.shapes(t)
+    return [ArgSpec(a, wl.dtype, False), ArgSpec(b, wl.dtype, False), ArgSpec(c, wl.dtype, True)]
+
+
+class DynamicGemmTask(TuningTask):
+    """What DietCode's tasks share: a dynamic workload, its target and its micro-kernel space, and a
+    candidate's kernel over the symbolic T (the per-T task specialises it, the range task keeps it)."""
+
+    def __init__(
+        self,
+        workload: DynamicWorkload,
+        name: str,
+        args: tuple,
+        target: _target.TargetLike,
+        space: MicroKernelSpace | None,
+    ):
+        self.dynamic = workload
+        self.name, self.args = name, args
+        self.target = _target.create(target)
+        self.workload_key = workload_key(self.name, self.args)
+        self._space = space or MicroKernelSpace(self.target, workload.dtype, static_k(workload))
+
+    @property
+    def space(self) -> MicroKernelSpace:
+        return self._space
+
+    def kernel_module(self, candidate: Any) -> tvm.IRModule:
+        """The candidate's micro-kernel for every T (T is the PrimFunc's fourth parameter)."""
+        if not isinstance(candidate, MicroKernel):
+            raise TypeError(f"a DietCode task takes MicroKernel candidates, got {type(candidate).__name__}")
+        return schedule_microkernel(self.dynamic, candidate).mod
+
+
+class MicroKernelTask(DynamicGemmTask):
     """``workload`` at ``T = t``; its candidates are the workload's micro-kernels."""
 
     def __init__(
@@ -38,29 +73,13 @@ class MicroKernelTask(TuningTask):
     ):
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
             raise ValueError(f"T must be a positive integer, got {t!r}")
-        self.dynamic = workload
         self.t = int(t)
-        self.name = PREFIX + workload.kind
-        self.args = (workload.to_json(), self.t)
-        self.target = _target.create(target)
-        self.workload_key = workload_key(self.name, self.args)
+        super().__init__(workload, PREFIX + workload.kind, (workload.to_json(), self.t), target, space)
         self.flop = workload.flop(self.t)
-        shapes = workload.shapes(self.t)
-        self.arg_specs = [
-            ArgSpec(shapes[0], workload.dtype, False),
-            ArgSpec(shapes[1], workload.dtype, False),
-            ArgSpec(shapes[2], workload.dtype, True),
-        ]
-        self._space = space or MicroKernelSpace(self.target, workload.dtype, static_k(workload))
-
-    @property
-    def space(self) -> MicroKernelSpace:
-        return self._space
+        self.arg_specs = arg_specs_at(workload, self.t)
 
     def scheduled_module(self, candidate: Any) -> tvm.IRModule:
-        if not isinstance(candidate, MicroKernel):
-            raise TypeError(f"a DietCode task takes MicroKernel candidates, got {type(candidate).__name__}")
-        func = schedule_microkernel(self.dynamic, candidate).mod["main"]
+        func = self.kernel_module(candidate)["main"]
         return tvm.IRModule({"main": func.specialize({func.params[3]: self.t})})
 
     def unscheduled_module(self) -> tvm.IRModule:

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SPACES", "choose_space"]
+import tvm
+from tvm import te
+
+from ..task import get_config
+
+__all__ = ["SPACES", "choose_space", "start_schedule"]
 
 SPACES = ("full", "autotvm")
 
@@ -21,3 +26,13 @@ def choose_space(cfg: Any, space: str, choices: tuple[str, ...] = SPACES) -> Non
     if space not in choices:
         raise ValueError(f"space must be one of {choices}, got {space!r}")
     cfg.prune(space != "autotvm")
+
+
+def start_schedule(tensors: list[te.Tensor], flop: float, space: str, choices: tuple[str, ...] = SPACES) -> tuple:
+    """What every template does first: a schedule of the tensors' PrimFunc, and the config (the space being
+    collected, or the config being applied) with its FLOP count and the chosen space."""
+    sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
+    cfg = get_config()
+    choose_space(cfg, space, choices)
+    cfg.add_flop(flop)
+    return sch, cfg

@@ -18,9 +18,9 @@ import tvm
 from tvm import te
 
 from .. import target as _target
-from ..task import get_config, template
+from ..task import template
 from . import _x86
-from ._spaces import choose_space
+from ._spaces import start_schedule
 from .dense import define_gemm_cuda, schedule_gemm_cuda
 
 __all__ = ["batch_matmul_compute", "batch_matmul_x86", "batch_matmul_cuda", "batch_matmul_reference"]
@@ -59,10 +59,7 @@ def batch_matmul_x86(
     B: int, M: int, N: int, K: int, transpose_b: str = "NN", dtype: str = "float32", space: str = "full"
 ):
     tensors = batch_matmul_compute(B, M, N, K, transpose_b, dtype)
-    sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
-    cfg = get_config()
-    choose_space(cfg, space)
-    cfg.add_flop(_flop(B, M, N, K))
+    sch, cfg = start_schedule(tensors, _flop(B, M, N, K), space)
     block = sch.get_sblock("C")
     z, i, j, k = sch.get_loops(block)
     nn = transpose_b == "NN"
@@ -80,10 +77,7 @@ def batch_matmul_cuda(
     B: int, M: int, N: int, K: int, transpose_b: str = "NN", dtype: str = "float32", space: str = "full"
 ):
     tensors = batch_matmul_compute(B, M, N, K, transpose_b, dtype)
-    sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
-    cfg = get_config()
-    choose_space(cfg, space)
-    cfg.add_flop(_flop(B, M, N, K))
+    sch, cfg = start_schedule(tensors, _flop(B, M, N, K), space)
     define_gemm_cuda(cfg, M, N, K, tvm.DataType(dtype).bits // 8)
     block = sch.get_sblock("C")
     z, i, j, k = sch.get_loops(block)

@@ -37,9 +37,9 @@ from tvm import te
 
 from .. import target as _target
 from ..target import CpuInfo
-from ..task import get_config, template
+from ..task import template
 from . import _x86
-from ._spaces import SPACES, choose_space
+from ._spaces import SPACES, start_schedule
 
 __all__ = ["conv2d_compute", "conv2d_flop", "conv2d_reference", "conv2d_x86", "output_size"]
 
@@ -198,10 +198,7 @@ def conv2d_x86(
 ):
     tensors = conv2d_compute(N, CI, H, W, CO, KH, KW, stride, pad, dtype)
     OH, OW = (int(s) for s in tensors[-1].shape[2:])
-    sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
-    cfg = get_config()
-    choose_space(cfg, space, _SPACES)
-    cfg.add_flop(conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad))
+    sch, cfg = start_schedule(tensors, conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad), space, _SPACES)
     info = _target.cpu_info(_target.current())
     _define_knobs(cfg, (N, CI, CO, OH, OW, KH, KW, stride), info, dtype, space == "small")
 

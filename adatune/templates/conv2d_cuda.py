@@ -14,11 +14,10 @@ launch and are recorded with their error kind).
 from __future__ import annotations
 
 import tvm
-from tvm import te
 
-from ..task import get_config, template
+from ..task import template
 from . import _cuda
-from ._spaces import choose_space
+from ._spaces import start_schedule
 from .conv2d import conv2d_compute, conv2d_flop, conv2d_reference
 
 __all__ = ["conv2d_cuda"]
@@ -79,10 +78,7 @@ def conv2d_cuda(
 ):
     tensors = conv2d_compute(N, CI, H, W, CO, KH, KW, stride, pad, dtype)
     OH, OW = (int(s) for s in tensors[-1].shape[2:])
-    sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
-    cfg = get_config()
-    choose_space(cfg, space)
-    cfg.add_flop(conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad))
+    sch, cfg = start_schedule(tensors, conv2d_flop(N, CI, H, W, CO, KH, KW, stride, pad), space)
     _define_knobs(cfg, CO, OH, OW, CI, KH, KW, stride, tvm.DataType(dtype).bits // 8)
 
     conv = sch.get_sblock("conv2d_nchw")

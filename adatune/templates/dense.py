@@ -24,9 +24,9 @@ import tvm
 from tvm import te
 
 from .. import target as _target
-from ..task import get_config, template
+from ..task import template
 from . import _cuda, _x86
-from ._spaces import choose_space
+from ._spaces import start_schedule
 
 __all__ = ["dense_compute", "dense_x86", "dense_cuda", "dense_reference"]
 
@@ -47,10 +47,7 @@ def dense_reference(a, b):  # noqa: ANN001, ANN201 - numpy arrays in, numpy arra
 def dense_x86(N: int, L: int, M: int, dtype: str = "float32", space: str = "full"):
     """Packed GEMM: B is repacked to ``[M // nr, L, nr]`` so the micro-kernel streams it contiguously."""
     tensors = dense_compute(N, L, M, dtype)
-    sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
-    cfg = get_config()
-    choose_space(cfg, space)
-    cfg.add_flop(2.0 * N * L * M)
+    sch, cfg = start_schedule(tensors, 2.0 * N * L * M, space)
     block = sch.get_sblock("C")
     i, j, k = sch.get_loops(block)
     _x86.schedule_gemm(
@@ -121,10 +118,7 @@ def schedule_gemm_cuda(sch, cfg, block, batch: list, i, j, k) -> None:  # noqa: 
 @template("dense.cuda", reference=dense_reference)
 def dense_cuda(N: int, L: int, M: int, dtype: str = "float32", space: str = "full"):
     tensors = dense_compute(N, L, M, dtype)
-    sch = tvm.s_tir.Schedule(te.create_prim_func(tensors))
-    cfg = get_config()
-    choose_space(cfg, space)
-    cfg.add_flop(2.0 * N * L * M)
+    sch, cfg = start_schedule(tensors, 2.0 * N * L * M, space)
     define_gemm_cuda(cfg, N, M, L, tvm.DataType(dtype).bits // 8)
     block = sch.get_sblock("C")
     i, j, k = sch.get_loops(block)

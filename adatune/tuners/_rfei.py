@@ -40,6 +40,7 @@ class RFEITuner(ModelBasedTuner):
         N_CONTEXT,
         RFEICostModel.option("feature_type"),
         RFEICostModel.option("calibrate"),
+        RFEICostModel.option("acquisition"),
         EPS_GREEDY,
         RFEICostModel.option("num_threads"),
     )
@@ -54,6 +55,7 @@ class RFEITuner(ModelBasedTuner):
         n_context: int = 64,
         feature_type: str = "knob",
         calibrate: bool = True,
+        acquisition: str = "ei",
         eps_greedy: float | None = None,
         num_threads: int | None = None,
         seed: int | None = None,
@@ -68,6 +70,7 @@ class RFEITuner(ModelBasedTuner):
             calibrate=calibrate,
             num_threads=num_threads,
             seed=model_seed(seed),
+            acquisition=acquisition,
         )
         exploration = (
             ExplorationPolicy(model=cost_model, featurize=cost_model.features, n_context=n_context)

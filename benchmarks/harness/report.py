@@ -18,7 +18,7 @@ from .stats import SpeedupStat, best_curve, cost_to_target, speedup_stat, study_
 
 __all__ = ["write_report", "study_stats"]
 
-_METRICS = ("measurements", "seconds", "final best")
+_METRICS = ("measurements", "seconds", "final best", "regret area")
 
 
 def _name(study: dict[str, Any]) -> str:
@@ -28,6 +28,7 @@ def _name(study: dict[str, Any]) -> str:
 def _costs(study: dict[str, Any], scheme: str, target: float) -> dict[int, dict[str, Any]]:
     """seed -> cost to target (measurements, seconds) and the run's budget in both."""
     common = study.get("common_gflops")
+    ref = study_target(study, 1.0)
     out = {}
     for run in study["runs"]:
         if run["scheme"] != scheme:
@@ -35,6 +36,9 @@ def _costs(study: dict[str, Any], scheme: str, target: float) -> dict[int, dict[
         n, sec = cost_to_target(run, target, common)
         final = float(best_curve(run, common)[1][-1]) if run["trials"] else 0.0
         inv = 1.0 / final if final > 0 else 1e12  # as a cost: the speedup is then scheme final / baseline final
+        curve = best_curve(run, common)[1]
+        # mean normalised regret over the run's measurements: how far below the reference it stayed, on average
+        area = float(np.mean(1.0 - np.minimum(curve, ref) / ref)) if len(curve) and ref > 0 else 1.0
         out[run["seed"]] = {
             "measurements": n,
             "seconds": sec,
@@ -42,6 +46,8 @@ def _costs(study: dict[str, Any], scheme: str, target: float) -> dict[int, dict[
             "budget_measurements": float(len(run["trials"])),
             "budget_seconds": float(run["clock"]),
             "budget_final best": inv,
+            "regret area": max(area, 1e-9),
+            "budget_regret area": max(area, 1e-9),
         }
     return out
 
@@ -108,7 +114,9 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
         "misses the target counts its whole budget (a bound); pairs where both missed are dropped. "
         "'reached' = scheme runs that reached / pairs vs baseline runs that reached. A speedup is claimed only "
         'where the CI excludes 1 and the rank test agrees (p < 0.05); otherwise "not shown". '
-        "\"final best\" = the scheme's best at the end of its budget / the baseline's, same seed (higher is better).",
+        "\"final best\" = the scheme's best at the end of its budget / the baseline's, same seed (higher is better). "
+        '"regret area" = the baseline\'s mean normalised regret (1 - best so far / reference, averaged over the '
+        "run's measurements) / the scheme's: above 1, the scheme stayed closer to the reference all along.",
         (
             "Seconds = the tuner clock: each candidate's recorded build + run seconds from the sweep plus this "
             "run's own search and model-fitting time, measured live on the shared machine (so noisier than "
