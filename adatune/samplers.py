@@ -124,12 +124,12 @@ class AdaptiveSampler:
         taken: set[str] = {str(v) for v in visited}
         out: list[Any] = []
         count = {"centroid": 0, "mode": 0, "member": 0}
-        discrete = isinstance(self.space, DiscreteSpace)
-        digits = self.space.encode(cands) if isinstance(self.space, DiscreteSpace) else None
+        space = self.space
+        digits = space.encode(cands) if isinstance(space, DiscreteSpace) else None
         for c, row in enumerate(dist):
             pick, source = None, "member"
-            if discrete and digits is not None:
-                dims = np.asarray(self.space.dims, dtype=np.int64)  # type: ignore[attr-defined]
+            if digits is not None and isinstance(space, DiscreteSpace):
+                dims = np.asarray(space.dims, dtype=np.int64)
                 rounded = np.clip(np.rint(centers[c] * self._span()), 0, dims - 1)
                 pick, source = self._free(rounded, taken), "centroid"
                 members = digits[label == c]

@@ -86,6 +86,22 @@ def test_worker_recovers_after_crash():
     assert res[1].error_no == MeasureErrorNo.NO_ERROR and len(res[1].costs) == 3
 
 
+def test_the_runner_worker_is_replaced_every_worker_uses_candidates(monkeypatch):
+    """Loaded kernel libraries stay mapped in the worker, so it is recycled before a long sweep exhausts memory."""
+    import os
+
+    from adatune.measure import _runner
+
+    monkeypatch.setattr(_runner, "WORKER_USES", 2)
+    runner = adatune.LocalRunner(timeout=60)
+    try:
+        pids = [runner.pool.submit(os.getpid).result() for _ in range(5)]
+    finally:
+        runner.close()
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]
+    assert os.getpid() not in pids
+
+
 def test_correct_kernels_are_timed_and_checked(matmul_task):
     option = adatune.measure_option(
         adatune.LocalBuilder(), adatune.LocalRunner(number=4, repeat=2, check_correctness=True)

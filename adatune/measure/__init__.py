@@ -5,10 +5,11 @@ from ._config import RunnerConfig
 from ._option import MeasureOption, measure_option
 from ._replay import ReplayRunner
 from ._rpc import RPCRunner
-from ._runner import LocalRunner, Runner
+from ._runner import WORKER_USES, LocalRunner, Runner
 from ._types import BuildResult, MeasureBatch, MeasureErrorNo, MeasureInput, MeasurePoint, MeasureResult
 
 __all__ = [
+    "WORKER_USES",
     "Builder",
     "LocalBuilder",
     "NoBuilder",

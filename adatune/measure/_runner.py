@@ -25,7 +25,12 @@ from ._config import RunnerConfig, with_options_signature
 from ._reference import ReferenceData
 from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, RunOutcome, RunRequest
 
-__all__ = ["Runner", "WorkerRunner", "LocalRunner"]
+__all__ = ["Runner", "WorkerRunner", "LocalRunner", "WORKER_USES"]
+
+#: candidates one runner worker process times before it is replaced: every loaded kernel library stays mapped
+#: in the process (16 KB per tiny kernel, ~0.5 MB per batch-matmul candidate measured), so a 41k-config sweep
+#: grew one worker to 6.5 GB and died with a MemoryError; a fresh worker costs about a second
+WORKER_USES = 512
 
 
 class Runner(abc.ABC):
@@ -176,7 +181,12 @@ class LocalRunner(WorkerRunner):
     @property
     def pool(self) -> PopenPoolExecutor:
         if self._pool is None:
-            self._pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout, initializer=_worker.warm_up)
+            self._pool = PopenPoolExecutor(
+                max_workers=1,
+                timeout=self.timeout,
+                initializer=_worker.warm_up,
+                maximum_process_uses=WORKER_USES,
+            )
         return self._pool
 
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:

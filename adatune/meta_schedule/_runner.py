@@ -24,7 +24,7 @@ from tvm.s_tir.meta_schedule.runner import (
 from tvm.support.popen_pool import PopenPoolExecutor
 
 from ..evaluator import EvaluatorConfig
-from ..measure import MeasureErrorNo
+from ..measure import WORKER_USES, MeasureErrorNo
 from ._worker import run_artifact, warm_runner
 
 __all__ = ["AdaptiveRunner", "error_kind"]
@@ -114,7 +114,9 @@ class AdaptiveRunner(PyRunner):
             enable_cpu_cache_flush=enable_cpu_cache_flush,
         )
         self.timeout_sec = float(timeout_sec)
-        self.pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout_sec, initializer=warm_runner)
+        self.pool = PopenPoolExecutor(
+            max_workers=1, timeout=self.timeout_sec, initializer=warm_runner, maximum_process_uses=WORKER_USES
+        )
         self.log: list[dict[str, Any]] = []
         self.n_calls = 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -198,7 +199,7 @@ def _plot(out: str, studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]
         axes[1].set(xlabel="tuner clock (s)", ylabel="best / reference", title="by time (median, 25-75% band)")
         axes[0].legend(fontsize=8)
         fig.tight_layout()
-        path = os.path.join(out, f"curves_{_name(s)}.png")
+        path = os.path.join(out, "curves_" + re.sub(r"[^A-Za-z0-9._-]+", "_", _name(s)) + ".png")  # specs: no ':'
         fig.savefig(path, dpi=110)
         plt.close(fig)
         files.append(path)

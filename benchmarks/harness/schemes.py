@@ -7,6 +7,7 @@ RFEI+CSA        + contextual simulated annealing (uncertainty-driven exploration
 RFEI+CSA+AE     + the adaptive evaluator: full AdaTune (replay: cut at the recorded micro-batch where it stops)
 RF+SA           ablation control: the same random forest's mean, no uncertainty (isolates EI from the forest)
 RFEI-trees+SA   RFEI+SA with the per-tree spread instead of forestci's jackknife (AdaTune's released code)
+RFEI-raw+SA     RFEI+SA with forestci's jackknife uncalibrated (no empirical-Bayes step)
 RL              ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
 SA+AS           XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
 RL+AS           PPO agent + adaptive sampling: full ReLeASE
@@ -48,7 +49,7 @@ def _xgb_as(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tune
     return XGBTuner(task, plan_size=plan, num_threads=threads, sampler="adaptive", seed=seed)
 
 
-def _rfei(contextual: bool, **options: str) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+def _rfei(contextual: bool, **options: str | bool) -> Callable[[TuningTask, int, int, int | None], Tuner]:
     def build(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
         return RFEITuner(task, plan_size=plan, contextual=contextual, num_threads=threads, seed=seed, **options)
 
@@ -84,6 +85,7 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("RFEI+CSA+AE", _rfei(True), adaptive_evaluator=True),
         Scheme("RF+SA", _rfei(False, acquisition="mean")),
         Scheme("RFEI-trees+SA", _rfei(False, uncertainty="trees")),
+        Scheme("RFEI-raw+SA", _rfei(False, calibrate=False)),
         Scheme("RL", _rl(False)),
         Scheme("SA+AS", _xgb_as),
         Scheme("RL+AS", _rl(True)),
