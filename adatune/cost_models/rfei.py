@@ -107,8 +107,6 @@ class RFEICostModel(CostModel):
         reference: Callable[[np.random.Generator, int], np.ndarray] | None = None,
         acquisition: str = "ei",
     ):
-        if acquisition not in ACQUISITIONS:
-            raise ValueError(f"acquisition must be one of {ACQUISITIONS}, got {acquisition!r}")
         self._bind(task, feature_type)
         self.acquisition = acquisition
         if reference is None and task is not None:
