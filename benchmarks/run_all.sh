@@ -21,12 +21,29 @@ if [ "${SKIP_SWEEP:-0}" != 1 ]; then
 fi
 for f in benchmarks/data/*.jsonl; do
   w=$(basename "$f" .jsonl)
+  case "$w" in *-autotvm) continue ;; esac  # the large space has its own settings below
   run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps "$f" --seeds 20 --trials 96 --plan-size 16 \
     --title "Replay: search schemes on $w" --out "/tmp/replay_parts/$w"
 done
 run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness report --inputs /tmp/replay_parts/*/ --out benchmarks/results/replay
 run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness report --inputs /tmp/replay_parts/*/ --target-fraction 1.0 \
   --out benchmarks/results/replay/optimum
+# the large space: AutoTVM's unpruned bmm-bert-nt (41,472 configs; the sweep resumes, ~60 min from scratch)
+BIG="batch_matmul:B=12,M=128,N=128,K=64,layout=NT,space=autotvm"
+locked $PY -m benchmarks.sweep --workload "$BIG" --out benchmarks/data/bmm-bert-nt-autotvm.jsonl
+locked $PY -m benchmarks.tabular --sweep benchmarks/data/bmm-bert-nt-autotvm.jsonl --plan-size 64 --confirm 8 \
+  --spot-check 400 --out benchmarks/results/tabular/bmm-bert-nt-autotvm
+for arms in "adatune:XGB+SA RFEI+SA RFEI+CSA RFEI+CSA+AE RF+SA" "release:XGB+SA RL SA+AS RL+AS Random"; do
+  # shellcheck disable=SC2086 # the schemes are separate words
+  run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-bert-nt-autotvm.jsonl \
+    --schemes ${arms#*:} --seeds 20 --trials 512 --plan-size 64 --target-fraction 0.95 \
+    --out "benchmarks/results/large_space/${arms%%:*}"
+done
+run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-bert-nt-autotvm.jsonl \
+  --schemes RFEI+SA RFEI-raw+SA RFEI-trees+SA --baseline RFEI+SA --seeds 20 --trials 512 --plan-size 64 \
+  --target-fraction 0.95 --out benchmarks/results/large_space/rfei_uncertainty
+locked $PY -m benchmarks.harness hardware --workloads "$BIG" --schemes XGB+SA RFEI+CSA+AE RL+AS --seeds 6 --budget 50 \
+  --plan-size 64 --batch-size 16 --number 10 --repeat 10 --timeout 10 --out benchmarks/results/large_space/live
 locked $PY -m benchmarks.harness evaluator --workloads bmm-bert-nt dense-bert-qkv --n-random 6 --n-top 6
 locked $PY -m benchmarks.tune_workloads --budget 50
 locked $PY -m benchmarks.ablation --no-replay --budget 60 --seeds 3 --plan-size 16 --workloads bmm-bert-nt
