@@ -142,15 +142,23 @@ def _passes_verify_gpu_code(mod: Any, max_threads: int, max_shared: int) -> bool
 
 
 def _enable_nvcc() -> None:
-    """Compile CUDA at build time. TVM 0.27 only compiles device code when ``tvm.support.nvcc`` has
-    registered its callback; otherwise the library keeps CUDA source and errors surface at load time.
-    NVRTC needs the cuda-bindings package, so nvcc (present on every machine here) is the default."""
-    if "TVM_CUDA_COMPILE_MODE" not in os.environ:
+    """Compile CUDA at build time. TVM 0.27 only compiles device code when a ``tvm_callback_cuda_compile`` is
+    registered (``tvm.support.nvcc`` registers one that picks NVRTC unless ``TVM_CUDA_COMPILE_MODE`` says
+    otherwise); without it the library keeps CUDA source and errors surface at load time. NVRTC needs the
+    cuda-bindings package, so where it is missing this registers the same callback with nvcc (present on every
+    machine here) instead of writing the variable: the environment stays the caller's."""
+    import tvm.support.nvcc as nvcc
+    import tvm_ffi
+
+    mode = os.environ.get("TVM_CUDA_COMPILE_MODE")
+    if mode is None:
         try:
             import cuda.bindings  # noqa: F401
         except ImportError:
-            os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-    import tvm.support.nvcc  # noqa: F401 - registers tvm_callback_cuda_compile
+            mode = "nvcc"
+    if mode is not None and mode.lower() == "nvcc":
+        compile_nvcc = lambda code: nvcc.compile_cuda(code, target_format="fatbin", compiler="nvcc")  # noqa: E731
+        tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_nvcc, override=True)
 
 
 def _is_device_error(text: str) -> bool:
