@@ -89,7 +89,7 @@ def main() -> None:
         gate.probe("after")
         session = run_meta("benchmarks.sweep", None, started, t_perf, load_before)
         session |= {"host": host_record(), "measured": n_done, "noise_gate": gate.to_json()}
-        append_session(gate_path(out), session)
+        append_session(out, session)
         print(gate.sentence(), flush=True)
 
 
@@ -98,10 +98,18 @@ def gate_path(sweep: str) -> str:
     return os.path.splitext(sweep)[0] + ".gate.json"
 
 
-def append_session(path: str, session: dict) -> None:
-    sessions = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else []
-    sessions.append(session)
-    with open(path, "w", encoding="utf-8") as f:
+def load_sessions(sweep: str) -> list[dict]:
+    """The sessions recorded for a sweep log (none for a sweep that predates the gate)."""
+    path = gate_path(sweep)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return list(json.load(f))
+
+
+def append_session(sweep: str, session: dict) -> None:
+    sessions = load_sessions(sweep) + [session]
+    with open(gate_path(sweep), "w", encoding="utf-8") as f:
         json.dump(sessions, f, indent=1)
 
 

@@ -39,7 +39,7 @@ from adatune.records import group_by_workload, load_from_file
 from ._common import load_now, run_meta
 from .harness.run import host_record
 from .noise_gate import NoiseGate
-from .sweep import gate_path
+from .sweep import load_sessions
 
 __all__ = ["expected_random", "expected_oracle", "room_gates"]
 
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     ok = [r for r in records if r.result.ok]
     flops = np.asarray([r.result.flops(task.flop) for r in ok])
     errors = collections.Counter(r.result.error_no.name for r in records if not r.result.ok)
-    sessions = json.load(open(gate_path(args.sweep), encoding="utf-8")) if os.path.exists(gate_path(args.sweep)) else []
+    sessions = load_sessions(args.sweep)
     quality: dict[str, Any] = {
         "valid": int(task.space.size),
         "recorded": len(records),
