@@ -19,7 +19,7 @@ from tvm import te
 
 from .. import target as _target
 from ..task import template
-from . import _x86
+from . import _gemm
 from ._spaces import start_schedule
 from .dense import define_gemm_cuda, schedule_gemm_cuda
 
@@ -68,7 +68,7 @@ def batch_matmul_x86(
         """B's layout (``[b, k, j]`` or ``[b, j, k]``) to the packed ``[b, j // nr, k, j % nr]``."""
         return lambda zz, p, q: (zz, (q if nn else p) // nr, p if nn else q, (q if nn else p) % nr)
 
-    _x86.schedule_gemm(sch, cfg, block, [z], i, j, k, pack, _target.cpu_info(_target.current()), dtype)
+    _gemm.schedule_gemm(sch, cfg, block, [z], i, j, k, pack, _target.cpu_info(_target.current()), dtype)
     return sch, tensors
 
 

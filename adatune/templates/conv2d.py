@@ -142,6 +142,17 @@ def _define_knobs(cfg: Any, args: tuple[int, ...], info: CpuInfo, dtype: str, sm
         cfg.define_knob("unroll_kw", [0, 1])
         _x86.define_unroll(cfg)
     f0_max = CO // (lanes if CO % lanes == 0 else 1)
+    # an output too small to split evenly over the cores (4x4x32 on 16 cores) keeps its serial configs
+    splittable = any(
+        _x86.parallel_ok(N * f0 * y0 * x0, info.cores, N * f0_max * OH * OW)
+        for f2 in f_ok
+        for y2 in y_ok
+        for x2 in x_ok
+        if (y2 * x2, vecs(f2)) in tiles
+        for f0 in _divisors(CO // f2, CO)
+        for y0 in _divisors(OH // y2, OH)
+        for x0 in _divisors(OW // x2, OW)
+    )
 
     def keep(c: Any) -> bool:
         f, y, x = c["tile_f"].size, c["tile_y"].size, c["tile_x"].size
@@ -154,7 +165,7 @@ def _define_knobs(cfg: Any, args: tuple[int, ...], info: CpuInfo, dtype: str, sm
         patch = CI * ((y[1] * y[2] - 1) * stride + KH) * ((x[1] * x[2] - 1) * stride + KW)
         return (
             (y[2] * x[2], vecs(f[2])) in tiles
-            and _x86.parallel_ok(par, info.cores, limit)
+            and (_x86.parallel_ok(par, info.cores, limit) or not splittable)
             and ((kernel + patch) * nbytes <= info.l2_bytes or f[1] * y[1] * x[1] == 1)
         )
 

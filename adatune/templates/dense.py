@@ -4,7 +4,7 @@ One convention everywhere: both operands row-major, the weight already ``[L, M]`
 ``numpy`` and ``torch.matmul`` compute exactly the same thing. ``batch_matmul`` covers the ``X W^T``
 layout (``transpose_b="NT"``).
 
-- ``dense.x86``: packed, register-blocked GEMM (see ``_x86.schedule_gemm``). Knobs: ``tile_y`` (3-way,
+- ``dense.x86``: packed, register-blocked GEMM (see ``_gemm.schedule_gemm``). Knobs: ``tile_y`` (3-way,
   rows; the innermost is the register tile height), ``tile_x`` (3-way, columns; the innermost is whole SIMD
   vectors), ``tile_k`` (2-way, the inner factor is unrolled, <= 8), ``order`` (cache tile order),
   ``pack_b`` (pack B once, or per parallel tile when one row tile owns each panel),
@@ -25,7 +25,7 @@ from tvm import te
 
 from .. import target as _target
 from ..task import template
-from . import _cuda, _x86
+from . import _cuda, _gemm
 from ._spaces import start_schedule
 
 __all__ = ["dense_compute", "dense_x86", "dense_cuda", "dense_reference"]
@@ -50,7 +50,7 @@ def dense_x86(N: int, L: int, M: int, dtype: str = "float32", space: str = "full
     sch, cfg = start_schedule(tensors, 2.0 * N * L * M, space)
     block = sch.get_sblock("C")
     i, j, k = sch.get_loops(block)
-    _x86.schedule_gemm(
+    _gemm.schedule_gemm(
         sch,
         cfg,
         block,

@@ -7,7 +7,7 @@ symbolic):
 - ``prepacked``: B given pre-packed in ``weight_panel`` panels ``[N / W, K, W]`` (what DietCode ships for
   dense workloads: a model packs its constant weights once, untimed);
 - ``global`` / ``tile``: B packed inside every call into ``[j // nr, k, j % nr]`` panels, once in parallel or
-  per parallel tile, as the static x86 template (``adatune.templates._x86.schedule_gemm``) does.
+  per parallel tile, as the static x86 template (``adatune.templates._gemm.schedule_gemm``) does.
 
 The attention scores GEMM (``--kind bmm_nt``, ``S = Q @ K^T``, B = K read along ``j``): ``tile`` packs each
 tile's k-major panel inside the tile (the earlier schedule: every row tile packs it again), ``shipped`` packs
