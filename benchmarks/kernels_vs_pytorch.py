@@ -3,8 +3,9 @@
 For each workload and seed: a tuner (XGB by default, as ``make demo``) measures a fixed number of configs of
 the x86 template's space; the best few are re-timed, and the fastest of them and PyTorch (oneDNN, all
 physical cores) are then timed in alternation for several rounds, so that load from other processes hits
-both alike. Reports per seed the median GFLOPS of each and the median of the per-round ratios, and over
-the seeds the median ratio and its spread.
+both alike; the noise gate's probe kernel frames each workload's timings (``benchmarks.noise_gate``), and a
+failed gate is stated beside the ratios. Reports per seed the median GFLOPS of each and the median of the
+per-round ratios, and over the seeds the median ratio and its spread.
 
     python -m benchmarks.kernels_vs_pytorch                       # dense-1024 and conv2d-resnet18-L6
     python -m benchmarks.kernels_vs_pytorch --workloads dense-1024 --seeds 0 1 2 --trials 128
@@ -36,6 +37,8 @@ from adatune.tuners import create_tuner
 from adatune.tuners.callback import log_to_file
 from adatune.workloads import get as get_workload
 from adatune.workloads import torch_reference
+
+from .noise_gate import NoiseGate
 
 DEFAULT_WORKLOADS = ["dense-1024", "conv2d-resnet18-L6"]
 OUT = "benchmarks/results/kernels_vs_pytorch"
@@ -265,7 +268,8 @@ def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]
             f"turns for {m['rounds']} rounds (median of {m['repeats']} runs each); only these timings make the ratios.",
             "",
             f"**Ratio over {len(r['seeds'])} seeds: median {r['ratio_median']:.2f}, min-max "
-            f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}.**"
+            f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}.** "
+            + m.get("noise_sentence", "No noise gate was recorded for this older run.")
             + (
                 f" One thread each, by CPU time: ratios {', '.join(f'{x:.2f}' for x in cpu)}."
                 if (cpu := r.get("one_thread_cpu_time_ratios"))
@@ -340,7 +344,11 @@ def main(argv: list[str] | None = None) -> int:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             **{k: getattr(args, k) for k in ("finalists", "rounds", "repeats")},
         }
+        gate = NoiseGate()  # the probe kernel's spread before and after this workload's timings
+        gate.probe("before")
         result = run_workload(name, args)
+        gate.probe("after")
+        run["noise_gate"], run["noise_sentence"] = gate.to_json(), gate.sentence()
         run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         results.append({**result, "meta": run})
         print(
