@@ -73,6 +73,7 @@ _LAZY = {
     "evaluator",
     "tuner",  # AutoTVM's spelling of tuners
     "record",  # AutoTVM's spelling of records, with AutoTVM's pick_best(in_file, out_file)
+    "report",
     "testing",
 }
 

@@ -1,4 +1,4 @@
-"""Command line: ``adatune tune``, ``adatune best``, ``adatune workloads``, ``adatune tuners``.
+"""Command line: ``adatune tune``, ``adatune best``, ``adatune report``, ``adatune workloads``, ``adatune tuners``.
 
 Every mistake a user can make on the command line (an unknown workload, tuner, option or target, a bad
 trial count, a log that cannot be read or written) ends in one line on stderr and exit code 2, before
@@ -227,6 +227,21 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import report, weights_from_csv
+
+    _read_log(args.log)  # a missing or unreadable log is a usage error, as for ``best``
+    try:
+        weights = weights_from_csv(args.weights, args.model) if args.weights else None
+        rep = report(args.log, weights=weights, model=args.model)
+    except (OSError, ValueError, KeyError) as err:
+        raise UsageError(f"{args.log}: {err}") from None
+    print(rep.text())
+    if args.output:
+        print(f"figure: {rep.plot(args.output)}")
+    return 0
+
+
 def _epilog() -> str:
     from .tuners.docs import plain_text
     from .workloads import SPEC_FORMATS
@@ -288,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("best", help="show the best record of each workload in a log")
     b.add_argument("log")
     b.set_defaults(fn=cmd_best)
+    r = sub.add_parser("report", help="best-so-far, errors and (for a model) latency of a tuning log")
+    r.add_argument("log")
+    r.add_argument("-o", "--output", help="write the figure to this PNG")
+    r.add_argument("--weights", help="a task table (CSV with task, weight columns) making the log a model log")
+    r.add_argument("--model", help="the model whose weights to use, when tasks belong to several")
+    r.set_defaults(fn=cmd_report)
     _add_model_commands(sub)
     return p
 

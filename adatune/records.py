@@ -294,6 +294,8 @@ def save_to_file(dest: str | os.PathLike | IO[str], pairs: Iterable[tuple[Measur
         line = _line(inp, res)
         if inp.task.workload_key not in stored and hasattr(inp.task, "workload_json"):
             line["workload"] = inp.task.workload_json()
+            if getattr(inp.task, "uses", None):
+                line["workload"] = {**line["workload"], "uses": dict(inp.task.uses)}
             stored.add(inp.task.workload_key)
         out.append(json.dumps(line, separators=(",", ":")) + "\n")
     lines = "".join(out)

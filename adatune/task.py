@@ -168,6 +168,9 @@ class TuningTask(abc.ABC):
     workload_key: str
     flop: float
     arg_specs: list[ArgSpec]
+    #: calls per run of each model this task belongs to (``{model name: weight}``; set by task extraction and
+    #: stored in logs with the workload, so a model log alone gives the model's estimated latency)
+    uses: dict[str, int]
 
     @property
     @abc.abstractmethod

@@ -7,8 +7,11 @@ once by TVM for this host, every core). The gate passes when the probe's robust 
 (1.4826 x median absolute deviation / median: the CV of the bulk of the repeats, which an occasional
 preempted repeat does not inflate, as the median costs the studies rank by ignore such repeats too) stays
 under ``CV_LIMIT`` (3%) at every reading and its median moved by less than ``DRIFT_LIMIT`` (5%) from the
-first reading to the last; the plain CV is recorded beside it. A study whose gate failed reports its
-numbers as measured but claims no speedup from them.
+first reading to the last; the plain CV is recorded beside it. A second probe streams 256 MiB through every
+core (``memory_probe_timer``) under the same two limits: the matmul probe lives in L2, and a neighbour that
+takes the memory bandwidth or L3 of this shared machine left it unmoved while GEMMs that pack 9 MB of
+weights per call ran 1.8x slower (observed in benchmarks/results/awkward_shapes, whose first run is kept as
+measured). A study whose gate failed reports its numbers as measured but claims no speedup from them.
 
 ``interleaved`` times several kernels round-robin (one repeat of each per round), so slow drift of the
 machine lands on all of them alike: a ratio between kernels is only meaningful when taken that way.
@@ -25,7 +28,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CV_LIMIT", "DRIFT_LIMIT", "NoiseGate", "ProbeReading", "interleaved", "probe_timer"]
+__all__ = [
+    "CV_LIMIT",
+    "DRIFT_LIMIT",
+    "NoiseGate",
+    "ProbeReading",
+    "interleaved",
+    "memory_probe_timer",
+    "probe_timer",
+]
 
 #: the probe's repeat-to-repeat CV above which a run is too noisy to claim a speedup from
 CV_LIMIT = 0.03
@@ -63,6 +74,38 @@ def probe_timer(size: int = 256, number: int = 20) -> Timer:
     return lambda: float(timer(*args).results[0])
 
 
+def memory_probe_timer(mib: int = 256, number: int = 2) -> Timer:
+    """One call: seconds per run of ``B = 2 A + 1`` over ``mib`` MiB of float32 (TVM, every core, vectorised),
+        averaged over ``number`` runs. 64 MiB still ran from cache on the Zen 5 host (112 GB/s); 256 MiB reads what
+    memory bandwidth is left (81 GB/s, robust CV 1-2.4% over 30 repeats when quiet)."""
+    import tvm
+    from tvm import te
+
+    import adatune
+
+    adatune.target.size_tvm_thread_pool()
+    n = mib * 2**20 // 4
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.compute((n,), lambda i: a[i] * 2.0 + 1.0, name="B")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, b]))
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    io, ii, iv = sch.split(i, [None, 256, 16])
+    sch.parallel(io)
+    sch.vectorize(iv)
+    lib = tvm.tirx.build(sch.mod, adatune.target.host())
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(np.ones(n, "float32"), dev), tvm.runtime.tensor(np.zeros(n, "float32"), dev)]
+    timer = lib.time_evaluator(lib.entry_name, dev, number=number, repeat=1)
+    return lambda: float(timer(*args).results[0])
+
+
+def _robust_cv(seconds: list[float]) -> float:
+    """1.4826 x MAD / median: equals the CV for normal noise, unmoved by a few preempted repeats."""
+    x = np.asarray(seconds, dtype=np.float64)
+    med = float(np.median(x))
+    return float(1.4826 * np.median(np.abs(x - med)) / med)
+
+
 def interleaved(timers: Mapping[str, Timer], rounds: int) -> dict[str, list[float]]:
     """Each timer called once per round, round-robin, the order reversed every other round."""
     names = list(timers)
@@ -81,6 +124,7 @@ class ProbeReading:
     at: float
     load: list[float]
     seconds: list[float]
+    memory_seconds: list[float] = field(default_factory=list)  # the memory probe's (absent in older records)
 
     @property
     def median(self) -> float:
@@ -94,9 +138,15 @@ class ProbeReading:
     @property
     def robust_cv(self) -> float:
         """1.4826 x MAD / median: equals the CV for normal noise, unmoved by a few preempted repeats."""
-        x = np.asarray(self.seconds, dtype=np.float64)
-        med = float(np.median(x))
-        return float(1.4826 * np.median(np.abs(x - med)) / med)
+        return _robust_cv(self.seconds)
+
+    @property
+    def memory_median(self) -> float | None:
+        return statistics.median(self.memory_seconds) if self.memory_seconds else None
+
+    @property
+    def memory_robust_cv(self) -> float | None:
+        return _robust_cv(self.memory_seconds) if self.memory_seconds else None
 
 
 @dataclass
@@ -108,13 +158,18 @@ class NoiseGate:
     drift_limit: float = DRIFT_LIMIT
     readings: list[ProbeReading] = field(default_factory=list)
     _timer: Timer | None = field(default=None, repr=False)
+    _memory_timer: Timer | None = field(default=None, repr=False)
 
     def probe(self, label: str) -> ProbeReading:
-        if self._timer is None:
-            self._timer = probe_timer()
-            self._timer()  # first call pays page faults and thread start-up
-        secs = [self._timer() for _ in range(self.repeats)]
-        reading = ProbeReading(label, time.time(), list(os.getloadavg()), secs)
+        if self._timer is None or self._memory_timer is None:
+            self._timer, self._memory_timer = probe_timer(), memory_probe_timer()
+            self._timer()  # first calls pay page faults and thread start-up
+            self._memory_timer()
+        secs, mem = [], []
+        for _ in range(self.repeats):  # the two probes in turns, so both see the same moments
+            secs.append(self._timer())
+            mem.append(self._memory_timer())
+        reading = ProbeReading(label, time.time(), list(os.getloadavg()), secs, mem)
         self.readings.append(reading)
         return reading
 
@@ -126,11 +181,20 @@ class NoiseGate:
         return self.readings[-1].median / self.readings[0].median
 
     @property
+    def memory_drift(self) -> float:
+        """The memory probe's last median over its first (1.0 without two readings that have it)."""
+        meds = [m for r in self.readings if (m := r.memory_median) is not None]
+        return meds[-1] / meds[0] if len(meds) >= 2 else 1.0
+
+    @property
     def passed(self) -> bool:
+        memory_cvs = [cv for r in self.readings if (cv := r.memory_robust_cv) is not None]
         return (
             bool(self.readings)
             and all(r.robust_cv <= self.cv_limit for r in self.readings)
             and abs(self.drift - 1.0) <= self.drift_limit
+            and all(cv <= self.cv_limit for cv in memory_cvs)
+            and abs(self.memory_drift - 1.0) <= self.drift_limit
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -139,8 +203,17 @@ class NoiseGate:
             "drift_limit": self.drift_limit,
             "passed": self.passed,
             "drift": self.drift,
+            "memory_drift": self.memory_drift,
             "readings": [
-                {**asdict(r), "median": r.median, "cv": r.cv, "robust_cv": r.robust_cv} for r in self.readings
+                {
+                    **asdict(r),
+                    "median": r.median,
+                    "cv": r.cv,
+                    "robust_cv": r.robust_cv,
+                    "memory_median": r.memory_median,
+                    "memory_robust_cv": r.memory_robust_cv,
+                }
+                for r in self.readings
             ],
         }
 
@@ -148,7 +221,12 @@ class NoiseGate:
         """The summary's line on noise: each reading's CV and load, the drift, and the verdict."""
         parts = [
             f"{r.label}: probe robust CV {r.robust_cv:.1%} (plain {r.cv:.1%}), median {r.median * 1e3:.3f} ms, "
-            f"load {r.load[0]:.2f}"
+            + (
+                f"memory probe robust CV {r.memory_robust_cv:.1%}, median {r.memory_median * 1e3:.2f} ms, "
+                if r.memory_median is not None and r.memory_robust_cv is not None
+                else ""
+            )
+            + f"load {r.load[0]:.2f}"
             for r in self.readings
         ]
         verdict = (
@@ -159,5 +237,5 @@ class NoiseGate:
         return (
             f"Noise gate (probe robust CV <= {self.cv_limit:.0%}, drift <= {self.drift_limit:.0%}): "
             + "; ".join(parts)
-            + f"; drift {self.drift:.3f}x: **{verdict}**."
+            + f"; drift {self.drift:.3f}x, memory drift {self.memory_drift:.3f}x: **{verdict}**."
         )

@@ -104,3 +104,17 @@ def test_regret_area_compares_how_close_runs_stayed_to_the_optimum():
     # A's mean regret 6 * 0.5 / 8, B's 2 * 0.5 / 8: B's area is a third of A's
     assert rows["regret area"]["median"] == pytest.approx(3.0)
     assert rows["final best"]["median"] == pytest.approx(1.0)
+
+
+def test_the_memory_probe_gates_too_and_older_readings_without_it_still_pass():
+    steady = [1e-3 * (1 + 0.001 * (k % 3)) for k in range(30)]
+    slow_memory = [x * 1.10 for x in steady]  # bandwidth taken by a neighbour: the L2 probe does not see it
+    before = ProbeReading("before", 0.0, [0.5] * 3, steady, steady)
+    after = ProbeReading("after", 1.0, [0.5] * 3, steady, slow_memory)
+    gate = NoiseGate(readings=[before, after])
+    assert gate.drift == pytest.approx(1.0) and gate.memory_drift == pytest.approx(1.10)
+    assert not gate.passed and "memory drift 1.100x" in gate.sentence()
+    noisy = ProbeReading("after", 1.0, [0.5] * 3, steady, [x * (1 + 0.2 * (k % 2)) for k, x in enumerate(steady)])
+    assert noisy.memory_robust_cv > 0.03 and not NoiseGate(readings=[before, noisy]).passed
+    old = NoiseGate(readings=[_reading("before", steady), _reading("after", steady)])  # no memory probe recorded
+    assert old.passed and old.readings[0].memory_median is None

@@ -123,3 +123,39 @@ def test_bert_ffn2_at_62_tokens_is_padded_to_full_register_tiles() -> None:
     assert space.get(tallest)["tile_y"].size[-1] >= _gemm.MIN_TILE_ROWS
     assert math.prod(space.get(tallest)["tile_y"].size) == 64  # the split runs over the padded rows
     _build_and_compare(task, tallest)
+
+
+def test_a_model_dense_with_awkward_rows_and_columns_is_padded_and_keeps_its_epilogue() -> None:
+    """62 tokens x 30 outputs + bias + GELU: the template's padded trace replays on the fused function (other
+    buffer names, epilogue blocks after the crop) and the built kernel matches PyTorch."""
+    import torch
+    from torch import nn
+
+    import adatune.models as am
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(48, 30), nn.GELU()).eval()
+    x = torch.randn(62, 48)
+    model = am.from_torch(net, (x,), name="awkward-dense")
+    (task,) = [t for t in am.extract_tasks(model) if t.kind == "dense.x86"]
+    assert task.task is not None and task.task.space.size > 0
+    space = task.task.knob.config_space
+    (index,) = space.sample(np.random.default_rng(0), 1)
+    lib = tvm.tirx.build(task.task.scheduled_module(space.get(index)), HOST)
+    specs = task.task.arg_specs
+    params = {"weight": net[0].weight.detach().numpy().T.copy(), "bias": net[0].bias.detach().numpy()}
+    host = []
+    for s in specs:  # the fused function takes x, the pre-transposed weight and the bias, then the output
+        if s.is_output:
+            host.append(np.zeros(s.shape, s.dtype))
+        elif tuple(s.shape) == tuple(x.shape):
+            host.append(x.numpy())
+        elif len(s.shape) == 2:
+            host.append(params["weight"])
+        else:
+            host.append(params["bias"].reshape(s.shape))
+    args = [tvm.runtime.tensor(a, tvm.cpu()) for a in host]
+    lib["main"](*args)
+    with torch.no_grad():
+        want = net(x).numpy()
+    np.testing.assert_allclose(args[-1].numpy(), want, rtol=1e-4, atol=1e-4)

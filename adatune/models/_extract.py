@@ -359,6 +359,8 @@ def extract_tasks(model: Model, target: _target.TargetLike | None = None) -> lis
         if weight == 0:
             continue  # not called by main (dead code left by a pass)
         task, kind, note = _make_task(mod, tgt)
+        if task is not None:
+            task.uses = {**getattr(task, "uses", {}), model.name: weight}
         out.append(ModelTask(func_name, gvs, weight, float(estimate_tir_flops(mod)), mod, tgt, task, kind, note))
     out.sort(key=lambda t: (-t.weight * t.flop, t.func_name))
     return out

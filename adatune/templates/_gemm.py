@@ -170,8 +170,15 @@ def schedule_gemm(
     ext = lambda loop: int(sch.get(loop).extent)
     lanes = info.lanes(dtype)
     padding = gemm_padding(ext(i), ext(j), lanes, register_rows_cap(info))
+    a_pad = b_pad = crop = None
     if padding != (1, 1):
         sch.pad_einsum(block, [1] * len(batch) + [*padding, 1])
+        # the padded copies and the crop by their place, not by name: a model's fused function replays this
+        # trace with other buffer names and epilogue blocks (``models.FusedKnobTask``)
+        producers = list(sch.get_producers(block))
+        a_pad = producers.pop(0) if padding[0] > 1 else None
+        b_pad = producers.pop(0) if padding[1] > 1 else None
+        (crop,) = sch.get_consumers(block)
         *batch, i, j, k = sch.get_loops(block)
     nbatch = math.prod(ext(b) for b in batch)
     define_gemm_space(cfg, ext(i), ext(j), ext(k), nbatch, tvm.DataType(dtype).bits // 8, lanes, info)
@@ -185,14 +192,13 @@ def schedule_gemm(
     sch.reverse_compute_at(acc, mid[1])
 
     nr = cfg["tile_x"].size[-1]
-    stages = {sch.get(b).name_hint: b for b in sch.get_child_blocks(sch.get_sblock("root"))}
     # a padded B is copied anyway: its copy is the packing stage
-    packed = stages["B_pad"] if "B_pad" in stages else sch.cache_read(block, 1, "global")
+    packed = b_pad if b_pad is not None else sch.cache_read(block, 1, "global")
     sch.transform_layout(block, ("read", 1), pack_map(nr))
-    if "A_pad" in stages:  # padded rows of A: one parallel copy (a per-tile copy repeats for every column tile)
-        sch.parallel(sch.get_loops(stages["A_pad"])[0])
-    if "C_pad" in stages:  # the accumulators write the real rows and columns straight to C, guarded
-        sch.reverse_compute_inline(stages["C_pad"])
+    if a_pad is not None:  # padded rows of A: one parallel copy (a per-tile copy repeats for every column tile)
+        sch.parallel(sch.get_loops(a_pad)[0])
+    if crop is not None:  # the accumulators write the real rows and columns straight to C, guarded
+        sch.reverse_compute_inline(crop)
     outer = sch.fuse(*batch, i0, j0)
     sch.parallel(outer)
     if cfg["pack_b"].val == "tile":  # each parallel tile packs the panel it reads
