@@ -124,8 +124,7 @@ class LogReport:
         axes[0].set_title("best so far, per task")
         if self.is_model:
             if self.model_latency:
-                xs, ys = zip(*self.model_latency)
-                axes[2].plot(xs, [y * 1e3 for y in ys])
+                axes[2].plot([t for t, _ in self.model_latency], [y * 1e3 for _, y in self.model_latency])
             axes[2].set_xlabel("tuning time (s)")
             axes[2].set_ylabel("estimated latency (ms)")
             axes[2].set_title("model: sum of weight x best")
@@ -194,10 +193,11 @@ def _model_latency(tasks: list[TaskReport]) -> list[tuple[float, float]]:
     if not weighted:
         return []
     events = sorted((e, i, b) for i, t in enumerate(weighted) for e, b in zip(t.elapsed, t.best_seconds))
+    calls = [float(t.weight or 0) for t in weighted]
     best = [math.inf] * len(weighted)
-    out = []
+    out: list[tuple[float, float]] = []
     for e, i, b in events:
         best[i] = b
         if all(math.isfinite(x) for x in best):
-            out.append((e, sum(t.weight * x for t, x in zip(weighted, best))))  # type: ignore[operator]
+            out.append((e, sum(w * x for w, x in zip(calls, best))))
     return out

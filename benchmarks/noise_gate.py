@@ -10,8 +10,8 @@ under ``CV_LIMIT`` (3%) at every reading and its median moved by less than ``DRI
 first reading to the last; the plain CV is recorded beside it. A second probe streams 256 MiB through every
 core (``memory_probe_timer``) under the same two limits: the matmul probe lives in L2, and a neighbour that
 takes the memory bandwidth or L3 of this shared machine left it unmoved while GEMMs that pack 9 MB of
-weights per call ran 1.8x slower (observed in benchmarks/results/awkward_shapes, whose first run is kept as
-measured). A study whose gate failed reports its numbers as measured but claims no speedup from them.
+weights per call ran 1.8x slower (benchmarks/results/awkward_shapes_run1, kept as measured: tuning saw
+310-330 GFLOPS, the timing stage 170-185, its gate "passed"). A study whose gate failed reports its numbers as measured but claims no speedup from them.
 
 ``interleaved`` times several kernels round-robin (one repeat of each per round), so slow drift of the
 machine lands on all of them alike: a ratio between kernels is only meaningful when taken that way.
