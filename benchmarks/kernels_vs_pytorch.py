@@ -38,7 +38,7 @@ from adatune.tuners.callback import log_to_file
 from adatune.workloads import get as get_workload
 from adatune.workloads import torch_reference
 
-from .noise_gate import NoiseGate
+from .noise_gate import CV_LIMIT, NoiseGate, probe_timer, robust_cv
 
 DEFAULT_WORKLOADS = ["dense-1024", "conv2d-resnet18-L6"]
 OUT = "benchmarks/results/kernels_vs_pytorch"
@@ -127,15 +127,22 @@ def interleaved(
     rounds: int,
     repeats: int,
     clock: Callable[[], float] = time.perf_counter,
+    probe: Callable[[], float] | None = None,
 ) -> dict[str, list[float]]:
-    """GFLOPS per round of every kernel and of PyTorch, timed in turns (the order alternates by round)."""
+    """GFLOPS per round of every kernel and of PyTorch, timed in turns (the order alternates by round); with
+    ``probe``, the noise gate's peak-FMA probe is timed in every round too (``"probe_s"``, seconds), so a
+    round taken while the host ran peak-rate kernels at half speed can be told apart."""
     names = list(timers)
     out: dict[str, list[float]] = {n: [] for n in [*names, "torch"]}
+    if probe is not None:
+        out["probe_s"] = []
     for r in range(rounds):
         order = ["torch", *names] if r % 2 == 0 else [*names[::-1], "torch"]
         for n in order:
             seconds = time_callable(torch_fn, repeats, 0.1, clock) if n == "torch" else timers[n]()
             out[n].append(task.flop / seconds / 1e9)
+        if probe is not None:
+            out["probe_s"].append(probe())
     return out
 
 
@@ -156,7 +163,7 @@ def summarize(gflops: list[float], torch_gflops: list[float]) -> dict[str, Any]:
     }
 
 
-def time_seed(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+def time_seed(name: str, seed: int, args: argparse.Namespace, probe: Callable[[], float]) -> dict[str, Any]:
     """Time the best kernels one seed's tuning found against PyTorch, in turns."""
     wl = get_workload(name)
     task = wl.create_task(adatune.target.host())
@@ -169,8 +176,10 @@ def time_seed(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     torch_fn = torch_reference(wl)
     heats = interleaved(task, timers, torch_fn, 3, args.repeats)  # pick the finalist that is fast again
     key = max(timers, key=lambda k: statistics.median(heats[k]))
-    final = interleaved(task, {key: timers[key]}, torch_fn, args.rounds, args.repeats)
+    final = interleaved(task, {key: timers[key]}, torch_fn, args.rounds, args.repeats, probe=probe)
     summary = summarize(final[key], final["torch"])
+    probe_cv = robust_cv(final["probe_s"])
+    summary.update(probe_rounds_s=final["probe_s"], probe_roundsrobust_cv=probe_cv, probe_steady=probe_cv <= CV_LIMIT)
     one_thread = single_thread_cpu_time(task, configs[key], torch_fn, args.cpu_rounds, args.repeats)
     print(
         f"{name} seed {seed}: {summary['gflops_median']:.1f} GFLOPS vs PyTorch {summary['torch_gflops_median']:.1f} "
@@ -213,10 +222,10 @@ def single_thread_cpu_time(
     return summarize(got["adatune"], got["torch"])
 
 
-def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_workload(name: str, args: argparse.Namespace, probe: Callable[[], float]) -> dict[str, Any]:
     """Every seed of one workload, and the spread of their ratios."""
     task = get_workload(name).create_task(adatune.target.host())
-    seeds = [time_seed(name, seed, args) for seed in args.seeds]
+    seeds = [time_seed(name, seed, args, probe) for seed in args.seeds]
     ratios = [r["ratio_median"] for r in seeds]
     return {
         "workload": name,
@@ -235,6 +244,13 @@ def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
             r["one_thread_cpu_time"]["ratio_median"] for r in seeds if r.get("one_thread_cpu_time")
         ],
     }
+
+
+def _probe_cell(seed: dict[str, Any]) -> str:
+    cv = seed.get("probe_roundsrobust_cv")
+    if cv is None:
+        return "-"
+    return f"{cv:.1%}" + ("" if seed.get("probe_steady") else " (host state moved: ratio not claimed)")
 
 
 def _one_thread(seed: dict[str, Any]) -> str:
@@ -277,14 +293,16 @@ def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]
             ),
             "",
             "| seed | adatune GFLOPS | PyTorch GFLOPS | ratio (median of rounds) | rounds min-max | rounds IQR "
-            "| 1 thread, CPU time: adatune / PyTorch GFLOPS (ratio) | tuning s | best config |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| peak-FMA probe over the rounds: robust CV | 1 thread, CPU time: adatune / PyTorch GFLOPS (ratio) "
+            "| tuning s | best config |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for sd in r["seeds"]:
             lines.append(
                 f"| {sd['seed']} | {sd['gflops_median']:.1f} | {sd['torch_gflops_median']:.1f} "
                 f"| {sd['ratio_median']:.2f} | {sd['ratio_min']:.2f}-{sd['ratio_max']:.2f} "
-                f"| {sd['ratio_q1']:.2f}-{sd['ratio_q3']:.2f} | {_one_thread(sd)} | {sd['tune_s']:.0f} "
+                f"| {sd['ratio_q1']:.2f}-{sd['ratio_q3']:.2f} | {_probe_cell(sd)} | {_one_thread(sd)} "
+                f"| {sd['tune_s']:.0f} "
                 f"| `{json.dumps(sd['best_config']['entity'])}` |"
             )
         lines.append("")
@@ -346,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         gate = NoiseGate()  # the probe kernel's spread before and after this workload's timings
         gate.probe("before")
-        result = run_workload(name, args)
+        result = run_workload(name, args, probe_timer())
         gate.probe("after")
         run["noise_gate"], run["noise_sentence"] = gate.to_json(), gate.sentence()
         run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -2,16 +2,19 @@
 
 A result cannot be better than its noise. On a shared 2-core machine a build or test run beside a timing
 run moves kernel times by 10-40%, so each study records, before and after its measurements: the load
-average, the CPU model and ISA, and a fixed probe kernel's per-repeat times (a 256^3 float32 matmul built
-once by TVM for this host, every core). The gate passes when the probe's robust coefficient of variation
-(1.4826 x median absolute deviation / median: the CV of the bulk of the repeats, which an occasional
-preempted repeat does not inflate, as the median costs the studies rank by ignore such repeats too) stays
-under ``CV_LIMIT`` (3%) at every reading and its median moved by less than ``DRIFT_LIMIT`` (5%) from the
-first reading to the last; the plain CV is recorded beside it. A second probe streams 256 MiB through every
-core (``memory_probe_timer``) under the same two limits: the matmul probe lives in L2, and a neighbour that
-takes the memory bandwidth or L3 of this shared machine left it unmoved while GEMMs that pack 9 MB of
-weights per call ran 1.8x slower (benchmarks/results/awkward_shapes_run1, kept as measured: tuning saw
-310-330 GFLOPS, the timing stage 170-185, its gate "passed"). A study whose gate failed reports its numbers as measured but claims no speedup from them.
+average, the CPU model and ISA, and two probes timed in turns. The gate passes when each probe's robust
+coefficient of variation (1.4826 x median absolute deviation / median: the CV of the bulk of the repeats,
+which an occasional preempted repeat does not inflate, as the median costs the studies rank by ignore such
+repeats too) stays under ``CV_LIMIT`` (3%) at every reading and its median moved by less than
+``DRIFT_LIMIT`` (5%) from the first reading to the last; the plain CV is recorded beside it.
+
+- ``probe_timer``: a 64x256x512 float32 GEMM at the cores' peak FMA rate (built once for this host, every
+  core). The probe before it, a naive 256^3 matmul at 40% of peak, stayed flat while tuned GEMMs on the
+  Zen 5 host swung between 170 and 340 GFLOPS from one minute to the next (benchmarks/results/
+  awkward_shapes_run1 and _run2, kept as measured; their memory-probe readings were flat too).
+- ``memory_probe_timer``: 256 MiB streamed through every core, for a neighbour on the memory bus or L3.
+
+A study whose gate failed reports its numbers as measured but claims no speedup from them.
 
 ``interleaved`` times several kernels round-robin (one repeat of each per round), so slow drift of the
 machine lands on all of them alike: a ratio between kernels is only meaningful when taken that way.
@@ -34,8 +37,10 @@ __all__ = [
     "NoiseGate",
     "ProbeReading",
     "interleaved",
+    "PROBE_GEMM",
     "memory_probe_timer",
     "probe_timer",
+    "robust_cv",
 ]
 
 #: the probe's repeat-to-repeat CV above which a run is too noisy to claim a speedup from
@@ -46,31 +51,35 @@ DRIFT_LIMIT = 0.05
 Timer = Callable[[], float]
 
 
-def probe_timer(size: int = 256, number: int = 20) -> Timer:
-    """One call: seconds per run of a fixed ``size``^3 float32 matmul (TVM, this host, every core), averaged
-    over ``number`` runs. Built once; the same kernel on every machine so readings compare across studies."""
+PROBE_GEMM = (64, 256, 512)  # rows, K, columns: operands in L2, so the probe reads the FMA units
+
+
+def probe_timer(number: int = 20) -> Timer:
+    """One call: seconds per run of a fixed 64x256x512 float32 GEMM (``dense.x86``, this host, every core)
+    averaged over ``number`` runs, with the template config of the largest register tile: it runs at the
+    cores' peak FMA rate (338-348 GFLOPS on the 2-core Zen 5 host), so a host state that halves peak-rate
+    kernels moves it. A naive 256^3 matmul at 140 GFLOPS (the probe before) stayed flat while tuned GEMMs
+    swung between 170 and 340 GFLOPS from one minute to the next."""
     import tvm
-    from tvm import te
 
     import adatune
+    import adatune.templates  # noqa: F401 - registers dense.x86
 
     adatune.target.size_tvm_thread_pool()
-    a = te.placeholder((size, size), "float32", name="A")
-    b = te.placeholder((size, size), "float32", name="B")
-    k = te.reduce_axis((0, size), name="k")
-    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    sch = tvm.s_tir.Schedule(te.create_prim_func([a, b, c]))
-    i, j, kk = sch.get_loops(sch.get_sblock("C"))
-    io, ii = sch.split(i, [None, 8])
-    jo, ji = sch.split(j, [None, 16])
-    sch.reorder(io, jo, kk, ii, ji)
-    sch.parallel(io)
-    sch.vectorize(ji)
-    lib = tvm.tirx.build(sch.mod, adatune.target.host())
+    task = adatune.task.create("dense.x86", (*PROBE_GEMM, "float32"), adatune.target.host())
+    space = task.config_space
+
+    def tile(i: int) -> tuple:
+        c = space.get(i)
+        y, x = c["tile_y"].size, c["tile_x"].size
+        return (y[2] * x[2], c["pack_b"].val == "global", c["auto_unroll_max_step"].val == 0, y[1] * x[1], -i)
+
+    config = space.get(max((int(i) for i in space.valid_indices()), key=tile))
+    lib = tvm.tirx.build(task.scheduled_module(config), task.target)
     dev = tvm.cpu()
     rng = np.random.default_rng(0)
-    args = [tvm.runtime.tensor(rng.uniform(-1, 1, (size, size)).astype("float32"), dev) for _ in range(3)]
-    timer = lib.time_evaluator(lib.entry_name, dev, number=number, repeat=1)
+    args = [tvm.runtime.tensor(rng.uniform(-1, 1, s.shape).astype(s.dtype), dev) for s in task.arg_specs]
+    timer = lib.time_evaluator("main", dev, number=number, repeat=1)
     return lambda: float(timer(*args).results[0])
 
 
@@ -99,7 +108,7 @@ def memory_probe_timer(mib: int = 256, number: int = 2) -> Timer:
     return lambda: float(timer(*args).results[0])
 
 
-def _robust_cv(seconds: list[float]) -> float:
+def robust_cv(seconds: list[float]) -> float:
     """1.4826 x MAD / median: equals the CV for normal noise, unmoved by a few preempted repeats."""
     x = np.asarray(seconds, dtype=np.float64)
     med = float(np.median(x))
@@ -138,7 +147,7 @@ class ProbeReading:
     @property
     def robust_cv(self) -> float:
         """1.4826 x MAD / median: equals the CV for normal noise, unmoved by a few preempted repeats."""
-        return _robust_cv(self.seconds)
+        return robust_cv(self.seconds)
 
     @property
     def memory_median(self) -> float | None:
@@ -146,7 +155,7 @@ class ProbeReading:
 
     @property
     def memory_robust_cv(self) -> float | None:
-        return _robust_cv(self.memory_seconds) if self.memory_seconds else None
+        return robust_cv(self.memory_seconds) if self.memory_seconds else None
 
 
 @dataclass
@@ -199,6 +208,7 @@ class NoiseGate:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "probe": f"dense.x86{PROBE_GEMM} at peak FMA rate; memory: 256 MiB stream",
             "cv_limit": self.cv_limit,
             "drift_limit": self.drift_limit,
             "passed": self.passed,
