@@ -4,8 +4,10 @@ The log feeds ``ReplayRunner``, so strategies can be compared in trials over man
 is timed ``--repeat`` times (default 5; replays rank by the median of the repeats). Every session (one
 invocation) is framed by the noise gate: the probe kernel and the load are read before, every
 ``--probe-every`` seconds and after it, and appended with the host to ``<out>.gate.json``;
-``python -m benchmarks.tabular`` refuses a sweep any of whose sessions failed the gate. Re-running resumes:
-configs already in the log are skipped. ``--max-seconds`` stops after the batch that crosses the limit (so
+``python -m benchmarks.tabular`` refuses a sweep in which some config's last record is not from a session
+that passed the gate (each session records its line range). Re-running resumes: configs already in the log
+are skipped; ``--remeasure-ungated`` measures again those whose last record is ungated (older records stay,
+readers use a config's last one). ``--max-seconds`` stops after the batch that crosses the limit (so
 one run holds the shared benchmark lock for a bounded time); ``--max-configs`` measures a seeded uniform
 subset only (the replay harness then searches that subset; say so in any summary).
 
@@ -55,6 +57,12 @@ def main() -> None:
     p.add_argument("--subset-seed", type=int, default=0)
     p.add_argument("--max-seconds", type=float, default=None, help="stop after the batch crossing this time")
     p.add_argument("--probe-every", type=float, default=600.0, help="seconds between noise-gate probes")
+    p.add_argument(
+        "--remeasure-ungated",
+        action="store_true",
+        help="measure again every config whose last record is not from a session that passed the noise gate "
+        "(the new records are appended; readers use a config's last record)",
+    )
     args = p.parse_args()
     out = args.out or f"benchmarks/data/{args.workload}.jsonl"
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
@@ -62,9 +70,15 @@ def main() -> None:
     if not isinstance(task, adatune.task.Task):
         raise TypeError(f"{args.workload}: sweeps enumerate knob spaces, got a {type(task).__name__}")
     space = task.config_space
-    done = {r.key for r in load_from_file(out)} if os.path.exists(out) else set()
+    records = list(load_from_file(out)) if os.path.exists(out) else []
+    if args.remeasure_ungated:
+        gated = gated_keys(records, load_sessions(out))
+        done = {r.key for r in records if r.key in gated}
+    else:
+        done = {r.key for r in records}
     wanted = sweep_indices(space.range_length, space.is_index_valid, args.max_configs, args.subset_seed)
     todo = [i for i in wanted if str(i) not in done]
+    first_line = len(records)
     print(f"{task}: {len(space)} valid, {len(wanted)} wanted, {len(todo)} to measure -> {out}", flush=True)
     option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=args.number, repeat=args.repeat))
     t0, t_perf = time.time(), time.perf_counter()
@@ -88,7 +102,12 @@ def main() -> None:
         option.close()
         gate.probe("after")
         session = run_meta("benchmarks.sweep", None, started, t_perf, load_before)
-        session |= {"host": host_record(), "measured": n_done, "noise_gate": gate.to_json()}
+        session |= {
+            "host": host_record(),
+            "measured": n_done,
+            "first_line": first_line,  # this session's records are lines [first_line, first_line + measured)
+            "noise_gate": gate.to_json(),
+        }
         append_session(out, session)
         print(gate.sentence(), flush=True)
 
@@ -105,6 +124,30 @@ def load_sessions(sweep: str) -> list[dict]:
         return []
     with open(path, encoding="utf-8") as f:
         return list(json.load(f))
+
+
+def session_lines(sessions: list[dict], n_lines: int) -> list[tuple[int, int, bool]]:
+    """``(first line, end line, passed)`` of each session's records in the sweep log. Sessions written before
+    ranges were recorded measured the lines just before the first session that has one (or the end of the
+    log), in order; anything before them predates the gate."""
+    out: list[tuple[int, int, bool]] = []
+    legacy = [s for s in sessions if "first_line" not in s]
+    end = next((int(s["first_line"]) for s in sessions if "first_line" in s), n_lines)
+    start = end - sum(int(s["measured"]) for s in legacy)
+    for s in sessions:
+        if "first_line" in s:
+            first = int(s["first_line"])
+        else:
+            first, start = start, start + int(s["measured"])
+        out.append((first, first + int(s["measured"]), bool(s["noise_gate"]["passed"])))
+    return out
+
+
+def gated_keys(records: list, sessions: list[dict]) -> set[str]:
+    """Keys whose last record in the log was written by a session that passed the noise gate."""
+    ranges = [(a, b) for a, b, ok in session_lines(sessions, len(records)) if ok]
+    last = {str(r.key): n for n, r in enumerate(records)}
+    return {key for key, n in last.items() if any(a <= n < b for a, b in ranges)}
 
 
 def append_session(sweep: str, session: dict) -> None:

@@ -4,10 +4,11 @@ A replay study can only show a search method's gain where the space leaves room 
 runs on a sweep, this checks (and writes down, so the gates are pre-registered, not fitted to a result):
 
 - **quality**: the sweep is complete (every valid config of the task's space recorded), every config ranks
-  by the median of at least ``--min-repeats`` repeats, and every sweep session passed the noise gate
-  (``<sweep>.gate.json``, written by ``benchmarks.sweep``); ``--confirm K`` re-times the sweep's top K
-  configs round-robin (one repeat of each per round, with the probe before and after) to check that the
-  sweep's optimum is still the best, within ``--confirm-tolerance``;
+  by the median of at least ``--min-repeats`` repeats, and every config's last record comes from a sweep
+  session that passed the noise gate (``<sweep>.gate.json``, written by ``benchmarks.sweep``: sessions and
+  their line ranges; records of failed sessions may stay in the log once re-measured); ``--confirm K``
+  re-times the sweep's top K configs round-robin (one repeat of each per round, with the probe before and
+  after) to check that the sweep's optimum is still the best, within ``--confirm-tolerance``;
 - **room to search**, per target fraction f of the optimum, with G the configs at or above f x optimum among
   N valid: random search needs ``E_random = (N + 1) / (G + 1)`` measurements in expectation (draws without
   replacement); it must be at least ``--min-random-plans`` (10) plan sizes. An oracle that measures the
@@ -39,7 +40,7 @@ from adatune.records import group_by_workload, load_from_file
 from ._common import load_now, run_meta
 from .harness.run import host_record
 from .noise_gate import NoiseGate
-from .sweep import load_sessions
+from .sweep import gated_keys, load_sessions
 
 __all__ = ["expected_random", "expected_oracle", "room_gates"]
 
@@ -187,7 +188,8 @@ def _summary(res: dict[str, Any]) -> str:
         f"errors by kind: {q['errors'] or 'none'}",
         f"- repeats per config: at least {q['min_repeats_seen']} (needed {q['min_repeats']}; ranked by the median)",
         f"- sweep sessions: {q['sessions']}, noise gate passed in {q['sessions_passed']}"
-        + ("" if q["sessions"] else " (no gate record: the sweep predates the gate)"),
+        + ("" if q["sessions"] else " (no gate record: the sweep predates the gate)")
+        + f"; configs whose last record is not from a passing session: {q.get('ungated_records', 'n/a')}",
     ]
     for s in res["session_sentences"]:
         lines.append(f"  - {s}")
@@ -257,7 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     groups = group_by_workload(load_from_file(args.sweep))
     if len(groups) != 1:
         raise ValueError(f"{args.sweep}: a tabular benchmark is one workload's sweep, found {len(groups)}")
-    records = list({str(r.key): r for r in next(iter(groups.values()))}.values())  # the last record of a key
+    in_order = next(iter(groups.values()))
+    records = list({str(r.key): r for r in in_order}.values())  # the last record of a key
     task = records[0].create_task()
     ok = [r for r in records if r.result.ok]
     flops = np.asarray([r.result.flops(task.flop) for r in ok])
@@ -272,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
         "min_repeats_seen": min(len(r.result.costs) for r in ok),
         "sessions": len(sessions),
         "sessions_passed": sum(bool(s["noise_gate"]["passed"]) for s in sessions),
+        "ungated_records": len(records) - len(gated_keys(in_order, sessions)),
     }
     res: dict[str, Any] = {"workload": str(task), "sweep": args.sweep, "args": vars(args), "host": host_record()}
     if args.confirm:
@@ -286,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
         quality["complete"]
         and quality["min_repeats_seen"] >= args.min_repeats
         and quality["sessions"] > 0
-        and quality["sessions_passed"] == quality["sessions"]
+        and quality["ungated_records"] == 0
         and quality.get("confirmed", True)
     )
     res["quality"] = quality

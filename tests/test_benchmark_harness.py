@@ -118,3 +118,21 @@ def test_the_memory_probe_gates_too_and_older_readings_without_it_still_pass():
     assert noisy.memory_robust_cv > 0.03 and not NoiseGate(readings=[before, noisy]).passed
     old = NoiseGate(readings=[_reading("before", steady), _reading("after", steady)])  # no memory probe recorded
     assert old.passed and old.readings[0].memory_median is None
+
+
+def test_sweep_sessions_map_to_log_lines_and_remeasured_configs_count_as_gated():
+    from types import SimpleNamespace
+
+    from benchmarks.sweep import gated_keys, session_lines
+
+    def session(measured: int, passed: bool, first: int | None = None) -> dict:
+        s = {"measured": measured, "noise_gate": {"passed": passed}}
+        return s if first is None else {**s, "first_line": first}
+
+    # 3 lines before any gate, a failed legacy session (2), a passed legacy one (2), then a re-measure (3)
+    sessions = [session(2, False), session(2, True), session(3, True, first=7)]
+    assert session_lines(sessions, 10) == [(3, 5, False), (5, 7, True), (7, 10, True)]
+    keys = ["a", "b", "c", "d", "e", "f", "g", "a", "b", "d"]  # a, b, d re-measured in the last session
+    records = [SimpleNamespace(key=k) for k in keys]
+    assert gated_keys(records, sessions) == {"a", "b", "d", "f", "g"}  # c: before the gate; e: failed session
+    assert gated_keys(records[:7], sessions[:2]) == {"f", "g"}
