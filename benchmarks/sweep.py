@@ -80,11 +80,11 @@ def main() -> None:
     todo = [i for i in wanted if str(i) not in done]
     first_line = len(records)
     print(f"{task}: {len(space)} valid, {len(wanted)} wanted, {len(todo)} to measure -> {out}", flush=True)
-    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=args.number, repeat=args.repeat))
     t0, t_perf = time.time(), time.perf_counter()
     started, load_before = time.strftime("%Y-%m-%d %H:%M:%S %Z"), list(os.getloadavg())
     gate = NoiseGate()
-    gate.probe("before")
+    gate.probe("before")  # before the builder and runner pools start: their start-up would be in the reading
+    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=args.number, repeat=args.repeat))
     n_done = 0
     try:
         for start in range(0, len(todo), args.batch):

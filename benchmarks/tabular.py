@@ -119,6 +119,41 @@ def confirm_top(task: Any, records: list[Any], k: int, rounds: int, number: int)
     }
 
 
+def remeasured(in_order: list[Any], flop: float, target: float = 0.95) -> dict[str, Any] | None:
+    """Configs measured more than once (``benchmarks.sweep --remeasure-ungated``): how their last record, the
+    one the table uses, compares with their first (Spearman, the spread of last / first time), and whether the
+    configs at or above ``target`` x the optimum are the same under the first records as under the last."""
+    from scipy.stats import spearmanr
+
+    first: dict[str, Any] = {}
+    last: dict[str, Any] = {}
+    for r in in_order:
+        if r.result.ok:
+            first.setdefault(str(r.key), r)
+            last[str(r.key)] = r
+    again = [k for k in last if last[k] is not first[k]]
+    if not again:
+        return None
+    a = np.asarray([first[k].result.cost for k in again])
+    b = np.asarray([last[k].result.cost for k in again])
+    ratio = b / a
+
+    def top(table: dict[str, Any]) -> set[str]:
+        best = min(r.result.cost for r in table.values())
+        return {k for k, r in table.items() if best / r.result.cost >= target}
+
+    return {
+        "n": len(again),
+        "spearman": float(spearmanr(a, b).statistic),
+        "ratio_median": float(np.median(ratio)),
+        "ratio_p10_p90": [float(np.percentile(ratio, 10)), float(np.percentile(ratio, 90))],
+        "target": target,
+        "top_first": sorted(top(first)),
+        "top_last": sorted(top(last)),
+        "optimum_gflops_first": flop / min(r.result.cost for r in first.values()) / 1e9,
+    }
+
+
 def spot_check(task: Any, records: list[Any], n: int, seed: int = 0) -> dict[str, Any]:
     """Re-time ``n`` seeded random configs of the sweep now, framed by the probe, and compare with their recorded
     medians (Spearman's rank correlation, the spread of re-timed / recorded): how well the table still
@@ -201,6 +236,18 @@ def _summary(res: dict[str, Any]) -> str:
             f"({'confirmed' if q['confirmed'] else 'NOT confirmed'}, tolerance {res['args']['confirm_tolerance']:.0%})"
         )
         lines.append(f"  - {c['noise_sentence']}")
+    rm = res.get("remeasured")
+    if rm:
+        lo, hi = rm["ratio_p10_p90"]
+        same = rm["top_first"] == rm["top_last"]
+        lines.append(
+            f"- re-measured: {rm['n']} configs measured again (their last record is the one used): Spearman "
+            f"{rm['spearman']:.3f} between first and last, last / first time median {rm['ratio_median']:.3f} "
+            f"(10-90%: {lo:.3f}-{hi:.3f}); configs at >= {rm['target']:.0%} of the optimum: "
+            f"{len(rm['top_first'])} under the first records, {len(rm['top_last'])} under the last"
+            + (" (the same configs)" if same else f" ({len(set(rm['top_first']) & set(rm['top_last']))} in both)")
+            + f"; optimum under the first records {rm['optimum_gflops_first']:.1f} GFLOPS"
+        )
     sc = res.get("spot_check")
     if sc:
         lo, hi = sc["ratio_p10_p90"]
@@ -284,6 +331,7 @@ def main(argv: list[str] | None = None) -> None:
         quality["confirmed"] = res["confirm"]["sweep_best_over_confirmed_best"] <= tol and bool(
             res["confirm"]["noise_gate"]["passed"]
         )
+    res["remeasured"] = remeasured(in_order, task.flop)
     if args.spot_check:
         res["spot_check"] = spot_check(task, records, args.spot_check)
     quality["passed"] = (

@@ -242,3 +242,18 @@ def test_dietcode_bert_runs_every_length_like_the_pytorch_module() -> None:
         am.dietcode_bert(nn.Linear(4, 4), choices, t_range, host)
     with pytest.raises(ValueError, match="w_o"):
         encoder.layer.upload({**am.bert_layer_weights(module)[0], "w_o": np.zeros((3, 3), np.float32)})
+
+
+def test_kernel_breakdown_times_every_call_of_the_vm(tiny: am.Model) -> None:
+    """Each fused function appears with its calls per inference; kernels, builtins and the rest add up to the
+    end-to-end latency."""
+    with pytest.warns(UserWarning, match="fallback schedule"):
+        compiled = am.build(tiny, None)
+    report = am.kernel_breakdown(compiled, tiny.random_inputs(0), repeats=3)
+    kernels = {c.symbol: c for c in report.calls if not c.symbol.startswith("vm.builtin")}
+    called = {g for t in am.extract_tasks(tiny) for g in t.global_vars}
+    assert set(kernels) <= called and len(kernels) >= 3
+    assert all(c.calls >= 1 and c.seconds > 0 for c in report.calls)
+    assert report.end_to_end > 0 and report.kernels > 0
+    assert report.kernels + report.builtins + report.outside == pytest.approx(report.end_to_end)
+    assert "end to end" in report.table()

@@ -9,8 +9,10 @@ tuning budget over all of them, and a compiled, deployable model with the best s
     compiled = am.build(model, "resnet18.jsonl")
     compiled.export_library("resnet18.so")
     print(am.latency_table(compiled))                  # median s per inference: adatune, pytorch, onnxruntime
+    print(am.kernel_breakdown(compiled, model.random_inputs()).table())  # time per VM call: kernels, builtins
 """
 
+from ._breakdown import CallTime, KernelBreakdown, kernel_breakdown
 from ._build import CompiledModel, build
 from ._dynamic import bert_layer_weights, dietcode_bert
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
@@ -21,7 +23,10 @@ from ._zoo import BUILTIN_MODELS, bert_base, resnet18
 
 __all__ = [
     "BUILTIN_MODELS",
+    "CallTime",
     "CompiledModel",
+    "KernelBreakdown",
+    "kernel_breakdown",
     "build",
     "bert_layer_weights",
     "dietcode_bert",

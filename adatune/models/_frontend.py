@@ -62,16 +62,39 @@ class Model:
                 raise ValueError(f"input {spec.name!r} of model {self.name!r} is {spec.dtype}, got {arr.dtype}")
 
 
-def prepare(mod: tvm.IRModule) -> tvm.IRModule:
-    """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task."""
-    seq = tvm.transform.Sequential(
-        [
-            relax.transform.DecomposeOpsForInference(),
-            relax.transform.CanonicalizeBindings(),
-            relax.get_pipeline("zero"),
-        ]
-    )
-    return seq(mod)
+def prepare(mod: tvm.IRModule, fast_math: bool = False) -> tvm.IRModule:
+    """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task. With ``fast_math``,
+    erf (GELU), exp and softmax, and tanh become TVM's vectorisable approximations (``FastMathTransform``)
+    first: the exact erf in a dense layer's GELU write-back is a scalar libm call per element."""
+    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
+    if fast_math:
+        passes += [_FastGelu(), relax.transform.FastMathTransform()]
+    return tvm.transform.Sequential([*passes, relax.get_pipeline("zero")])(mod)
+
+
+@tvm.transform.module_pass(opt_level=0, name="FastGelu")
+class _FastGelu:
+    """``nn.gelu`` as ``0.5 x (1 + erf(x / sqrt 2))`` in Relax ops, so ``FastMathTransform`` (which rewrites
+    ``relax.erf``, not ``relax.nn.gelu``) reaches the erf that legalising GELU would emit."""
+
+    def transform_module(self, mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        @relax.expr_functor.mutator
+        class Rewrite(relax.PyExprMutator):
+            def visit_call_(self, call: relax.Call) -> relax.Expr:
+                call = super().visit_call_(call)
+                if isinstance(call, relax.Call) and getattr(call.op, "name", "") == "relax.nn.gelu":
+                    x = call.args[0]
+                    dtype = "float32"  # the models adatune tunes are float32 (the matchers check it)
+                    half, root = relax.const(0.5, dtype), relax.const(0.7071067811865476, dtype)
+                    erf = relax.op.erf(relax.op.multiply(x, root))
+                    return relax.op.multiply(relax.op.multiply(x, half), relax.op.add(relax.const(1.0, dtype), erf))
+                return call
+
+        rewrite = Rewrite(mod)
+        for gv, func in mod.functions_items():
+            if isinstance(func, relax.Function):
+                rewrite.builder_.update_func(gv, rewrite.visit_expr(func))
+        return rewrite.builder_.get()
 
 
 def _input_specs(mod: tvm.IRModule) -> list[InputSpec]:
@@ -88,9 +111,9 @@ def _input_specs(mod: tvm.IRModule) -> list[InputSpec]:
     return specs
 
 
-def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = None) -> Model:
+def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = None, fast_math: bool = False) -> Model:
     """A ``torch.nn.Module`` (in eval mode) traced by ``torch.export`` with ``example_inputs`` (their shapes are
-    the model's)."""
+    the model's); ``fast_math``: approximate erf/exp/softmax/tanh (see ``prepare``)."""
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 
@@ -116,15 +139,19 @@ def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = No
         outs = out if isinstance(out, (list, tuple)) else [out]
         return [o.detach().numpy() for o in outs]
 
-    fused = prepare(mod)
+    fused = prepare(mod, fast_math)
     return Model(name or type(module).__name__, fused, _input_specs(fused), reference, source=module)
 
 
 def from_onnx(
-    model: str | os.PathLike | Any, shapes: Mapping[str, Sequence[int]] | None = None, name: str | None = None
+    model: str | os.PathLike | Any,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    name: str | None = None,
+    fast_math: bool = False,
 ) -> Model:
     """An ONNX model (a path or an ``onnx.ModelProto``) with static ``shapes`` for its inputs (by input name;
-    needed when the file's shapes are symbolic). onnxruntime, when installed, is the reference."""
+    needed when the file's shapes are symbolic). onnxruntime, when installed, is the reference; ``fast_math``
+    as for ``from_torch``."""
     try:
         import onnx
     except ImportError as err:
@@ -164,7 +191,7 @@ def from_onnx(
         if any(s <= 0 for s in shape):
             raise ValueError(f"ONNX input {n!r} has a symbolic shape {shape}: pass shapes={{{n!r}: [...]}}")
     mod = relax_from_onnx(proto, shape_dict=shape_dict, keep_params_in_input=False)
-    fused = prepare(mod)
+    fused = prepare(mod, fast_math)
     return Model(
         name or (os.path.basename(path) if path else proto.graph.name or "onnx"),
         fused,
@@ -187,9 +214,9 @@ def _onnxruntime_reference(proto: Any, names: list[str]) -> Any:
     return reference
 
 
-def load_builtin(name: str, seed: int = 0) -> Model:
+def load_builtin(name: str, seed: int = 0, fast_math: bool = False) -> Model:
     """``resnet18`` or ``bert-base`` (see ``adatune.models._zoo``), imported through torch.export."""
     from ._zoo import builtin_model
 
     module, example = builtin_model(name, seed)
-    return from_torch(module, example, name=name)
+    return from_torch(module, example, name=name, fast_math=fast_math)

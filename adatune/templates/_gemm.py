@@ -165,7 +165,9 @@ def schedule_gemm(
 
     The space keeps register tiles that fit ``info``'s register file with at least ``FMA_CHAINS``
     accumulators (on AVX2: 4x16, 8x8 and 2x32 for fp32; on AVX-512 up to 16x16 and 4x64), cache tiles
-    whose A and B panels fit in L2, and parallel loops that keep every core evenly busy.
+    whose A and B panels fit in L2, and parallel loops that keep every core evenly busy. An awkward shape
+    is padded first (``gemm_padding``): the loops above then run over the padded extents, B's padded copy
+    is its packing stage, A's is one parallel copy, and the accumulators write straight to C, guarded.
     """
     ext = lambda loop: int(sch.get(loop).extent)
     lanes = info.lanes(dtype)

@@ -94,6 +94,13 @@ def write_markdown(out: str, meta: dict[str, Any], runs: list[ModelRun], figures
         for a in r.arms:
             cps = ", ".join(f"{c['tuning_s'] / 60:.1f} min: {c['measured_s'] * 1e3:.2f} ms" for c in a.checkpoints)
             lines.append(f"- {a.arm} checkpoints (tuning time: measured latency): {cps}")
+        for arm, b in r.breakdown.items():
+            lines.append(
+                f"- {arm}, where the time goes (`am.kernel_breakdown`: every VM call timed): end to end "
+                f"{b['end_to_end_s'] * 1e3:.2f} ms = kernels {b['kernels_s'] * 1e3:.2f} ms (their isolated bests "
+                f"x calls: {b['sum_of_task_bests_s'] * 1e3:.2f} ms) + VM builtins {b['builtins_s'] * 1e3:.2f} ms + "
+                f"outside calls {b['outside_s'] * 1e3:.2f} ms"
+            )
         base = next((a for a in r.arms if a.arm == "xgb"), None)
         other = next((a for a in r.arms if a.arm != "xgb"), None)
         if base and other and base.estimated_curve and base.estimated_curve[-1][2] is not None:

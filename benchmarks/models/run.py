@@ -3,6 +3,7 @@ same wall-clock budget, with the measured latency at checkpoints along the way."
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -46,6 +47,8 @@ class ModelRun:
     baselines: dict[str, float | None]  # engine -> median s (untuned TVM, pytorch, onnxruntime)
     arms: list[ArmRun]
     final: dict[str, float | None] = field(default_factory=dict)  # all engines again, back to back, at the end
+    # arm -> where the compiled model's time goes (am.kernel_breakdown) beside the sum of its tasks' bests
+    breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _option(coef: float | None, number: int, repeat: int, timeout: float) -> adatune.MeasureOption:
@@ -87,6 +90,7 @@ def _task_rows(summary: am.TuneSummary) -> list[dict[str, Any]]:
             "trials": n,
             "best_ms": None if b is None else b * 1e3,
             "weighted_ms": None if b is None else b * t.weight * 1e3,
+            "functions": " ".join(t.global_vars),  # the model's functions this task schedules
         }
         for t, n, b in zip(summary.tasks, summary.trials, summary.best_seconds)
     ]
@@ -191,4 +195,29 @@ def run_model(
         result.final[fw] = am.framework_latency(model, fw, inputs, repeats)
     for arm, last in compiled.items():
         result.final[arm] = None if last is None else am.compiled_latency(last, inputs, repeats)
+    for arm_run in result.arms:
+        last = compiled.get(arm_run.arm)
+        if last is not None:
+            result.breakdown[arm_run.arm] = _breakdown(last, inputs, arm_run, repeats)
     return result
+
+
+def _breakdown(compiled: am.CompiledModel, inputs: list[Any], arm: ArmRun, repeats: int) -> dict[str, Any]:
+    """The compiled model's time per VM call, and per task: its share inside the model against its isolated
+    best x weight, so the gap between the estimate and the measured latency is located, not guessed."""
+    report = am.kernel_breakdown(compiled, inputs, repeats=max(3, repeats // 3))
+    inside = {c.symbol: c for c in report.calls}
+    per_task = []
+    for t in arm.tasks:
+        calls = [inside[g] for g in str(t.get("functions", "")).split() if g in inside]
+        in_model = sum(c.seconds for c in calls)
+        per_task.append({**t, "in_model_ms": in_model * 1e3 if calls else None})
+    return {
+        "end_to_end_s": report.end_to_end,
+        "kernels_s": report.kernels,
+        "builtins_s": report.builtins,
+        "outside_s": report.outside,
+        "sum_of_task_bests_s": sum(t["weighted_ms"] for t in arm.tasks if t["weighted_ms"] is not None) / 1e3,
+        "calls": [dataclasses.asdict(c) for c in report.calls],
+        "tasks": per_task,
+    }
