@@ -12,7 +12,7 @@ import json
 
 from adatune.records import load_from_file
 
-from .sweep import gated_keys, load_sessions
+from .sweep import gated_keys, load_sessions, session_passed
 from .tabular import remeasured
 
 
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         "configs": len(keys),
         "gated_configs": len(gated_keys(records, sessions)),
         "sessions": [
-            {"started": s["started"], "measured": s["measured"], "passed": s["noise_gate"]["passed"]} for s in sessions
+            {"started": s["started"], "measured": s["measured"], "passed": session_passed(s)} for s in sessions
         ],
         "remeasured": remeasured(records, task.flop),
     }

@@ -32,7 +32,7 @@ from adatune.workloads import get as get_workload
 
 from ._common import run_meta
 from .harness.run import host_record
-from .noise_gate import NoiseGate
+from .noise_gate import NoiseGate, drift_passes
 
 
 def sweep_indices(n_space: int, is_valid: Callable[[int], bool], max_configs: int | None, seed: int) -> list[int]:
@@ -139,8 +139,14 @@ def session_lines(sessions: list[dict], n_lines: int) -> list[tuple[int, int, bo
             first = int(s["first_line"])
         else:
             first, start = start, start + int(s["measured"])
-        out.append((first, first + int(s["measured"]), bool(s["noise_gate"]["passed"])))
+        out.append((first, first + int(s["measured"]), session_passed(s)))
     return out
+
+
+def session_passed(session: dict) -> bool:
+    """A session's gate verdict, re-checked by today's drift rule (every reading against the first)."""
+    gate = session["noise_gate"]
+    return bool(gate["passed"]) and ("readings" not in gate or drift_passes(gate["readings"]))
 
 
 def gated_keys(records: list, sessions: list[dict]) -> set[str]:

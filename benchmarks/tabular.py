@@ -40,7 +40,7 @@ from adatune.records import group_by_workload, load_from_file
 from ._common import load_now, run_meta
 from .harness.run import host_record
 from .noise_gate import NoiseGate
-from .sweep import gated_keys, load_sessions
+from .sweep import gated_keys, load_sessions, session_passed
 
 __all__ = ["expected_random", "expected_oracle", "room_gates"]
 
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
         "min_repeats": args.min_repeats,
         "min_repeats_seen": min(len(r.result.costs) for r in ok),
         "sessions": len(sessions),
-        "sessions_passed": sum(bool(s["noise_gate"]["passed"]) for s in sessions),
+        "sessions_passed": sum(session_passed(s) for s in sessions),
         "ungated_records": len(records) - len(gated_keys(in_order, sessions)),
     }
     res: dict[str, Any] = {"workload": str(task), "sweep": args.sweep, "args": vars(args), "host": host_record()}

@@ -136,3 +136,17 @@ def test_sweep_sessions_map_to_log_lines_and_remeasured_configs_count_as_gated()
     records = [SimpleNamespace(key=k) for k in keys]
     assert gated_keys(records, sessions) == {"a", "b", "d", "f", "g"}  # c: before the gate; e: failed session
     assert gated_keys(records[:7], sessions[:2]) == {"f", "g"}
+
+
+def test_drift_is_the_reading_furthest_from_the_first_and_stored_sessions_are_rechecked():
+    from benchmarks.noise_gate import drift_passes
+    from benchmarks.sweep import session_passed
+
+    steady = [1e-3] * 30
+    flipped = [1.6e-3] * 30
+    gate = NoiseGate(readings=[_reading("before", steady), _reading("middle", flipped), _reading("after", steady)])
+    assert gate.drift == pytest.approx(1.6) and not gate.passed  # the last reading alone matches the first
+    stored = gate.to_json()
+    assert not drift_passes(stored["readings"])
+    assert not session_passed({"noise_gate": {**stored, "passed": True}})  # written under the old rule
+    assert session_passed({"noise_gate": {"passed": True}})  # no readings stored: the verdict stands

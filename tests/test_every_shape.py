@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import tvm
+from test_templates import _run_against_numpy
 
 import adatune
 import adatune.templates  # noqa: F401 - registers the templates
@@ -75,19 +76,7 @@ def test_every_drawn_cuda_shape_has_configs(op: str) -> None:
 
 def _build_and_compare(task: adatune.task.Task, index: int) -> None:
     sch, _ = task.instantiate(index)
-    lib = tvm.tirx.build(sch.mod, task.target)
-    rng = np.random.default_rng(index)
-    host = [
-        np.zeros(s.shape, s.dtype) if s.is_output else rng.uniform(-1, 1, s.shape).astype(s.dtype)
-        for s in task.arg_specs
-    ]
-    args = [tvm.runtime.tensor(a, tvm.cpu()) for a in host]
-    lib["main"](*args)
-    want = task.reference_outputs([a for a, s in zip(host, task.arg_specs) if not s.is_output])
-    got = [a.numpy() for a, s in zip(args, task.arg_specs) if s.is_output]
-    assert want is not None
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-3, err_msg=f"{task.name}{task.args} config {index}")
+    _run_against_numpy(task, sch, f"config {index}", seed=index, atol=1e-3)
 
 
 # awkward extents on this host: 2 x prime rows (padded), widths no multiple of the vector, odd attention T

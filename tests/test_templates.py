@@ -93,7 +93,7 @@ def _good_config(task: adatune.task.Task) -> int:
     return max(_valid_configs(task, 1000), key=score)
 
 
-def _run_against_numpy(task: adatune.task.Task, sch: Any, what: str, seed: int = 0) -> None:
+def _run_against_numpy(task: adatune.task.Task, sch: Any, what: str, seed: int = 0, atol: float = 1e-4) -> None:
     """Build a schedule, run it on random inputs, compare every output with the numpy reference."""
     lib = tvm.tirx.build(sch.mod, task.target)
     rng = np.random.default_rng(seed)
@@ -107,7 +107,7 @@ def _run_against_numpy(task: adatune.task.Task, sch: Any, what: str, seed: int =
     got = [a.numpy() for a, s in zip(args, task.arg_specs) if s.is_output]
     assert want is not None and len(got) == len(want)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=f"{task.name}{task.args} {what}")
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol, err_msg=f"{task.name}{task.args} {what}")
 
 
 @pytest.mark.parametrize(
