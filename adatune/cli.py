@@ -230,10 +230,10 @@ def cmd_best(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import report, weights_from_csv
 
-    _read_log(args.log)  # a missing or unreadable log is a usage error, as for ``best``
+    records = _read_log(args.log)  # a missing or unreadable log is a usage error, as for ``best``
     try:
         weights = weights_from_csv(args.weights, args.model) if args.weights else None
-        rep = report(args.log, weights=weights, model=args.model)
+        rep = report(args.log, weights=weights, model=args.model, records=records)
     except (OSError, ValueError, KeyError) as err:
         raise UsageError(f"{args.log}: {err}") from None
     print(rep.text())

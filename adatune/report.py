@@ -16,7 +16,7 @@ import csv
 import math
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .measure import MeasureErrorNo
@@ -158,12 +158,17 @@ def _flop(rec: Record) -> float | None:
         return None
 
 
-def report(log: str | os.PathLike, weights: Mapping[str, int] | None = None, model: str | None = None) -> LogReport:
+def report(
+    log: str | os.PathLike,
+    weights: Mapping[str, int] | None = None,
+    model: str | None = None,
+    records: Sequence[Record] | None = None,
+) -> LogReport:
     """Read ``log`` into a ``LogReport``. ``weights`` (task name -> calls per model run) make any log a model
     log; otherwise the weights stored with the tasks are used (``model`` picks one when tasks belong to
-    several models)."""
+    several models). ``records``: the log's records when the caller has read them already."""
     path = os.fspath(log)
-    records = list(load_from_file(path))
+    records = list(records) if records is not None else list(load_from_file(path))
     if not records:
         raise ValueError(f"{path}: no tuning records in this log")
     start = min(r.result.timestamp for r in records)
