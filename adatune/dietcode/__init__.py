@@ -4,7 +4,11 @@
   pre-packed in panels of ``weight_panel(target, dtype, N)`` columns (``pack_b``), once, as a model loads.
 - ``MicroKernelSpace``: shape-generic micro-kernels from the hardware (x86 registers, caches, cores; CUDA
   threads, shared memory, registers); ``schedule_microkernel`` applies one with local padding.
-- ``MicroKernelCostModel``: cost = f_MK(kernel) x f_occ(P/M) x f_pad, f_MK learnt jointly over all shapes.
+- ``MicroKernelCostModel``: cost = f_MK(kernel) x f_occ(P/M) x f_pad, f_MK learnt jointly over all shapes from
+  the kernel program's features (``ProgramFeatures``, TVM's extractor) or 12 hand-made ones (``HandFeatures``).
+- ``propose_kernels``: evolutionary search on that model (or every kernel scored) for the next kernels to measure.
+- ``compress_votes``: every T votes over all measured kernels; the smallest decision tree within a predicted-latency
+  tolerance picks the kernels deployed.
 - ``DietCodeTuner(...).tune()`` -> ``DietCodeResult`` (kernels + decision-tree dispatcher); ``.build()`` gives a
   ``DynamicKernel`` that runs any T, dispatching through C code compiled with the system compiler.
 - ``BertEncoderLayer`` / ``BertEncoder``: a BERT encoder layer (a stack of them) with a symbolic sequence
@@ -14,15 +18,26 @@
 from ._bert import BertEncoder, BertEncoderLayer, bert_layer_reference, random_bert_weights
 from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels
 from ._kernel import DynamicKernel
+from ._program import FEATURE_KINDS, HandFeatures, ProgramFeatures, unit_extent
 from ._range_task import RANGE_PREFIX, RangeTask
 from ._schedule import microkernel_func, schedule_microkernel
+from ._search import SEARCHES, propose_kernels
+from ._select import Compression, compress_votes
 from ._space import SM80_LIMITS, MicroKernel, MicroKernelSpace, weight_panel
 from ._task import PREFIX, MicroKernelTask
 from ._tune import DietCodeResult, DietCodeTuner, Measurement
 from ._workloads import GEMM_KINDS, DynamicWorkload, bert_workloads, validate_range
 
 __all__ = [
+    "FEATURE_KINDS",
     "GEMM_KINDS",
+    "SEARCHES",
+    "Compression",
+    "HandFeatures",
+    "ProgramFeatures",
+    "compress_votes",
+    "propose_kernels",
+    "unit_extent",
     "PREFIX",
     "SM80_LIMITS",
     "BertEncoder",

@@ -9,6 +9,8 @@ CUDA) that shape T needs and ``M`` the cores or SMs:
   (1: none of it is hidden; 0: all of it is) and is fitted with scipy on the measurements.
 - ``f_MK`` depends on the micro-kernel alone; one regressor (xgboost) learns it from every measured shape
   at once, with labels divided by ``f_occ`` and ``f_pad`` so that all shapes speak about the same quantity.
+  Its inputs are the kernel program's features (``features="program"``, TVM's extractor) or the twelve
+  hand-made tile features (``"hand"``, the baseline); see ``_program``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from scipy.optimize import least_squares
 if TYPE_CHECKING:
     from xgboost import XGBRegressor
 
+from ._program import kernel_features
 from ._space import MicroKernel, MicroKernelSpace
 from ._workloads import DynamicWorkload
 
@@ -99,7 +102,8 @@ def sample_shapes(t_range: tuple[int, int], n: int, rng: np.random.Generator) ->
 
 
 def select_kernels(costs: np.ndarray, max_kernels: int, tolerance: float = 0.01) -> list[int]:
-    """A small kernel set covering every T: greedily add the kernel that most lowers the summed relative
+    """A small kernel set covering every T (the greedy cover the tuner used before it voted over all kernels,
+    ``_select``; kept for scripts): greedily add the kernel that most lowers the summed relative
     cost ``min_{chosen} cost[k, t] / min_k cost[k, t]`` until ``max_kernels`` or a gain below ``tolerance``."""
     if costs.ndim != 2 or costs.shape[0] == 0:
         raise ValueError("costs must be a (kernels, shapes) matrix with at least one kernel")
@@ -121,10 +125,12 @@ def select_kernels(costs: np.ndarray, max_kernels: int, tolerance: float = 0.01)
 class MicroKernelCostModel:
     """f_MK learnt jointly over all measured shapes, times the analytic f_occ and f_pad."""
 
-    def __init__(self, space: MicroKernelSpace, workload: DynamicWorkload, seed: int = 0):
+    def __init__(self, space: MicroKernelSpace, workload: DynamicWorkload, seed: int = 0, features: str = "program"):
         self.space = space
         self.workload = workload
         self.seed = seed
+        self.features = features
+        self.featurize = kernel_features(features, space, workload)
         self.k = 1.0
         self._reg: XGBRegressor | None = None
 
@@ -145,13 +151,13 @@ class MicroKernelCostModel:
         self._reg = XGBRegressor(
             n_estimators=200, max_depth=4, learning_rate=0.1, random_state=self.seed, n_jobs=1, verbosity=0
         )
-        self._reg.fit(self.space.featurize(kernels), labels)
+        self._reg.fit(self.featurize(kernels), labels)
         return self
 
     def f_mk(self, kernels: Sequence[MicroKernel]) -> np.ndarray:
         if self._reg is None:
             raise RuntimeError("the cost model is not fitted yet")
-        return np.exp(self._reg.predict(self.space.featurize(kernels)).astype(np.float64))
+        return np.exp(self._reg.predict(self.featurize(kernels)).astype(np.float64))
 
     def predict(self, kernels: Sequence[MicroKernel], ts: Sequence[int]) -> np.ndarray:
         """Predicted seconds, a ``(len(kernels), len(ts))`` matrix."""

@@ -3,10 +3,11 @@
 Rounds on the shared tuning loop (``Tuner.tune``): sample shapes over the range; measure a batch of
 micro-kernels through the shared builder and runner (each kernel compiled once, symbolic in T, then checked
 against a plain build and timed at every sampled T in the runner's worker: one ``RangeTask`` measure input);
-fit the joint cost model; propose the next batch from the model (each sampled shape's predicted best
-unmeasured kernel, plus the exploration policy's random share). At the end the model predicts every measured
-kernel at every T of the range, a greedy cover picks a few kernels, each T votes for its predicted best among
-them and a decision tree learns the votes.
+fit the joint cost model (f_MK on the kernels' program features by default); propose the next batch by
+evolutionary search on the model (each sampled shape's predicted best unmeasured kernel first, see
+``_search``), plus the exploration policy's random share. At the end the model predicts every measured kernel
+at every T of the range, each T votes for its predicted best among all of them, and the smallest decision tree
+whose predicted-latency loss is within ``dispatch_tolerance`` compresses the votes (``_select``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from ..optimizers import ExplorationPolicy
 from ..options import Option
 from ..tuners import Tuner
 from ..tuners.callback import Callback, log_to_file
-from ._cost import MicroKernelCostModel, sample_shapes, select_kernels
+from ._cost import MicroKernelCostModel, sample_shapes
+from ._program import FEATURE_KINDS
 from ._range_task import RangeTask, seconds_at
+from ._search import SEARCHES, propose_kernels
+from ._select import Compression, compress_votes
 from ._space import MicroKernel
 from ._workloads import DynamicWorkload
 
@@ -58,6 +62,7 @@ class DietCodeResult:
     shapes: list[int]
     tuning_seconds: float
     predicted: dict[int, float] = field(default_factory=dict)  # T -> predicted seconds of its chosen kernel
+    compression: Compression | None = None  # the votes over all kernels and the trees tried on them
 
     def kernel_for(self, t: int) -> MicroKernel:
         return self.kernels[self.dispatcher.index(t)]
@@ -76,19 +81,31 @@ class DietCodeResult:
 class DietCodeTuner(Tuner):
     """Tune one dynamic workload for its whole T range (see the module docstring).
 
-    Each round proposes ``kernels_per_round`` micro-kernels: each sampled T's predicted best and the best on
-    average, with a share ``explore`` of random ones (the one ``ExplorationPolicy``, ``explore`` as its
-    epsilon); all of them random before the first fit. ``number``/``repeat``/``min_repeat_ms`` time every T
-    when ``tune`` makes its own runner; pass ``measure_option`` to measure elsewhere (RPC, the adaptive
-    evaluator). ``log_file`` gets one record per kernel, each T's timings in its ``extra["points"]``.
+    Each round proposes ``kernels_per_round`` micro-kernels found by ``search`` on the model (each sampled T's
+    predicted best, then the best on average), with a share ``explore`` of random ones (the one
+    ``ExplorationPolicy``, ``explore`` as its epsilon); all of them random before the first fit.
+    ``max_kernels=None`` deploys as many kernels as the ``dispatch_tolerance`` needs.
+    ``number``/``repeat``/``min_repeat_ms`` time every T when ``tune`` makes its own runner; pass
+    ``measure_option`` to measure elsewhere (RPC, the adaptive evaluator). ``log_file`` gets one record per
+    kernel, each T's timings in its ``extra["points"]``.
     """
 
     OPTIONS = (
         Option.declare("n_shapes", int, "T values sampled over the range", minimum=1),
         Option.declare("rounds", int, "proposal rounds (the model is refit after each)", minimum=1),
         Option.declare("kernels_per_round", int, "micro-kernels measured per round", minimum=1),
-        Option.declare("max_kernels", int, "most micro-kernels deployed behind the dispatcher", minimum=1),
+        Option.declare("max_kernels", int, "most micro-kernels deployed (none: as the tolerance needs)", minimum=1),
         Option.declare("explore", float, "share of each round measured at random", minimum=0.0, maximum=1.0),
+        Option.declare("search", str, "how the model's picks are found", choices=SEARCHES),
+        Option.declare("features", str, "f_MK's inputs: the program's or 12 tile features", choices=FEATURE_KINDS),
+        Option.declare(
+            "dispatch_tolerance",
+            float,
+            "mean predicted slowdown the dispatcher may cost to deploy fewer kernels",
+            minimum=0.0,
+        ),
+        Option.declare("population", int, "evolutionary search population", minimum=2),
+        Option.declare("generations", int, "evolutionary search generations per round", minimum=0),
     )
 
     def __init__(
@@ -98,14 +115,27 @@ class DietCodeTuner(Tuner):
         n_shapes: int = 8,
         rounds: int = 3,
         kernels_per_round: int = 8,
-        max_kernels: int = 4,
+        max_kernels: int | None = None,
         explore: float = 0.25,
         seed: int = 0,
         log_file: str | None = None,
         number: int = 1,
         repeat: int = 3,
         min_repeat_ms: int = 10,
+        search: str = "evolutionary",
+        features: str = "program",
+        dispatch_tolerance: float = 0.01,
+        population: int = 128,
+        generations: int = 4,
     ):
+        if search not in SEARCHES:
+            raise ValueError(f"unknown micro-kernel search {search!r}; use one of {SEARCHES}")
+        if features not in FEATURE_KINDS:
+            raise ValueError(f"unknown micro-kernel features {features!r}; use one of {FEATURE_KINDS}")
+        if max_kernels is not None and max_kernels < 1:
+            raise ValueError(f"max_kernels must be a positive int or None, got {max_kernels!r}")
+        if dispatch_tolerance < 0:
+            raise ValueError(f"dispatch_tolerance must be >= 0, got {dispatch_tolerance!r}")
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
         self.shapes = sample_shapes(workload.t_range, n_shapes, np.random.default_rng(seed))
@@ -116,7 +146,9 @@ class DietCodeTuner(Tuner):
         self.exploration = ExplorationPolicy(eps_greedy=explore)
         self.log_file = log_file
         self.timing = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
-        self.model = MicroKernelCostModel(task.space, workload, seed)
+        self.model = MicroKernelCostModel(task.space, workload, seed, features)
+        self.search, self.population, self.generations = search, population, generations
+        self.dispatch_tolerance = dispatch_tolerance
         self.measurements: list[Measurement] = []
         self.plan: list[MicroKernel] = []
         self._fitted = False
@@ -131,20 +163,30 @@ class DietCodeTuner(Tuner):
         return batch
 
     def _model_picks(self, n: int) -> list[MicroKernel]:
-        """Each sampled T's two predicted best unmeasured kernels, then the best on average (none before a fit)."""
-        pool = [k for k in self.kernels if k.key not in self.visited]
-        if not pool or not self._fitted:
+        """The model's picks (``_search.propose_kernels``), seeded by the measured kernels best on average."""
+        if not self._fitted:
             return []
-        pred = self.model.predict(pool, self.shapes) / np.asarray([self.workload.flop(t) for t in self.shapes])
-        picks: dict[str, MicroKernel] = {}
-        for col in range(pred.shape[1]):
-            for row in np.argsort(pred[:, col])[:2]:
-                picks.setdefault(pool[int(row)].key, pool[int(row)])
-        for row in np.argsort(np.log(pred).mean(axis=1)):
-            if len(picks) >= n:
-                break
-            picks.setdefault(pool[int(row)].key, pool[int(row)])
-        return list(picks.values())[:n]
+        return propose_kernels(
+            self.model,
+            self.model.space,
+            self.shapes,
+            self._measured_best_first(),
+            n,
+            self.visited,
+            self.streams.plan,
+            self.search,
+            self.population,
+            self.generations,
+        )
+
+    def _measured_best_first(self) -> list[MicroKernel]:
+        """Correct kernels by their geometric-mean measured seconds per FLOP over the sampled shapes."""
+        per: dict[str, list[float]] = {}
+        kernel: dict[str, MicroKernel] = {}
+        for m in self._valid():
+            per.setdefault(m.kernel.key, []).append(float(np.log(m.seconds / self.workload.flop(m.t))))
+            kernel[m.kernel.key] = m.kernel
+        return [kernel[key] for key in sorted(per, key=lambda key: float(np.mean(per[key])))]
 
     def learn(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         for inp, res in zip(inputs, results):
@@ -213,12 +255,11 @@ class DietCodeTuner(Tuner):
         lo, hi = self.workload.t_range
         ts = list(range(lo, hi + 1))
         pred = self.model.predict(candidates, ts)
-        chosen = [candidates[i] for i in select_kernels(pred, self.max_kernels)]
-        sub = self.model.predict(chosen, ts)
-        votes = [chosen[int(i)].key for i in np.argmin(sub, axis=0)]
+        comp = compress_votes(pred, ts, self.dispatch_tolerance, self.max_kernels, int(self.seed or 0))
+        votes = [candidates[i].key for i in comp.labels]
         dispatcher = ShapeDispatcher.fit(ts, votes, (lo, hi), random_state=int(self.seed or 0))
-        kernels = [next(k for k in chosen if k.key == label) for label in dispatcher.labels]
-        predicted = {t: float(sub[:, i].min()) for i, t in enumerate(ts)}
+        kernels = [next(k for k in candidates if k.key == label) for label in dispatcher.labels]
+        predicted = {t: float(pred[i, j]) for j, (t, i) in enumerate(zip(ts, comp.labels))}
         return DietCodeResult(
             self.workload,
             self.target,
@@ -229,4 +270,5 @@ class DietCodeTuner(Tuner):
             shapes,
             seconds,
             predicted,
+            comp,
         )

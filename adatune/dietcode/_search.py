@@ -1,0 +1,74 @@
+"""Proposing micro-kernels from the joint cost model: DietCode's evolutionary search, or every kernel scored.
+
+A kernel's fitness is its predicted quality averaged over the sampled shapes: for each T, the best predicted
+cost among the kernels measured so far divided by the kernel's predicted cost there (1 = as good as the
+best measured; above 1 = predicted better). MetaSchedule's ``EvolutionarySearch`` (the one used by trace
+search) evolves a population seeded with the best measured kernels by this fitness, mutating one field of a
+kernel at a time. From every kernel it scored, each sampled T takes its predicted best (then its second
+best), then the rest of
+the batch goes by fitness, so kernels that are best only on some shapes are still measured.
+``search="exhaustive"`` scores the whole space instead (affordable: these spaces hold hundreds of kernels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+import numpy as np
+
+from ..optimizers import EvolutionarySearch
+from ._cost import MicroKernelCostModel
+from ._space import MicroKernel, MicroKernelSpace
+
+__all__ = ["SEARCHES", "propose_kernels"]
+
+SEARCHES = ("evolutionary", "exhaustive")
+
+
+def _per_flop(model: MicroKernelCostModel, kernels: Sequence[MicroKernel], shapes: Sequence[int]) -> np.ndarray:
+    return model.predict(kernels, shapes) / np.asarray([model.workload.flop(t) for t in shapes])
+
+
+def propose_kernels(
+    model: MicroKernelCostModel,
+    space: MicroKernelSpace,
+    shapes: Sequence[int],
+    measured: Sequence[MicroKernel],
+    n: int,
+    exclusive: Collection[str],
+    rng: np.random.Generator,
+    search: str = "evolutionary",
+    population: int = 128,
+    generations: int = 4,
+) -> list[MicroKernel]:
+    """Up to ``n`` unmeasured kernels (keys not in ``exclusive``) for the next round; ``measured`` (best first)
+    seed the population and set each shape's reference cost."""
+    if search not in SEARCHES:
+        raise ValueError(f"unknown micro-kernel search {search!r}; use one of {SEARCHES}")
+    if not measured:
+        return []
+    reference = _per_flop(model, measured, shapes).min(axis=0)
+
+    def fitness(kernels: Sequence[MicroKernel]) -> np.ndarray:
+        return np.mean(reference / _per_flop(model, kernels, shapes), axis=1)
+
+    if search == "exhaustive":
+        pool = [k for k in space.kernels if k.key not in exclusive]
+    else:
+        seeds: Callable[[int], list[MicroKernel]] = lambda k: list(measured[:k])
+        es = EvolutionarySearch(space, rng, population_size=population, genetic_num_iters=generations, seeds=seeds)
+        pool = es.find_maximums(fitness, population * (generations + 1), exclusive)
+    if not pool:
+        return []
+    pred = _per_flop(model, pool, shapes)
+    picks: dict[str, MicroKernel] = {}
+    ranked = np.argsort(pred, axis=0)
+    for rank in range(min(2, len(pool))):  # every shape's best before any shape's second best
+        for col in range(pred.shape[1]):
+            row = int(ranked[rank, col])
+            picks.setdefault(pool[row].key, pool[row])
+    for row in np.argsort(-np.mean(reference / pred, axis=1)):
+        if len(picks) >= n:
+            break
+        picks.setdefault(pool[int(row)].key, pool[int(row)])
+    return list(picks.values())[:n]

@@ -1,0 +1,110 @@
+"""From predicted costs to deployed kernels: every T votes over all measured kernels, a decision tree compresses.
+
+Each T of the range votes for the kernel the joint model predicts fastest there, among every kernel measured
+correct. Deploying all winners would be exact but large, so trees with 1, 2, ... leaves (scikit-learn's
+``DecisionTreeClassifier`` with ``max_leaf_nodes``) learn the votes; each leaf then serves its T with the one
+kernel of least summed predicted latency over them. The loss a tree costs is the mean over T of the
+predicted slowdown against each T's own winner; the kernels of the smallest tree within ``tolerance`` are
+deployed, so their number follows from what fewer kernels would cost, not from a fixed cap. Each T then takes
+its predicted best among the deployed kernels (never worse than its leaf's kernel), and the dispatcher's tree
+learns those choices exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Compression", "compress_votes"]
+
+
+@dataclass
+class Compression:
+    """The deployed choice: ``labels[i]`` is the kernel (row of the cost matrix) serving ``ts[i]``, ``votes[i]``
+    the one it voted for among all.
+
+    ``loss`` is the choice's mean predicted slowdown against every T's own winner; ``tried`` lists (leaves,
+    kernels, loss) of every tree considered, smallest first (its loss before the re-vote among the deployed).
+    """
+
+    ts: list[int]
+    labels: list[int]
+    votes: list[int]
+    loss: float
+    tried: list[tuple[int, int, float]] = field(default_factory=list)
+
+    @property
+    def kernels(self) -> list[int]:
+        """Rows deployed, in order of first use over T."""
+        return list(dict.fromkeys(self.labels))
+
+
+def _runs(votes: np.ndarray) -> int:
+    return int(1 + np.count_nonzero(votes[1:] != votes[:-1]))
+
+
+def _leaf_labels(costs: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    labels = np.empty(costs.shape[1], dtype=np.int64)
+    for g in np.unique(groups):
+        cols = groups == g
+        labels[cols] = int(np.argmin(costs[:, cols].sum(axis=1)))
+    return labels
+
+
+def compress_votes(
+    costs: np.ndarray,
+    ts: Sequence[int],
+    tolerance: float = 0.01,
+    max_kernels: int | None = None,
+    random_state: int = 0,
+) -> Compression:
+    """Pick the kernels to deploy from a ``(kernels, len(ts))`` predicted-cost matrix (see the module docstring).
+
+    Trees grow one leaf at a time until their loss is within ``tolerance`` (and they deploy at most
+    ``max_kernels``); when none is, the least-loss tree within ``max_kernels`` is taken.
+    """
+    c = np.asarray(costs, dtype=np.float64)
+    if c.ndim != 2 or c.shape[0] == 0 or c.shape[1] != len(ts) or not len(ts):
+        raise ValueError(f"costs must be a (kernels, {len(ts)}) matrix with at least one kernel, got {c.shape}")
+    if not np.all(np.isfinite(c)) or np.any(c <= 0):
+        raise ValueError("predicted costs must be finite and positive")
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    if max_kernels is not None and max_kernels < 1:
+        raise ValueError(f"max_kernels must be >= 1, got {max_kernels}")
+    order = np.argsort(np.asarray(ts))
+    xs = np.asarray(ts, dtype=np.int64)[order].reshape(-1, 1)
+    c = c[:, order]
+    best = c.min(axis=0)
+    votes = c.argmin(axis=0)
+    tried: list[tuple[int, int, float]] = []
+    choice: tuple[float, np.ndarray] | None = None
+    for leaves in range(1, _runs(votes) + 1):
+        if leaves == 1:
+            groups = np.zeros(len(xs), dtype=np.int64)
+        else:
+            from sklearn.tree import DecisionTreeClassifier  # only a selection needs scikit-learn
+
+            tree = DecisionTreeClassifier(max_leaf_nodes=leaves, random_state=random_state).fit(xs, votes)
+            groups = tree.apply(xs)
+        labels = _leaf_labels(c, groups)
+        loss = float(np.mean(c[labels, np.arange(len(best))] / best) - 1.0)
+        n_kernels = len(set(labels.tolist()))
+        tried.append((leaves, n_kernels, loss))
+        if max_kernels is not None and n_kernels > max_kernels:
+            continue
+        if choice is None or loss < choice[0] - 1e-12:
+            choice = (loss, labels)
+        if loss <= tolerance:
+            break
+    if choice is None:  # every tree deployed too many kernels: one kernel is always within any cap
+        labels = _leaf_labels(c, np.zeros(len(xs), dtype=np.int64))
+        choice = (float(np.mean(c[labels, np.arange(len(best))] / best) - 1.0), labels)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    deployed = np.unique(choice[1])
+    labels = deployed[np.argmin(c[deployed], axis=0)]  # every T then takes its best deployed kernel
+    loss = float(np.mean(c[labels, np.arange(len(best))] / best) - 1.0)
+    return Compression([int(t) for t in ts], [int(v) for v in labels[back]], [int(v) for v in votes[back]], loss, tried)

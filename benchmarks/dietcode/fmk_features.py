@@ -1,0 +1,188 @@
+"""Which inputs let f_MK predict unseen micro-kernels: the kernel program's features or the 12 hand-made ones.
+
+Replays DietCode record logs (no timing): for each log, the measured kernels are split into folds; the joint
+cost model (``MicroKernelCostModel``, identical but for ``features``) is fitted on the other folds' (kernel, T,
+seconds) and predicts the held-out kernels at every measured T. Per T it scores the Spearman rank correlation
+of predicted and measured seconds and the top-1 regret (measured seconds of the predicted-best held-out
+kernel over the held-out best). Repeated over seeds (fold shuffles); intervals are 2.5-97.5% bootstrap over
+(seed, log) means.
+
+    python -m benchmarks.dietcode.fmk_features --logs benchmarks/results/dietcode/all-ops/records_*.jsonl \\
+        --out benchmarks/results/dietcode/fmk_features
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import time
+from collections import defaultdict
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy.stats import spearmanr  # noqa: E402
+
+import adatune  # noqa: E402
+from adatune.dietcode import FEATURE_KINDS, DynamicWorkload, MicroKernelCostModel, MicroKernelSpace  # noqa: E402
+from adatune.dietcode._task import static_k  # noqa: E402
+
+from .._common import load_now, run_meta, write_csv  # noqa: E402
+
+__all__ = ["read_log", "cross_validate", "main"]
+
+
+def read_log(path: str) -> tuple[DynamicWorkload, Any, dict[str, Any], dict[tuple[str, int], float]]:
+    """(workload, target, kernels by key, median seconds by (kernel key, T)) of a DietCode record log, from
+    per-T records (``dietcode/...``) or range records (``dietcode-range/...``, each T in ``extra.points``)."""
+    seconds: dict[tuple[str, int], float] = {}
+    configs: dict[str, Any] = {}
+    wl_json = target = None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            name, args = rec["task"]
+            if not str(name).startswith("dietcode"):
+                continue
+            wl_json, target = args[0], rec["target"]
+            res = rec["result"]
+            if res.get("error_no", 0) != 0:
+                continue
+            key = rec["key"]
+            configs[key] = rec["config"]
+            if str(name).startswith("dietcode-range/"):
+                for point in res.get("extra", {}).get("points", []):
+                    seconds[(key, int(point["at"][0]))] = float(np.median(point["costs"]))
+            else:
+                seconds[(key, int(args[1]))] = float(np.median(res["costs"]))
+    if wl_json is None:
+        raise ValueError(f"{path} holds no DietCode records")
+    wl = DynamicWorkload.from_json(wl_json)
+    tgt = adatune.target.create(target)
+    space = MicroKernelSpace(tgt, wl.dtype, static_k(wl))
+    kernels = {key: space.decode(cfg) for key, cfg in configs.items()}
+    return wl, tgt, kernels, seconds
+
+
+def cross_validate(
+    wl: DynamicWorkload, space: MicroKernelSpace, kernels: dict[str, Any], seconds: dict[tuple[str, int], float],
+    features: str, seed: int, folds: int,
+) -> dict[str, float]:  # fmt: skip
+    """Mean over T of Spearman and top-1 regret on held-out kernels, ``folds``-fold by kernel."""
+    keys = sorted(kernels)
+    rng = np.random.default_rng(seed)
+    order = [keys[int(i)] for i in rng.permutation(len(keys))]
+    ts = sorted({t for _, t in seconds})
+    model = MicroKernelCostModel(space, wl, seed, features)
+    pred: dict[tuple[str, int], float] = {}
+    for fold in range(folds):
+        held = set(order[fold::folds])
+        train = [(k, t, s) for (k, t), s in seconds.items() if k not in held]
+        model.fit([kernels[k] for k, _, _ in train], [t for _, t, _ in train], [s for _, _, s in train])
+        test = sorted(held)
+        p = model.predict([kernels[k] for k in test], ts)
+        for i, k in enumerate(test):
+            for j, t in enumerate(ts):
+                pred[(k, t)] = float(p[i, j])
+    rhos, regrets = [], []
+    for t in ts:
+        ks = [k for k in keys if (k, t) in seconds]
+        got = np.array([seconds[(k, t)] for k in ks])
+        want = np.array([pred[(k, t)] for k in ks])
+        rhos.append(float(spearmanr(got, want).statistic))
+        regrets.append(float(got[int(np.argmin(want))] / got.min()))
+    return {"spearman": float(np.mean(rhos)), "top1_regret": float(np.mean(regrets))}
+
+
+def _interval(xs: list[float], rng: np.random.Generator) -> list[float]:
+    boots = [float(np.mean(rng.choice(xs, size=len(xs)))) for _ in range(2000)]
+    return [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.dietcode.fmk_features", description=__doc__)
+    ap.add_argument("--logs", nargs="+", required=True, help="DietCode record logs (globs allowed)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=4)
+    args = ap.parse_args(argv)
+    t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), load_now()
+    paths = sorted({p for pattern in args.logs for p in glob.glob(pattern)})
+    if not paths:
+        raise SystemExit(f"no log matches {args.logs}")
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        wl, tgt, kernels, seconds = read_log(path)
+        space = MicroKernelSpace(tgt, wl.dtype, static_k(wl))
+        for seed in range(args.seeds):
+            for features in FEATURE_KINDS:
+                score = cross_validate(wl, space, kernels, seconds, features, seed, args.folds)
+                rows.append({"log": os.path.basename(path), "workload": wl.name, "mcpu": str(tgt.attrs.get("mcpu", "")),
+                             "kernels": len(kernels), "seed": seed, "features": features, **score})  # fmt: skip
+    rng = np.random.default_rng(0)
+    summary: dict[str, dict[str, Any]] = defaultdict(dict)
+    for features in FEATURE_KINDS:
+        for metric in ("spearman", "top1_regret"):
+            xs = [r[metric] for r in rows if r["features"] == features]
+            summary[features][metric] = {"mean": float(np.mean(xs)), "ci95": _interval(xs, rng)}
+    os.makedirs(args.out, exist_ok=True)
+    write_csv(os.path.join(args.out, "folds.csv"), rows)
+    meta = run_meta("benchmarks.dietcode.fmk_features", argv, started, t0, load_before)
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "summary": summary, "rows": rows}, f, indent=1)
+    _plot(args.out, rows)
+    _markdown(args.out, meta, summary, rows)
+    return dict(summary)
+
+
+def _plot(out: str, rows: list[dict[str, Any]]) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    wls = list(dict.fromkeys(r["workload"] for r in rows))
+    for ax, metric in zip(axes, ("spearman", "top1_regret")):
+        for n, features in enumerate(FEATURE_KINDS):
+            sel = [[r[metric] for r in rows if r["workload"] == w and r["features"] == features] for w in wls]
+            means = [float(np.mean(xs)) for xs in sel]
+            ax.bar(np.arange(len(wls)) + 0.4 * n, means, width=0.4, label=features)
+        ax.set_xticks(np.arange(len(wls)) + 0.2, wls, rotation=30)
+        ax.set_title({"spearman": "Spearman (held-out kernels, higher is better)",
+                      "top1_regret": "top-1 regret (lower is better)"}[metric], fontsize=9)  # fmt: skip
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "fmk_features.png"), dpi=110)
+    plt.close(fig)
+
+
+def _markdown(out: str, meta: dict[str, Any], summary: dict[str, dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+    lines = [
+        "# f_MK's features: the kernel's program vs 12 hand-made ones (held-out kernels, replayed logs)",
+        "",
+        f"Command: `{meta['command']}` (no timing: replays committed measurements; wall {meta['wall_s']:.0f} s).",
+        f"Logs: {', '.join(sorted({r['log'] for r in rows}))}; hosts (mcpu): "
+        f"{', '.join(sorted({r['mcpu'] for r in rows}))}; {len({r['seed'] for r in rows})} seeds of fold shuffles.",
+        "",
+        "| features | Spearman (mean over T) | 95% CI | top-1 regret | 95% CI |",
+        "|---|---|---|---|---|",
+    ]
+    for features, s in summary.items():
+        sp, rg = s["spearman"], s["top1_regret"]
+        lines.append(f"| {features} | {sp['mean']:.3f} | [{sp['ci95'][0]:.3f}, {sp['ci95'][1]:.3f}] | "
+                     f"{rg['mean']:.3f} | [{rg['ci95'][0]:.3f}, {rg['ci95'][1]:.3f}] |")  # fmt: skip
+    lines += ["", "Per workload (mean over seeds):", "", "| workload | kernels | features | Spearman | top-1 regret |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for wl in dict.fromkeys(r["workload"] for r in rows):
+        for features in FEATURE_KINDS:
+            sel = [r for r in rows if r["workload"] == wl and r["features"] == features]
+            lines.append(f"| {wl} | {sel[0]['kernels']} | {features} | {np.mean([r['spearman'] for r in sel]):.3f} | "
+                         f"{np.mean([r['top1_regret'] for r in sel]):.3f} |")  # fmt: skip
+    lines += ["", "![f_MK features](fmk_features.png)", ""]
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
