@@ -26,11 +26,12 @@ import time
 import tvm
 
 import adatune
-from adatune.dietcode import bert_workloads, validate_range
+from adatune.dietcode import FEATURE_KINDS, SEARCHES, bert_workloads, validate_range
 from adatune.reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, run_meta
+from ..noise_gate import NoiseGate
 from .report import plot, summarise, write_json, write_markdown
 from .run import ARMS, ArmResult, BenchConfig, Retimer, StaticTuner, retime, run_dietcode, run_vendor, serve_padded
 
@@ -47,13 +48,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--t-range", nargs=2, type=int, default=[1, 128], metavar=("LO", "HI"))
     p.add_argument("--sampled", nargs="*", type=int, default=SAMPLED, help="T of the per-shape tuning")
     p.add_argument("--bucket", type=int, default=16, help="bucket width of the bucketing arm")
-    p.add_argument("--static-trials", type=int, default=16, help="XGBTuner trials per static shape")
+    p.add_argument("--static-trials", type=int, default=16, help="XGBTuner trials per static shape (the cap)")
+    p.add_argument(
+        "--static-converge", type=int, default=None,
+        help="per-shape tuning stops after this many trials without improvement (run to convergence)",
+    )  # fmt: skip
     p.add_argument("--dietcode-shapes", type=int, default=8)
     p.add_argument("--dietcode-rounds", type=int, default=3)
     p.add_argument("--dietcode-per-round", type=int, default=8, help="micro-kernels measured per round")
-    p.add_argument("--dietcode-max-kernels", type=int, default=4)
-    p.add_argument("--repeat", type=int, default=5, help="time_evaluator repeats for the latency of each T")
-    p.add_argument("--min-repeat-ms", type=int, default=20)
+    p.add_argument("--dietcode-max-kernels", type=int, default=None, help="cap on deployed kernels (default none)")
+    p.add_argument("--dietcode-search", default="evolutionary", choices=list(SEARCHES))
+    p.add_argument("--dietcode-features", default="program", choices=list(FEATURE_KINDS))
+    p.add_argument("--dispatch-tolerance", type=float, default=0.01, help="predicted loss allowed for fewer kernels")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds of every arm at every T")
+    p.add_argument("--repeat", type=int, default=3, help="time_evaluator repeats per timing of a TVM kernel")
+    p.add_argument("--min-repeat-ms", type=int, default=10)
     p.add_argument("--vendor-repeats", type=int, default=15)
     p.add_argument(
         "--vendor-threads", type=int, default=0, help="threads of torch and numpy's BLAS (0: all physical cores)"
@@ -73,11 +82,14 @@ def _config(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(
         (lo, hi), sampled, args.bucket, args.static_trials, args.dietcode_shapes, args.dietcode_rounds,
         args.dietcode_per_round, args.dietcode_max_kernels, args.repeat, args.min_repeat_ms, args.vendor_repeats,
-        args.vendor_threads, args.seed, args.timeout, args.n_parallel,
+        args.vendor_threads, args.seed, args.timeout, args.n_parallel, args.static_converge, args.dietcode_search,
+        args.dietcode_features, args.dispatch_tolerance, args.rounds,
     )  # fmt: skip
 
 
-def _run_workload(name: str, arms: list[str], cfg: BenchConfig, out: str, failed: list[str]) -> list[ArmResult]:
+def _run_workload(
+    name: str, arms: list[str], cfg: BenchConfig, out: str, failed: list[str], gates: dict[str, NoiseGate]
+) -> list[ArmResult]:
     wl = bert_workloads(cfg.t_range)[name]
     target = adatune.target.host()
     lo, hi = cfg.t_range
@@ -96,7 +108,11 @@ def _run_workload(name: str, arms: list[str], cfg: BenchConfig, out: str, failed
                 failed.append(f"{name} {arm}: {type(err).__name__}: {err}")
                 print(f"{name:>9} {arm:>15}: FAILED {type(err).__name__}: {err}", flush=True)
         static.close()
-        retime(timed)  # the second pass, after the worker pools have stopped
+        gate = gates[name] = NoiseGate()  # the probe frames the interleaved pass the latencies come from
+        gate.probe("before")
+        retime(timed, cfg.rounds)  # after the worker pools have stopped
+        gate.probe("after")
+        print(f"{name:>9} noise gate: {gate.sentence()}", flush=True)
     finally:
         static.close()
     for res, _ in timed:
@@ -137,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_now()
     results: list[ArmResult] = []
     failed: list[str] = []
+    gates: dict[str, NoiseGate] = {}
 
     def write(figures: bool) -> list[str]:
         """Results so far (after every workload, so a run cut off keeps them); plots at the end."""
@@ -150,12 +167,19 @@ def main(argv: list[str] | None = None) -> int:
             "sampled": cfg.sampled,
             "bucket": cfg.bucket,
             "static_trials": cfg.static_trials,
+            "static_converge": cfg.static_converge,
+            "rounds": cfg.rounds,
+            "noise_gate": {name: gate.to_json() for name, gate in gates.items()},
+            "noise_sentence": {name: gate.sentence() for name, gate in gates.items()},
             "vendor_threads": cfg.vendor_threads or physical_cores(),
             "dietcode": {
                 "shapes": cfg.dietcode_shapes,
                 "rounds": cfg.dietcode_rounds,
                 "per_round": cfg.dietcode_per_round,
                 "max_kernels": cfg.dietcode_max_kernels,
+                "search": cfg.dietcode_search,
+                "features": cfg.dietcode_features,
+                "dispatch_tolerance": cfg.dispatch_tolerance,
             },
             "config": vars(args),
             "failed": failed,
@@ -166,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         return made
 
     for name in args.workloads:
-        results += _run_workload(name, args.arms, cfg, args.out, failed)
+        results += _run_workload(name, args.arms, cfg, args.out, failed, gates)
         write(figures=False)
     figures = write(figures=True)
     print(f"wrote {args.out}/results.json, summary.md and {len(figures)} figures")

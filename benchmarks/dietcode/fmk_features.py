@@ -9,6 +9,11 @@ kernel over the held-out best). Repeated over seeds (fold shuffles); intervals a
 
     python -m benchmarks.dietcode.fmk_features --logs benchmarks/results/dietcode/all-ops/records_*.jsonl \\
         --out benchmarks/results/dietcode/fmk_features
+
+``--measure qkv scores ...`` first measures ``--kernels`` random micro-kernels of each BERT workload at
+``--shapes`` sampled T on this host (a DietCode run whose every pick is random, so the data do not favour the
+model either feature set would have chosen) into ``OUT/records_<workload>.jsonl``, then replays those logs.
+That step times kernels: run it alone on the machine.
 """
 
 from __future__ import annotations
@@ -99,6 +104,24 @@ def cross_validate(
     return {"spearman": float(np.mean(rhos)), "top1_regret": float(np.mean(regrets))}
 
 
+def _measure_random(name: str, kernels: int, shapes: int, out: str) -> str:
+    """``kernels`` random micro-kernels of BERT's ``name`` GEMM timed at ``shapes`` T; the log's path."""
+    from adatune.dietcode import DietCodeTuner, bert_workloads
+
+    log = os.path.join(out, f"records_{name}.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    per_round = 8
+    tuner = DietCodeTuner(
+        bert_workloads()[name], n_shapes=shapes, rounds=-(-kernels // per_round), kernels_per_round=per_round,
+        explore=1.0, seed=0, log_file=log, features="hand", search="exhaustive",
+    )  # fmt: skip
+    start = time.perf_counter()
+    tuner.tune()
+    print(f"{name}: {kernels} random kernels x {shapes} T measured in {time.perf_counter() - start:.0f} s", flush=True)
+    return log
+
+
 def _interval(xs: list[float], rng: np.random.Generator) -> list[float]:
     boots = [float(np.mean(rng.choice(xs, size=len(xs)))) for _ in range(2000)]
     return [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
@@ -106,13 +129,18 @@ def _interval(xs: list[float], rng: np.random.Generator) -> list[float]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.dietcode.fmk_features", description=__doc__)
-    ap.add_argument("--logs", nargs="+", required=True, help="DietCode record logs (globs allowed)")
+    ap.add_argument("--logs", nargs="*", default=[], help="DietCode record logs (globs allowed)")
+    ap.add_argument("--measure", nargs="*", default=[], help="BERT workloads to measure random kernels of first")
+    ap.add_argument("--kernels", type=int, default=96, help="random micro-kernels measured per workload")
+    ap.add_argument("--shapes", type=int, default=8, help="sampled T per workload")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--folds", type=int, default=4)
     args = ap.parse_args(argv)
     t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), load_now()
-    paths = sorted({p for pattern in args.logs for p in glob.glob(pattern)})
+    os.makedirs(args.out, exist_ok=True)
+    measured = [_measure_random(name, args.kernels, args.shapes, args.out) for name in args.measure]
+    paths = sorted({p for pattern in args.logs for p in glob.glob(pattern)} | set(measured))
     if not paths:
         raise SystemExit(f"no log matches {args.logs}")
     rows: list[dict[str, Any]] = []
@@ -133,6 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.makedirs(args.out, exist_ok=True)
     write_csv(os.path.join(args.out, "folds.csv"), rows)
     meta = run_meta("benchmarks.dietcode.fmk_features", argv, started, t0, load_before)
+    meta["host"] = adatune.target.describe_host()  # the replaying host; each log's own mcpu is in its rows
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "summary": summary, "rows": rows}, f, indent=1)
     _plot(args.out, rows)

@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 from .._common import load_sentence  # noqa: E402
 from .run import ArmResult  # noqa: E402
 
-__all__ = ["summarise", "write_json", "write_markdown", "plot"]
+__all__ = ["goals", "summarise", "write_json", "write_markdown", "plot"]
 
 
 def _geomean(xs: list[float]) -> float:
@@ -48,9 +48,38 @@ def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
     return rows
 
 
+def _num(row: dict[str, Any], key: str, fmt: str = ".2f") -> str:
+    return format(row[key], fmt) if key in row else "n/a"
+
+
+def goals(results: list[ArmResult]) -> list[dict[str, Any]]:
+    """Per workload, the issue's goals as measured: DietCode's speed over torch's (geomean over T and the worst
+    T), its latency over converged per-shape kernels at the T they were tuned for, and its tuning time over
+    per-shape tuning extrapolated to every T of the range (per-shape seconds per shape x range size)."""
+    out = []
+    for dc in (r for r in results if r.arm == "dietcode"):
+        arms = {r.arm: r for r in results if r.workload == dc.workload}
+        row: dict[str, Any] = {"workload": dc.workload}
+        torch_ = arms.get("torch")
+        if torch_ is not None:
+            speed = {t: torch_.latency[t] / dc.latency[t] for t in dc.latency if t in torch_.latency}
+            worst = min(speed, key=lambda t: speed[t])
+            row |= {"speed_vs_torch_geomean": _geomean(list(speed.values())), "speed_vs_torch_worst": speed[worst],
+                    "worst_t": worst, "t_below_0_9": sorted(t for t, v in speed.items() if v < 0.9)}  # fmt: skip
+        per_shape = arms.get("per-shape")
+        if per_shape is not None:
+            own = [int(t) for t in per_shape.extra.get("kernels_at", [])]
+            row["vs_per_shape_at_tuned_t"] = _geomean([dc.latency[t] / per_shape.latency[t] for t in own])
+            full = per_shape.tuning_seconds / max(1, len(own)) * len(dc.latency)
+            row |= {"per_shape_tuning_s_extrapolated": full, "tuning_time_share": dc.tuning_seconds / full}
+        out.append(row)
+    return out
+
+
 def write_json(path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]]) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "summary": rows, "arms": [asdict(r) for r in results]}, f, indent=1)
+        json.dump({"meta": meta, "summary": rows, "goals": goals(results), "arms": [asdict(r) for r in results]}, f,
+                  indent=1)  # fmt: skip
 
 
 def plot(out: str, results: list[ArmResult]) -> list[str]:
@@ -89,19 +118,31 @@ def write_markdown(
         f"Started {meta['started']}, wall {meta['wall_s']:.0f} s. TVM {meta['tvm']}, target `{meta['target']}`.  ",
         f"CPU: {host['model']} ({host['isa']}, {host['fp32_lanes']} fp32 lanes, {host['vector_registers']} vector "
         f"registers, L2 {host['l2_bytes'] >> 10} KiB, {host['cores']} cores), LLVM {host['llvm_version']}.  ",
-        load_sentence(meta, host["cores"]) + " Arms ran one after another (tuning, then a first timing pass each), "
-        "then a second timing pass in reverse order.",
+        load_sentence(meta, host["cores"]) + " Arms were tuned one after another (each timed once right after), "
+        f"then every arm was timed again at every T, interleaved ({meta.get('rounds', '?')} rounds per T, order "
+        "reversed every other round); the median of those rounds is the latency.",
         "",
-        f"T range {meta['t_range']}; per-shape tuning at T in {meta['sampled']} ({meta['static_trials']} trials "
-        "each, XGBTuner on the x86 knob template, worker processes started before the clock); buckets of "
+        f"T range {meta['t_range']}; per-shape tuning at T in {meta['sampled']} (XGBTuner on the x86 knob template, "
+        f"at most {meta['static_trials']} trials per shape"
+        + (
+            f", stopped after {meta['static_converge']} trials without improvement"
+            if meta.get("static_converge")
+            else ""
+        )
+        + "; worker processes started before the clock); buckets of "
         f"{meta['bucket']}; DietCode: "
         f"{meta['dietcode']['shapes']} sampled shapes, {meta['dietcode']['rounds']} rounds of "
-        f"{meta['dietcode']['per_round']} micro-kernels, at most {meta['dietcode']['max_kernels']} kernels deployed.",
+        f"{meta['dietcode']['per_round']} micro-kernels ({meta['dietcode'].get('search', 'enumerated')} search, "
+        f"f_MK on {meta['dietcode'].get('features', 'hand')} features), kernels deployed: "
+        + (
+            f"at most {meta['dietcode']['max_kernels']}"
+            if meta["dietcode"]["max_kernels"]
+            else f"as the dispatch tolerance {meta['dietcode'].get('dispatch_tolerance', '?')} needs"
+        )
+        + ".",
         f"torch and numpy run on {meta['vendor_threads']} thread(s); TVM kernels on the target's "
         f"{host['cores']} cores.",
-        "Latency of every T in the range, the faster of two passes (every arm in turn, then every arm again in "
-        "reverse order, so a burst of other work on the shared machine does not stand as one arm's latency); "
-        "padded arms run the kernel of T' >= T (pad/crop copies not counted, which favours them). `vs_dietcode`: "
+        "Padded arms run the kernel of T' >= T (pad/crop copies not counted, which favours them). `vs_dietcode`: "
         "geometric mean over T of arm latency / DietCode latency (> 1: slower).",
         "Weights: DietCode's dense kernels take the weight pre-packed in panels (packed once, as a model does with "
         "its constant weights; not timed); the static template packs B inside every call (its `pack_b` knob) and "
@@ -116,6 +157,16 @@ def write_markdown(
             f"| {row['workload']} | {row['arm']} | {row['tuning_s']:.1f} | {row['mean_latency_ms']:.3f} | "
             f"{row['geomean_latency_ms']:.3f} | {row['vs_dietcode']:.2f} | {row['latency_at_max_ms']:.3f} |"
         )
+    for name, sentence in meta.get("noise_sentence", {}).items():
+        lines += ["", f"Noise gate ({name}, framing the interleaved pass): {sentence}"]
+    lines += ["", "## Goals as measured", "", "| workload | speed vs torch (geomean over T) | worst T (speed) | "
+              "T below 0.9x | latency vs per-shape at its tuned T (geomean) | tuning time vs per-shape for every T |",
+              "|---|---:|---:|---|---:|---:|"]  # fmt: skip
+    for g in goals(results):
+        worst = f"T={g['worst_t']} ({g['speed_vs_torch_worst']:.2f}x)" if "worst_t" in g else "n/a"
+        below = ", ".join(map(str, g.get("t_below_0_9", []))) or "none"
+        lines.append(f"| {g['workload']} | {_num(g, 'speed_vs_torch_geomean')}x | {worst} | {below} | "
+                     f"{_num(g, 'vs_per_shape_at_tuned_t')}x | {_num(g, 'tuning_time_share', '.3f')} |")  # fmt: skip
     gaps = [(r, t, why) for r in results for t, why in r.extra.get("unavailable", {}).items()]
     if gaps:
         lines += ["", "Static shapes the knob template could not serve (their T went to the next tuned kernel up):"]
@@ -136,6 +187,13 @@ def write_markdown(
             f"{e['dispatch_call_seconds'] * 1e6:.2f} us",
             f"- every T in the range checked against numpy before timing: {len(r.latency)} of {len(r.latency)} correct",
         ]
+        if e.get("trees_tried"):
+            lines.append(
+                f"- every T voted over all {e['measured_kernels']} measured kernels ({e['votes_distinct']} distinct "
+                f"winners); trees tried (leaves, kernels, predicted loss): "
+                + ", ".join(f"({a}, {b}, {c:.1%})" for a, b, c in e["trees_tried"])
+                + f"; deployed at predicted loss {e['predicted_dispatch_loss']:.2%}"
+            )
         if e.get("b_panel"):
             w = e["b_panel"]
             lines.append(f"- weight pre-packed in {w}-column panels ([N / {w}, K, {w}])")

@@ -35,6 +35,8 @@ from adatune.reference import physical_cores, time_callable
 from adatune.target import one_blas_thread
 from adatune.tuners import XGBTuner
 
+from ..noise_gate import interleaved
+
 __all__ = [
     "ARMS",
     "ArmResult",
@@ -61,7 +63,7 @@ class BenchConfig:
     dietcode_shapes: int
     dietcode_rounds: int
     dietcode_per_round: int
-    dietcode_max_kernels: int
+    dietcode_max_kernels: int | None
     repeat: int
     min_repeat_ms: int
     vendor_repeats: int
@@ -69,6 +71,11 @@ class BenchConfig:
     seed: int
     timeout: float
     n_parallel: int
+    static_converge: int | None = None  # per-shape tuning stops after this many trials without improvement
+    dietcode_search: str = "evolutionary"
+    dietcode_features: str = "program"
+    dispatch_tolerance: float = 0.01
+    rounds: int = 5  # interleaved timing rounds of every arm at every T
 
 
 @dataclass
@@ -102,6 +109,7 @@ class StaticTuner:
         self.latency: dict[int, float] = {}
         self.best: dict[int, str] = {}
         self.unavailable: dict[int, str] = {}  # T -> why there is no static kernel at T
+        self.trials: dict[int, tuple[int, int]] = {}  # T -> (trials measured, configs in the space)
         self.libs: dict[int, Any] = {}  # T -> the built best kernel of T
         self._option: Any = None
         self.startup_seconds = 0.0
@@ -134,13 +142,20 @@ class StaticTuner:
         if task.space.size == 0:  # the template's filters leave no config at this shape
             self.unavailable[t] = f"{task}: the knob template has no valid config at this shape"
             return False
-        tuner = XGBTuner(task, plan_size=max(8, self.cfg.static_trials // 2), seed=self.cfg.seed)
+        tuner = XGBTuner(task, plan_size=min(64, max(8, self.cfg.static_trials // 2)), seed=self.cfg.seed)
         callbacks = [adatune.callback.log_to_file(self.log_file)] if self.log_file else []
         for _ in range(4):
-            tuner.tune(n_trial=self.cfg.static_trials, measure_option=self._option, batch_size=8, callbacks=callbacks)
+            tuner.tune(
+                n_trial=self.cfg.static_trials,
+                measure_option=self._option,
+                early_stopping=self.cfg.static_converge,
+                batch_size=8,
+                callbacks=callbacks,
+            )
             if tuner.best_config is not None or not tuner.has_next():
                 break
         self.tuning_seconds[t] = time.perf_counter() - start
+        self.trials[t] = (len(tuner.trials), task.space.size)
         if tuner.best_config is None:
             kinds = sorted({MeasureErrorNo(tr.error_no).name for tr in tuner.trials})
             self.unavailable[t] = f"no correct config in {len(tuner.trials)} trials ({kinds})"
@@ -181,6 +196,7 @@ def serve_padded(tuner: StaticTuner, name: str, kernels_at: list[int], tuned: li
         "unavailable": {t: why for t, why in tuner.unavailable.items() if t in tuned},
         "best_configs": {t: tuner.best[t] for t in kernels_at},
         "tuning_seconds_per_shape": {t: tuner.tuning_seconds[t] for t in kernels_at},
+        "trials_per_shape": {t: tuner.trials[t] for t in kernels_at},
         "worker_startup_seconds": tuner.startup_seconds,
     }
     return ArmResult(tuner.wl.name, name, secs, latency, served, extra), lambda t: tuner.time(
@@ -245,6 +261,9 @@ def run_dietcode(
         kernels_per_round=cfg.dietcode_per_round,
         max_kernels=cfg.dietcode_max_kernels,
         seed=cfg.seed,
+        search=cfg.dietcode_search,
+        features=cfg.dietcode_features,
+        dispatch_tolerance=cfg.dispatch_tolerance,
         log_file=log_file,
         repeat=3,
         min_repeat_ms=10,
@@ -280,6 +299,11 @@ def run_dietcode(
         "failed_measurements": len(res.measurements) - len(measured),
         "k_occupancy": res.model.k,
         "tree_leaves": res.dispatcher.n_leaves,
+        "votes_distinct": len(set(res.compression.votes)) if res.compression else None,
+        "predicted_dispatch_loss": res.compression.loss if res.compression else None,
+        "trees_tried": res.compression.tried if res.compression else [],
+        "search": cfg.dietcode_search,
+        "features": cfg.dietcode_features,
         "dispatcher_c": res.dispatcher.to_c_source(f"{wl.name}_dispatch"),
         "dispatch_call_seconds": dispatch_s,
         "predicted": {t: res.predicted[t] for t in latency},
@@ -289,15 +313,28 @@ def run_dietcode(
     return ArmResult(wl.name, "dietcode", secs, latency, served, extra), at
 
 
-def retime(arms: list[tuple[ArmResult, Retimer]], settle_s: float = 0.5) -> None:
-    """A second timing pass, arms in reverse order, after every arm of a workload has run; each T keeps the
-    faster of its two timings (both kept in ``extra["latency_passes"]``). The machine is shared: a burst of
-    other work during one arm's pass would otherwise stand as that arm's latency. Arms are timed one after
-    another, not interleaved per T, with a pause between them, so the worker threads one library leaves
-    spinning (BLAS, OpenMP, TVM's pool) do not share the cores with the next one's timing."""
-    for res, at in reversed(arms):
-        time.sleep(settle_s)
-        first = dict(res.latency)
-        second = {t: at(t) for t in sorted(first)}
-        res.latency = {t: min(first[t], second[t]) for t in first}
-        res.extra["latency_passes"] = [first, second]
+def retime(arms: list[tuple[ArmResult, Retimer]], rounds: int, settle_s: float = 0.005) -> None:
+    """Every arm timed again at every T, interleaved: per T, ``rounds`` rounds of one timing per arm (order
+    reversed every other round, ``noise_gate.interleaved``), and the median becomes the arm's latency (the
+    first pass, taken right after each arm's tuning, is kept in ``extra["latency_passes"]``). Load that comes
+    and goes then hits every arm at that T alike. A pause of ``settle_s`` before each timing lets the thread
+    pools another library leaves spinning (OpenMP, BLAS, TVM's) go idle first."""
+
+    def settled(at: Retimer, t: int) -> Callable[[], float]:
+        def timed() -> float:
+            time.sleep(settle_s)
+            return at(t)
+
+        return timed
+
+    first = [dict(res.latency) for res, _ in arms]
+    ts = sorted(set().union(*(res.latency for res, _ in arms))) if arms else []
+    per_t: list[dict[int, list[float]]] = [{} for _ in arms]
+    for t in ts:
+        timers = {str(i): settled(at, t) for i, (res, at) in enumerate(arms) if t in res.latency}
+        for name, secs in interleaved(timers, rounds).items():
+            per_t[int(name)][t] = secs
+    for (res, _), before, rounds_at in zip(arms, first, per_t):
+        res.latency = {t: float(np.median(rounds_at[t])) for t in before}
+        res.extra["latency_passes"] = [before, {t: min(rounds_at[t]) for t in before}]
+        res.extra["latency_rounds"] = rounds_at
