@@ -10,11 +10,20 @@ tuning budget over all of them, and a compiled, deployable model with the best s
     compiled.export_library("resnet18.so")
     print(am.latency_table(compiled))                  # median s per inference: adatune, pytorch, onnxruntime
     print(am.kernel_breakdown(compiled, model.random_inputs()).table())  # time per VM call: kernels, builtins
+
+A symbolic extent (a sequence length) compiles once for its whole range, GEMMs on DietCode micro-kernels:
+
+    model = am.from_torch(module, [x], dynamic={"x": {1: (1, 128)}})    # a DynamicModel
+    results = am.tune_dynamic(model, n_shapes=8, rounds=3)              # one DietCode run per dynamic GEMM
+    compiled = am.build_dynamic(model, results)                          # one VM executable, any T in range
+    compiled.run(*model.random_inputs(t=37)); compiled.export_library("model.so")
 """
 
 from ._breakdown import CallTime, KernelBreakdown, kernel_breakdown
 from ._build import CompiledModel, build
 from ._dynamic import bert_layer_weights, dietcode_bert
+from ._dynamic_build import build_dynamic, dynamic_workloads, tune_dynamic
+from ._dynamic_import import DynamicModel
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
 from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
 from ._latency import FRAMEWORKS, compiled_latency, framework_latency, latency_table, onnx_proto
@@ -28,6 +37,10 @@ __all__ = [
     "KernelBreakdown",
     "kernel_breakdown",
     "build",
+    "build_dynamic",
+    "DynamicModel",
+    "dynamic_workloads",
+    "tune_dynamic",
     "bert_layer_weights",
     "dietcode_bert",
     "FRAMEWORKS",

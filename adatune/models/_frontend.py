@@ -66,10 +66,16 @@ def prepare(mod: tvm.IRModule, fast_math: bool = False) -> tvm.IRModule:
     """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task. With ``fast_math``,
     erf (GELU), exp and softmax, and tanh become TVM's vectorisable approximations (``FastMathTransform``)
     first: the exact erf in a dense layer's GELU write-back is a scalar libm call per element."""
+    return relax.get_pipeline("zero")(simplify(mod, fast_math))
+
+
+def simplify(mod: tvm.IRModule, fast_math: bool = False) -> tvm.IRModule:
+    """``prepare``'s graph-level half (no legalisation): what a dynamic-shape model keeps, so that its GEMMs are
+    still ``R.matmul`` calls when ``build_dynamic`` replaces them."""
     passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     if fast_math:
         passes += [_FastGelu(), relax.transform.FastMathTransform()]
-    return tvm.transform.Sequential([*passes, relax.get_pipeline("zero")])(mod)
+    return tvm.transform.Sequential(passes)(mod)
 
 
 @tvm.transform.module_pass(opt_level=0, name="FastGelu")
@@ -111,9 +117,19 @@ def _input_specs(mod: tvm.IRModule) -> list[InputSpec]:
     return specs
 
 
-def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = None, fast_math: bool = False) -> Model:
+def from_torch(
+    module: Any,
+    example_inputs: Sequence[Any],
+    name: str | None = None,
+    fast_math: bool = False,
+    dynamic: Mapping[str, Mapping[int, tuple[int, int]]] | None = None,
+) -> Model:
     """A ``torch.nn.Module`` (in eval mode) traced by ``torch.export`` with ``example_inputs`` (their shapes are
-    the model's); ``fast_math``: approximate erf/exp/softmax/tanh (see ``prepare``)."""
+    the model's); ``fast_math``: approximate erf/exp/softmax/tanh (see ``prepare``).
+
+    ``dynamic`` (input name -> {axis: (lo, hi)}, e.g. ``{"x": {1: (1, 128)}}``) makes those axes symbolic (a
+    ``torch.export.Dim`` per distinct range) and returns a ``DynamicModel``: tune its GEMMs with
+    ``tune_dynamic`` and compile it once for the whole range with ``build_dynamic``."""
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 
@@ -123,6 +139,10 @@ def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = No
     if not example or not all(isinstance(t, torch.Tensor) for t in example):
         raise ValueError("from_torch needs a non-empty sequence of example input tensors")
     module = module.eval()
+    if dynamic is not None:
+        from ._dynamic_import import import_dynamic  # it builds on this module: imported late
+
+        return import_dynamic(module, example, dynamic, name, fast_math)
     with torch.no_grad():
         try:
             exported = torch.export.export(module, example)
@@ -132,6 +152,13 @@ def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = No
                 f"{[tuple(t.shape) for t in example]}: {err}"
             ) from err
         mod = from_exported_program(exported, keep_params_as_input=False)
+    fused = prepare(mod, fast_math)
+    return Model(name or type(module).__name__, fused, _input_specs(fused), torch_reference(module), source=module)
+
+
+def torch_reference(module: Any) -> Any:
+    """numpy in, numpy out: the module's own outputs (a list), computed without gradients."""
+    import torch
 
     def reference(*arrays: np.ndarray) -> list[np.ndarray]:
         with torch.no_grad():
@@ -139,8 +166,7 @@ def from_torch(module: Any, example_inputs: Sequence[Any], name: str | None = No
         outs = out if isinstance(out, (list, tuple)) else [out]
         return [o.detach().numpy() for o in outs]
 
-    fused = prepare(mod, fast_math)
-    return Model(name or type(module).__name__, fused, _input_specs(fused), reference, source=module)
+    return reference
 
 
 def from_onnx(
