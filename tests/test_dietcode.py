@@ -105,9 +105,12 @@ def test_every_selected_kernel_is_correct_for_every_t(kind: str, deployed: dict[
 def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
     """The smallest and largest tiles of the space (tiles far above and far below T) on odd extents."""
     wl = WORKLOADS[kind]
-    space = MicroKernelSpace(HOST, "float32", static_k(wl))
-    by_size = sorted(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
+    space = MicroKernelSpace(HOST, "float32", static_k(wl), kind=wl.kind)
+    by_size = sorted(space.kernels, key=lambda k: (k.mt * k.nt, k.kt, k.pack))
     picks = [by_size[0], by_size[-1], max(space.kernels, key=lambda k: k.kt)]
+    column = [k for k in by_size if k.pack]  # bmm_nt: B packed inside each column tile
+    assert bool(column) == (kind == "bmm_nt")
+    picks += [column[0], column[-1]] if column else []
     names = [f"k{i}" for i in range(len(picks))]
     lib = tvm.compile(tvm.IRModule({n: microkernel_func(wl, k, n) for n, k in zip(names, picks)}), target=HOST)
     text = microkernel_func(wl, picks[1]).script()

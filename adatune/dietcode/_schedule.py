@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tvm
 
-from ._space import MicroKernel
+from ._space import PACK_COLUMN, MicroKernel
 from ._workloads import DynamicWorkload
 
 __all__ = ["schedule_microkernel", "microkernel_func"]
@@ -37,10 +37,23 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
     io, iio, iii = sch.split(i, [None, mk.mt // mk.mr, mk.mr])
     jo, jio, jii = sch.split(j, [None, mk.nt // mk.nr, mk.nr])
     ko, ki = sch.split(k, [None, mk.kt])
-    sch.reorder(*batch, io, jo, jio, iio, ko, ki, iii, jii)
+    column = mk.pack == PACK_COLUMN
+    if column and wl.kind != "bmm_nt":
+        raise ValueError(f"{mk} packs B per column tile, which only bmm_nt kernels do; {wl.name} is {wl.kind}")
+    outer, inner = (jo, io) if column else (io, jo)
+    sch.reorder(*batch, outer, inner, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
     sch.reverse_compute_at(acc, iio)
-    if wl.kind == "bmm_nt":  # B is [j, k]: pack it k-major in nr-wide panels so each k step reads whole vectors
+    if column:  # B's nt x K panel packed k-major inside its column tile, once, before the row tiles reuse it
+        panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
+        nr = mk.nr
+        sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, jj // nr, kk, jj % nr))
+        sch.compute_at(panel, jo)
+        for name in ("A_pad", "C_pad"):
+            if name in names:
+                (sch.compute_at if name == "A_pad" else sch.reverse_compute_at)(sch.get_sblock(name), io)
+        sch.parallel(sch.fuse(*batch, jo))
+    elif wl.kind == "bmm_nt":  # B is [j, k]: pack it k-major in nr-wide panels so each k step reads whole vectors
         panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
         nr = mk.nr
         sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, jj // nr, kk, jj % nr))
@@ -49,11 +62,12 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         sch.parallel(sch.fuse(*sch.get_loops(panel)[:2]))
     elif "B_pad" in names:
         sch.compute_at(sch.get_sblock("B_pad"), jo)
-    if "A_pad" in names:
-        sch.compute_at(sch.get_sblock("A_pad"), jo)
-    if "C_pad" in names:
-        sch.reverse_compute_at(sch.get_sblock("C_pad"), jo)
-    sch.parallel(sch.fuse(*batch, io, jo))
+    if not column:
+        if "A_pad" in names:
+            sch.compute_at(sch.get_sblock("A_pad"), jo)
+        if "C_pad" in names:
+            sch.reverse_compute_at(sch.get_sblock("C_pad"), jo)
+        sch.parallel(sch.fuse(*batch, io, jo))
     sch.unroll(iii)
     sch.unroll(ki)
     sch.vectorize(jii)  # vectorize before decompose_reduction, or TIR rejects it
@@ -113,6 +127,8 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel) -> tvm.s_tir.Sche
     if mk.device == "cpu":
         _schedule_cpu(sch, wl, mk)
     elif mk.device == "cuda":
+        if mk.pack:
+            raise ValueError(f"CUDA micro-kernels stage B in shared memory; {mk} asks for an x86 B packing")
         if wl.b_panel:
             raise ValueError(f"CUDA micro-kernels read B row-major; {wl.name} packs it (b_panel={wl.b_panel})")
         _schedule_cuda(sch, wl, mk)

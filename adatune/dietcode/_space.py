@@ -6,6 +6,11 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
 - x86: ``mr x nr`` is the register-blocked accumulator tile (``nr`` a multiple of the SIMD width) that fits
   the vector register file with enough independent FMA chains (``templates._x86.register_tiles``); ``mt``,
   ``nt`` are small multiples of it whose operand panels fit L2; ``kt`` is the unrolled reduction step.
+- x86 ``bmm_nt`` (B = K read along its rows): the space holds each kernel twice, ``pack=""`` packing all of B
+  into k-major panels once per call (a parallel loop of its own before the GEMM) and ``pack="column"`` packing
+  each column tile's panel inside that tile, with column tiles parallel and row tiles serial within them, so
+  the panel is packed once and the call has one parallel region; which pays depends on T and the tile, so the
+  search chooses.
 - CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp, at most the block
   limit), each accumulating ``mr x nr`` outputs in registers; the ``mt x kt`` and ``kt x nt`` operand tiles
   staged in shared memory must fit it.
@@ -13,6 +18,7 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Collection, Sequence
@@ -28,7 +34,9 @@ from ..target import CpuInfo, cpu_info
 from ..target import create as create_target
 from ..templates._x86 import fits_registers, register_tiles
 
-__all__ = ["MicroKernel", "MicroKernelSpace", "SM80_LIMITS", "device_of", "weight_panel"]
+__all__ = ["PACK_COLUMN", "MicroKernel", "MicroKernelSpace", "SM80_LIMITS", "device_of", "weight_panel"]
+
+PACK_COLUMN = "column"
 
 
 def device_of(target: tvm.target.Target) -> Any:
@@ -51,10 +59,13 @@ class MicroKernel:
     kt: int
     mr: int
     nr: int
+    pack: str = ""  # x86 bmm_nt: "" packs B once per call, "column" inside each column tile (see the module doc)
 
     @property
     def key(self) -> str:
-        return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}"
+        return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}" + (
+            f"/{self.pack}" if self.pack else ""
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,7 +76,7 @@ class MicroKernel:
             "kt": self.kt,
             "mr": self.mr,
             "nr": self.nr,
-        }
+        } | ({"pack": self.pack} if self.pack else {})
 
     @property
     def threads(self) -> int:
@@ -153,6 +164,7 @@ class MicroKernelSpace(CandidateSpace):
         "reg_intensity",
         "log2_panel_bytes",
         "panel_over_cache",
+        "pack_column",
     )
 
     def __init__(
@@ -161,6 +173,7 @@ class MicroKernelSpace(CandidateSpace):
         dtype: str = "float32",
         static_k: int | None = None,
         device_limits: DeviceLimits | None = None,
+        kind: str | None = None,
     ):
         self.target = target
         self.dtype = dtype
@@ -169,6 +182,8 @@ class MicroKernelSpace(CandidateSpace):
             self.info: CpuInfo | None = cpu_info(target)
             self.device_limits: DeviceLimits | None = None
             self.kernels = _cpu_kernels(self.info, dtype, static_k)
+            if kind == "bmm_nt":
+                self.kernels += [dataclasses.replace(k, pack=PACK_COLUMN) for k in self.kernels]
             self.cores = self.info.cores
             self.cache_bytes = self.info.l2_bytes
         else:
@@ -204,7 +219,7 @@ class MicroKernelSpace(CandidateSpace):
     def mutate(self, candidates: Sequence[Any], rng: np.random.Generator) -> list[Any]:
         """A neighbour shares all but one field (tile, step or register tile) with its origin."""
         out = []
-        fields = ("mt", "nt", "kt", "mr", "nr")
+        fields = ("mt", "nt", "kt", "mr", "nr", "pack")
         for cand in candidates:
             neighbours = [k for k in self.kernels if sum(getattr(k, f) != getattr(cand, f) for f in fields) == 1]
             out.append(neighbours[int(rng.integers(len(neighbours)))] if neighbours else cand)
@@ -230,6 +245,7 @@ class MicroKernelSpace(CandidateSpace):
                     k.mr * k.nr / (k.mr + k.nr),
                     math.log2(panel),
                     panel / self.cache_bytes,
+                    float(k.pack == PACK_COLUMN),
                 ]
             )
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(self.FEATURE_NAMES))
@@ -239,8 +255,9 @@ class MicroKernelSpace(CandidateSpace):
             raise ValueError(f"not a micro-kernel record: {data!r}")
         try:
             k = MicroKernel(
-                str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]), int(data["mr"]), int(data["nr"])
-            )
+                str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]), int(data["mr"]),
+                int(data["nr"]), str(data.get("pack", "")),
+            )  # fmt: skip
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed micro-kernel record {data!r}: {err}") from err
         return self.get(k.key)

@@ -52,7 +52,7 @@ class DynamicGemmTask(TuningTask):
         self.name, self.args = name, args
         self.target = _target.create(target)
         self.workload_key = workload_key(self.name, self.args)
-        self._space = space or MicroKernelSpace(self.target, workload.dtype, static_k(workload))
+        self._space = space or MicroKernelSpace(self.target, workload.dtype, static_k(workload), kind=workload.kind)
 
     @property
     def space(self) -> MicroKernelSpace:

@@ -11,7 +11,8 @@ symbolic):
 
 The attention scores GEMM (``--kind bmm_nt``, ``S = Q @ K^T``, B = K read along ``j``): ``tile`` packs each
 tile's k-major panel inside the tile (the earlier schedule: every row tile packs it again), ``shipped`` packs
-all of B once per call in parallel (what ``adatune/dietcode/_schedule.py`` does now).
+all of B once per call in parallel (the space's ``pack=""`` kernels), ``column`` packs each column tile's panel
+inside it with row tiles serial under parallel column tiles (the space's ``pack="column"`` kernels).
 
 Times each at a few T so the choices in ``adatune/dietcode/_schedule.py`` rest on a measurement. Run under the
 bench lock::
@@ -32,9 +33,10 @@ import tvm
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import target as _target
 from adatune.dietcode import DynamicWorkload, MicroKernel, schedule_microkernel, weight_panel
+from adatune.dietcode._space import PACK_COLUMN
 from adatune.target import one_blas_thread, size_tvm_thread_pool
 
-VARIANTS = {"dense": ("row-major", "prepacked", "global", "tile"), "bmm_nt": ("tile", "shipped")}
+VARIANTS = {"dense": ("row-major", "prepacked", "global", "tile"), "bmm_nt": ("tile", "shipped", "column")}
 DEFAULT_DIMS = {"dense": (768, 2304), "bmm_nt": (12, 64)}
 
 
@@ -75,6 +77,8 @@ def variant_schedule(wl: DynamicWorkload, mk: MicroKernel, variant: str) -> tvm.
     """One probe variant (see the module docstring) of ``mk`` on ``wl``."""
     if variant in ("row-major", "prepacked", "shipped"):
         return schedule_microkernel(wl, mk)
+    if variant == "column":
+        return schedule_microkernel(wl, dataclasses.replace(mk, pack=PACK_COLUMN))
     sch, finish, at = _tiled(wl, mk)
     nr = mk.nr
     if wl.kind == "dense":
