@@ -150,3 +150,32 @@ def test_drift_is_the_reading_furthest_from_the_first_and_stored_sessions_are_re
     assert not drift_passes(stored["readings"])
     assert not session_passed({"noise_gate": {**stored, "passed": True}})  # written under the old rule
     assert session_passed({"noise_gate": {"passed": True}})  # no readings stored: the verdict stands
+
+
+def test_dietcode_benchmark_retimes_every_arm_interleaved_and_states_the_goals():
+    """The DietCode benchmark's last pass: at each T every arm is timed in turns (median of the rounds becomes
+    its latency); the goals compare DietCode with torch at every T and with per-shape at its tuned T."""
+    from benchmarks.dietcode.report import goals
+    from benchmarks.dietcode.run import ArmResult, retime
+
+    calls: list[tuple[str, int]] = []
+
+    def timer(name: str, seconds: float):
+        def at(t: int) -> float:
+            calls.append((name, t))
+            return seconds * t
+
+        return at
+
+    dc = ArmResult("g", "dietcode", 10.0, {1: 9.0, 2: 9.0})
+    torch_ = ArmResult("g", "torch", 0.0, {1: 9.0, 2: 9.0})
+    shape = ArmResult("g", "per-shape", 120.0, {1: 9.0, 2: 9.0}, extra={"kernels_at": [2]})
+    retime([(dc, timer("dc", 1.0)), (torch_, timer("torch", 1.1)), (shape, timer("shape", 0.5))], rounds=3, settle_s=0)
+    assert calls[:9] == [("dc", 1), ("torch", 1), ("shape", 1), ("shape", 1), ("torch", 1), ("dc", 1)] + [
+        ("dc", 1), ("torch", 1), ("shape", 1)]  # fmt: skip
+    assert dc.latency == {1: 1.0, 2: 2.0} and dc.extra["latency_passes"][0] == {1: 9.0, 2: 9.0}
+    assert len(dc.extra["latency_rounds"][2]) == 3
+    (g,) = goals([dc, torch_, shape])
+    assert g["speed_vs_torch_geomean"] == pytest.approx(1.1) and g["t_below_0_9"] == []
+    assert g["vs_per_shape_at_tuned_t"] == pytest.approx(2.0)  # only T=2 was tuned per shape
+    assert g["tuning_time_share"] == pytest.approx(10.0 / (120.0 / 1 * 2))
