@@ -72,6 +72,10 @@ def test_build_with_fallbacks_matches_pytorch(tiny: am.Model, tmp_path) -> None:
     with pytest.warns(UserWarning, match="fallback schedule"):
         compiled = am.build(tiny, None)
     assert set(compiled.applied.values()) == {"fallback"}
+    # the convolutions' and the dense layer's constant weights were packed at build, not in every call
+    knob = {t.func_name for t in am.extract_tasks(tiny) if t.kind != "trace"}
+    assert knob and set(compiled.prepacked) == knob
+    assert not any(gv.name_hint.endswith("_weight_prepack") for gv, _ in compiled.module.functions_items())
     out = compiled.run(*x)[0]
     np.testing.assert_allclose(out, tiny.reference(*x)[0], rtol=1e-4, atol=1e-4)
     path = compiled.export_library(tmp_path / "tiny.so")

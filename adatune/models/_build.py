@@ -22,7 +22,7 @@ from ..space import FallbackConfig
 from ._extract import FusedKnobTask, ModelTask, extract_tasks
 from ._frontend import Model
 
-__all__ = ["CompiledModel", "build"]
+__all__ = ["CompiledModel", "build", "prepack_weights"]
 
 
 class CompiledModel:
@@ -33,6 +33,8 @@ class CompiledModel:
         self.model = model
         self.executable = executable
         self.applied = applied  # function name -> "record" or "fallback"
+        self.prepacked: list[str] = []  # functions whose constant weights were packed at build (``prepack_weights``)
+        self.module: tvm.IRModule | None = None  # the Relax module that was compiled
         _target.size_tvm_thread_pool()  # its kernels run in this process: every physical core, as when measured
         self._vm = relax.VirtualMachine(executable, tvm.cpu())
 
@@ -65,8 +67,10 @@ def build(
     log: str | os.PathLike | Sequence[Any] | None,
     target: _target.TargetLike | None = None,
     tasks: list[ModelTask] | None = None,
+    prepack: bool = True,
 ) -> CompiledModel:
-    """Compile ``model`` for ``target`` (the host CPU by default) with the best record per task from ``log``."""
+    """Compile ``model`` for ``target`` (the host CPU by default) with the best record per task from ``log``;
+    ``prepack``: pack constant weights at build time where the schedule packs them whole (``prepack_weights``)."""
     tgt = _target.create(target) if target is not None else _target.host()
     tasks = tasks if tasks is not None else extract_tasks(model, tgt)
     records: list[Any] = []
@@ -100,5 +104,23 @@ def build(
             + (" ..." if len(untuned) > 8 else ""),
             stacklevel=2,
         )
+    mod, prepacked = prepack_weights(mod) if prepack else (mod, [])
     executable = tvm.compile(mod, target=tgt)
-    return CompiledModel(model, executable, applied)
+    compiled = CompiledModel(model, executable, applied)
+    compiled.prepacked, compiled.module = prepacked, mod
+    return compiled
+
+
+def prepack_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
+    """Pack constant weights once, at build time: the blocks a template marked as whole-weight packing
+    (``templates._x86.mark_weight_pack``) become functions of their own (TVM's ``SplitLayoutRewritePreproc``),
+    and ``FoldConstant`` runs those on the model's constants, so the deployed kernels read packed panels. A
+    packing whose input is not a constant (a batch matmul's operands) stays a call at run time. Returns the
+    module and the functions whose weights were folded."""
+    split = relax.transform.SplitLayoutRewritePreproc()(mod)
+    preprocs = {gv.name_hint for gv, f in split.functions_items() if gv.name_hint.endswith("_weight_prepack")}
+    if not preprocs:
+        return mod, []
+    folded = relax.transform.DeadCodeElimination(["main"])(relax.transform.FoldConstant()(split))
+    left = {gv.name_hint for gv, _ in folded.functions_items()}
+    return folded, sorted(name.removesuffix("_weight_prepack") for name in preprocs - left)

@@ -17,7 +17,7 @@ from typing import Any
 import tvm
 
 from ..target import CpuInfo
-from ._x86 import apply_unroll, define_unroll, parallel_ok, register_tiles, vector_sizes
+from ._x86 import apply_unroll, define_unroll, mark_weight_pack, parallel_ok, register_tiles, vector_sizes
 
 __all__ = ["MIN_TILE_ROWS", "ROW_PAD", "define_gemm_space", "gemm_padding", "register_rows_cap", "schedule_gemm"]
 
@@ -205,8 +205,9 @@ def schedule_gemm(
     sch.parallel(outer)
     if cfg["pack_b"].val == "tile":  # each parallel tile packs the panel it reads
         sch.compute_at(packed, outer)
-    else:  # pack all of B once, in parallel
+    else:  # pack all of B once, in parallel (in a model, once at build time when B is a constant weight)
         sch.parallel(sch.get_loops(packed)[0])
+        mark_weight_pack(sch, packed)
 
     sch.unroll(i2)
     sch.unroll(k1)

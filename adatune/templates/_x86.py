@@ -21,6 +21,7 @@ __all__ = [
     "define_unroll",
     "define_vector_split",
     "fits_registers",
+    "mark_weight_pack",
     "parallel_ok",
     "register_tiles",
     "vector_sizes",
@@ -56,6 +57,24 @@ def register_tiles(rows: Iterable[int], vectors: Iterable[int], info: CpuInfo) -
 
 
 PARALLEL_BALANCE = 0.8
+
+
+#: the block annotation TVM's ``relax.transform.SplitLayoutRewritePreproc`` splits into a function of its own
+LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
+
+
+def mark_weight_pack(sch: Any, pack: Any) -> bool:
+    """Mark a whole-operand packing block (``cache_read`` + ``transform_layout`` at the root, not inside a
+    tile) as a layout rewrite when it copies a function parameter; False (unmarked) when its source is a buffer
+    the function computes. A model build (``adatune.models.build``) splits marked blocks out and folds them into
+    the constant weights, so a deployed dense or conv layer reads panels packed once, at build time; a
+    standalone kernel keeps packing in every call (the annotation does not change its code)."""
+    block = sch.get(pack)
+    allocated = {str(b.name) for b in sch.get(sch.get_sblock("root")).alloc_buffers}
+    if len(block.reads) != 1 or str(block.reads[0].source.name) in allocated:
+        return False
+    sch.annotate(pack, LAYOUT_REWRITE_PREPROC, True)
+    return True
 
 
 def parallel_ok(extent: int, cores: int, limit: int) -> bool:

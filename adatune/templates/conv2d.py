@@ -237,6 +237,7 @@ def conv2d_x86(
     else:
         outer = sch.fuse(n, f0, y0, x0)
         sch.parallel(_pack_in_write_order(sch, sch.get_loops(packed), CO, nr))  # 4 loops, never None
+        _x86.mark_weight_pack(sch, packed)  # a model packs its constant kernel once, at build time
     sch.parallel(outer)
 
     sch.unroll(y2)
