@@ -26,6 +26,7 @@ from ._dynamic_build import build_dynamic, dynamic_workloads, tune_dynamic
 from ._dynamic_import import DynamicModel
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
 from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
+from ._generic_schedule import schedule_generic
 from ._latency import FRAMEWORKS, compiled_latency, framework_latency, latency_table, onnx_proto
 from ._scheduler import STRATEGIES, TuneSummary, tune_model
 from ._zoo import BUILTIN_MODELS, bert_base, resnet18
@@ -41,6 +42,7 @@ __all__ = [
     "DynamicModel",
     "dynamic_workloads",
     "tune_dynamic",
+    "schedule_generic",
     "bert_layer_weights",
     "dietcode_bert",
     "FRAMEWORKS",
