@@ -1,0 +1,226 @@
+"""Dynamic-shape models: a PyTorch model with a symbolic sequence length, its GEMMs tuned once with DietCode,
+compiled once into one Relax VM module that runs every length of the range (checked against PyTorch)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+import tvm
+from torch import nn
+from tvm import relax
+
+import adatune.models as am
+from adatune import target as _target
+from adatune.dietcode import MicroKernelSpace
+from adatune.dispatch._dietcode import ShapeDispatcher
+
+T_RANGE = (1, 24)
+CHECK_T = (1, 2, 7, 13, 16, 24)
+TUNE: dict[str, Any] = {"n_shapes": 2, "rounds": 1, "kernels_per_round": 1, "max_kernels": 1, "number": 1, "repeat": 1}
+
+
+class _Block(nn.Module):
+    """A post-LN transformer block on [1, T, 32]: fused QKV, 2-head softmax attention, GELU FFN."""
+
+    def __init__(self, hidden: int = 32, heads: int = 2):
+        super().__init__()
+        self.heads, self.d = heads, hidden // heads
+        self.qkv, self.o = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.fc1, self.fc2 = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, h = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, self.d).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.d), dim=-1)
+        x = self.ln1(x + self.o((att @ v).transpose(1, 2).reshape(b, t, h)))
+        return self.ln2(x + self.fc2(F.gelu(self.fc1(x))))
+
+
+class _MLP(nn.Module):
+    """Two linear layers on [2, T, 32]: the GEMMs' rows are 2T."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(32, 64), nn.Linear(64, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _seeded(cls: type[nn.Module]) -> nn.Module:
+    torch.manual_seed(0)
+    return cls().eval()
+
+
+def _dynamic(cls: type[nn.Module], shape: tuple[int, ...]) -> am.DynamicModel:
+    model = am.from_torch(_seeded(cls), [torch.randn(*shape)], dynamic={"x": {1: T_RANGE}})
+    assert isinstance(model, am.DynamicModel)
+    return model
+
+
+@pytest.fixture(scope="module")
+def block() -> am.DynamicModel:
+    return _dynamic(_Block, (1, 5, 32))
+
+
+@pytest.fixture(scope="module")
+def block_results(block: am.DynamicModel) -> dict:
+    return am.tune_dynamic(block, **TUNE)
+
+
+@pytest.fixture(scope="module")
+def block_compiled(block: am.DynamicModel, block_results: dict) -> am.CompiledModel:
+    return am.build_dynamic(block, block_results)
+
+
+def _check(model: am.DynamicModel, compiled: am.CompiledModel, ts: tuple[int, ...] = CHECK_T) -> None:
+    for t in ts:
+        x = model.random_inputs(seed=t, t=t)
+        got, want = compiled.run(*x)[0], model.reference(*x)[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"T={t}")
+
+
+def test_import_keeps_the_sequence_length_symbolic(block: am.DynamicModel) -> None:
+    assert list(block.symbols.values()) == [T_RANGE]
+    assert block.axes == {("x", 1): next(iter(block.symbols))}
+    assert block.inputs[0].shape == (1, T_RANGE[1], 32)
+    assert block.input_shapes(7) == [(1, 7, 32)]
+    wls = am.dynamic_workloads(block)
+    assert {(w.kind, w.dims, w.t_range) for w in wls.values()} == {
+        ("dense", (32, 96), T_RANGE),
+        ("dense", (32, 32), T_RANGE),
+        ("dense", (32, 128), T_RANGE),
+        ("dense", (128, 32), T_RANGE),
+        ("bmm_nt", (2, 16), T_RANGE),
+        ("bmm_nn", (2, 16), T_RANGE),
+    }
+
+
+def test_transformer_block_matches_pytorch_at_every_length(
+    block_compiled: am.CompiledModel, block: am.DynamicModel, block_results: dict
+) -> None:
+    _check(block, block_compiled)
+    applied = block_compiled.applied
+    for name in block_results:
+        assert applied[f"{name}_mk0"] == "dietcode"
+    assert any(v == "generic" for k, v in applied.items() if "layer_norm" in k)
+    assert "unscheduled" not in applied.values(), applied
+
+
+def test_dispatch_among_several_micro_kernels_happens_inside_the_module(
+    block: am.DynamicModel, block_results: dict
+) -> None:
+    """Three kernels per GEMM behind a hand-made tree (T <= 5, <= 13, the rest): every T is still exact."""
+    space = MicroKernelSpace(_target.host())
+    ts = list(range(T_RANGE[0], T_RANGE[1] + 1))
+    multi = {}
+    for name, res in block_results.items():
+        panel = res.workload.b_panel
+        pool = [k for k in space.kernels if not panel or panel % k.nr == 0]
+        picks = {k.mt: k for k in pool}  # kernels of distinct row tiles: different padding per T
+        kernels = list(picks.values())[:3]
+        assert len(kernels) == 3
+        votes = [kernels[0 if t <= 5 else 1 if t <= 13 else 2].key for t in ts]
+        disp = ShapeDispatcher.fit(ts, votes, T_RANGE)
+        by_key = {k.key: k for k in kernels}
+        multi[name] = dataclasses.replace(res, kernels=[by_key[lb] for lb in disp.labels], dispatcher=disp)
+    compiled = am.build_dynamic(block, multi)
+    assert compiled.module is not None
+    for name in multi:
+        assert all(compiled.applied[f"{name}_mk{i}"] == "dietcode" for i in range(3))
+        assert compiled.module[f"{name}_dispatch"].script().count("if ") == 2  # the tree, as Relax branches
+    _check(block, compiled, tuple(ts))
+
+
+def test_exported_module_reloads_and_runs_every_length(
+    block_compiled: am.CompiledModel, block: am.DynamicModel, tmp_path: os.PathLike
+) -> None:
+    path = block_compiled.export_library(os.path.join(tmp_path, "block.so"))
+    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    for t in (1, 13, 24):
+        x = block.random_inputs(seed=t, t=t)
+        out = vm["main"](tvm.runtime.tensor(x[0], tvm.cpu()))
+        np.testing.assert_allclose(out[0].numpy(), block.reference(*x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_mlp_with_batched_rows() -> None:
+    """[2, T, 32] inputs: the dense GEMMs run 2T rows, so their workloads cover [2, 48]."""
+    model = _dynamic(_MLP, (2, 1, 32))  # an example extent of 1 is re-tiled: torch would specialise it
+    wls = am.dynamic_workloads(model)
+    assert {(w.kind, w.dims, w.t_range) for w in wls.values()} == {
+        ("dense", (32, 64), (2, 48)),
+        ("dense", (64, 32), (2, 48)),
+    }
+    compiled = am.build_dynamic(model, am.tune_dynamic(model, **TUNE))
+    _check(model, compiled, (1, 7, 13, 24))
+    with warnings.catch_warnings(record=True) as caught:  # no results: the GEMMs fall back to generic TIR
+        warnings.simplefilter("always")
+        fallback = am.build_dynamic(model, {})
+    assert any("no DietCode result" in str(w.message) for w in caught)
+    _check(model, fallback, (1, 13))
+
+
+def test_inputs_outside_the_range_are_rejected(block_compiled: am.CompiledModel, block: am.DynamicModel) -> None:
+    with pytest.raises(ValueError, match="outside its range"):
+        block_compiled.run(np.zeros((1, 25, 32), np.float32))
+    with pytest.raises(ValueError, match="axis 2 fixed"):
+        block_compiled.run(np.zeros((1, 4, 16), np.float32))
+
+
+@pytest.mark.parametrize(
+    "dynamic, message",
+    [
+        ({"y": {1: (1, 8)}}, "unknown input 'y'"),
+        ({"x": {3: (1, 8)}}, "axis 3 of input 'x' is out of range"),
+        ({"x": {-4: (1, 8)}}, "out of range"),
+        ({"x": {1: (0, 8)}}, "1 <= lo < hi"),
+        ({"x": {1: (8, 8)}}, "1 <= lo < hi"),
+        ({"x": {1: (9, 8)}}, "1 <= lo < hi"),
+        ({"x": {1: (1,)}}, "pair"),
+        ({"x": {1: (1, 8.5)}}, "integer"),
+        ({"x": {"1": (1, 8)}}, "integer"),
+        ({"x": {}}, "axes"),
+        ({}, "dynamic must map"),
+    ],
+)
+def test_bad_dynamic_specs_raise_value_errors(dynamic: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        am.from_torch(_MLP(), [torch.randn(2, 4, 32)], dynamic=dynamic)
+
+
+def test_generic_schedule_parallelises_and_vectorises_a_symbolic_layer_norm() -> None:
+    t = tvm.tirx.Var("T", "int64")
+    x = relax.Var("x", relax.TensorType([t, 64], "float32"))
+    g, b = relax.const(np.ones(64, np.float32)), relax.const(np.zeros(64, np.float32))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        out = bb.emit(relax.op.nn.layer_norm(x, g, b, axes=[-1]))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    func = next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    scheduled, changed = am.schedule_generic(func, lanes=16)
+    text = scheduled.script()
+    assert changed and "T.parallel" in text and "T.vectorized" in text
+    lib = tvm.compile(tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}), target=_target.host())
+    for n in (1, 5, 33):
+        xs = np.random.default_rng(n).standard_normal((n, 64)).astype(np.float32)
+        want = (xs - xs.mean(-1, keepdims=True)) / np.sqrt(xs.var(-1, keepdims=True) + 1e-5)
+        y = tvm.runtime.tensor(np.zeros_like(xs))
+        ones, zeros = (tvm.runtime.tensor(np.full(64, v, np.float32)) for v in (1, 0))
+        lib["main"](tvm.runtime.tensor(xs), ones, zeros, y)
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_dynamic_workloads_needs_a_dynamic_model() -> None:
+    with pytest.raises(TypeError, match="DynamicModel"):
+        am.dynamic_workloads(object())  # type: ignore[arg-type]
