@@ -7,8 +7,8 @@ inference per T in TVM, PyTorch and onnxruntime (an ONNX export with a dynamic s
 quiet machine, by hand; the check alone runs in a minute or two on a tiny encoder:
 
     python -m benchmarks.dynamic_model --check-only --layers 1 --hidden 64 --heads 2 --ffn 128 --t-range 1 16 \\
-        --n-shapes 2 --rounds 1 --kernels-per-round 1 --max-kernels 1
-    python -m benchmarks.dynamic_model --out dynamic_bert.csv   # BERT-base, 12 layers, T in [1, 128], timed
+        --n-shapes 2 --tune-rounds 1 --kernels-per-round 1 --max-kernels 1
+    python -m benchmarks.dynamic_model --out benchmarks/results/dynamic_bert   # BERT-base, T in [1, 128], timed
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks._common import load_now, write_csv
+from benchmarks.noise_gate import NoiseGate, interleaved
 
 
 def _encoder(args: argparse.Namespace) -> Any:
@@ -77,13 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--t-range", type=int, nargs=2, default=(1, 128), metavar=("LO", "HI"))
     ap.add_argument("--check-t", type=int, nargs="*", help="T values checked and timed (default: a spread)")
     ap.add_argument("--n-shapes", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tune-rounds", type=int, default=3)
     ap.add_argument("--kernels-per-round", type=int, default=8)
-    ap.add_argument("--max-kernels", type=int, default=4)
+    ap.add_argument("--max-kernels", type=int, default=None, help="cap on kernels per GEMM (default: none)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=30, help="timed inferences per T and engine (median kept)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed inferences per round, T and engine (median kept)")
     ap.add_argument("--check-only", action="store_true", help="tune, build and check; time nothing")
-    ap.add_argument("--out", help="CSV of the per-T timings")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per T")
+    ap.add_argument("--out", help="directory for results.json, per_t.csv, latency.png and summary.md")
     args = ap.parse_args(argv)
 
     import torch
@@ -103,12 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     results = am.tune_dynamic(
         model,
         n_shapes=args.n_shapes,
-        rounds=args.rounds,
+        rounds=args.tune_rounds,
         kernels_per_round=args.kernels_per_round,
         max_kernels=args.max_kernels,
         seed=args.seed,
     )
-    print(f"tuned {len(results)} GEMM workloads in {time.time() - start:.1f} s")
+    tuning_s = time.time() - start
+    print(f"tuned {len(results)} GEMM workloads in {tuning_s:.1f} s")
     for name, res in results.items():
         print(f"  {name}: {len(res.kernels)} kernels, {res.dispatcher.n_leaves} leaves")
     start = time.time()
@@ -129,25 +132,98 @@ def main(argv: list[str] | None = None) -> int:
 
     session = _ort_session(module, args.hidden, lo, lo, hi)
     torch.set_num_threads(physical_cores())
-    rows = []
     load_before = load_now()
+    gate = NoiseGate()
+    gate.probe("before")
+    rows = []
     for t in ts:
         x = model.random_inputs(seed=t, t=t)  # type: ignore[call-arg]
-        row: dict[str, Any] = {"T": t, "adatune_s": compiled_latency(compiled, x, args.repeats)}
-        row["pytorch_s"] = framework_latency(model, "pytorch", x, args.repeats)
+        timers = {
+            "adatune": lambda x=x: compiled_latency(compiled, x, args.repeats),
+            "pytorch": lambda x=x: framework_latency(model, "pytorch", x, args.repeats) or float("nan"),
+        }
         if session is not None:
-            feed = {"x": x[0]}
-
-            def run_ort(feed: dict[str, np.ndarray] = feed) -> None:
-                session.run(None, feed)
-
-            row["onnxruntime_s"] = time_callable(run_ort, args.repeats)
+            timers["onnxruntime"] = lambda x=x: time_callable(lambda: session.run(None, {"x": x[0]}), args.repeats)
+        rounds = interleaved(timers, args.rounds)  # engines in turns, so load that comes and goes hits all alike
+        row: dict[str, Any] = {"T": t} | {f"{k}_s": float(np.median(v)) for k, v in rounds.items()}
         rows.append(row)
         print("  " + "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
-    print(f"load average before {load_before[0]:.2f}, after {load_now()[0]:.2f}")
+    gate.probe("after")
+    print(gate.sentence())
     if args.out:
-        write_csv(args.out, rows)
+        _write(args.out, argv, rows, gate, load_before, tuning_s, len(results))
     return 0
+
+
+def _geomean(xs: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
+
+
+def _write(
+    out: str, argv: list[str] | None, rows: list[dict[str, Any]], gate: Any, load_before: list[float],
+    tuning_s: float, workloads: int,
+) -> None:  # fmt: skip
+    """results.json, per_t.csv, latency.png and summary.md (engine speed ratios per T and their geomeans)."""
+    import json
+    import shlex
+    import sys
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import adatune
+
+    os.makedirs(out, exist_ok=True)
+    write_csv(os.path.join(out, "per_t.csv"), rows)
+    engines = [k[:-2] for k in rows[0] if k.endswith("_s")]
+    ratios = {
+        e: _geomean([r[f"{e}_s"] / r["adatune_s"] for r in rows if np.isfinite(r.get(f"{e}_s", np.nan))])
+        for e in engines
+        if e != "adatune"
+    }
+    meta = {
+        "command": "python -m benchmarks.dynamic_model " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "host": adatune.target.describe_host(),
+        "load_before": load_before,
+        "load_after": load_now(),
+        "tuning_s": tuning_s,
+        "noise_gate": gate.to_json(),
+    }
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "rows": rows, "geomean_speed_vs": ratios}, f, indent=1)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for e in engines:
+        ax.plot([r["T"] for r in rows], [r[f"{e}_s"] * 1e3 for r in rows], "o-", label=e)
+    ax.set_xlabel("T (sequence length)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "latency.png"), dpi=110)
+    plt.close(fig)
+    host = meta["host"]
+    lines = [
+        "# One dynamic-shape module for every T vs PyTorch and onnxruntime",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); {workloads} GEMM workloads tuned once each "
+        f"with DietCode in {tuning_s:.0f} s; one module built for the whole range and checked against PyTorch at "
+        "every timed T. Engines timed in turns at each T (median of the rounds; each round the median of the "
+        "given repeats); PyTorch and onnxruntime on all physical cores.",
+        gate.sentence(),
+        "",
+        "| T | " + " | ".join(f"{e} (ms)" for e in engines) + " |",
+        "|---:|" + "---:|" * len(engines),
+    ]
+    for r in rows:
+        lines.append(f"| {r['T']} | " + " | ".join(f"{r[f'{e}_s'] * 1e3:.2f}" for e in engines) + " |")
+    lines += ["", "Geomean over T of engine latency / adatune latency (> 1: adatune faster): "
+              + ", ".join(f"{e} {v:.2f}x" for e, v in ratios.items()), "", "![latency](latency.png)", ""]  # fmt: skip
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
 
 
 if __name__ == "__main__":
