@@ -175,7 +175,8 @@ class StaticTuner:
             self._option = None
 
 
-Retimer = Callable[[int], float]  # an arm's latency (s) at T, timed again
+Retimer = Callable[[int], float]
+BLAS_SPIN_S = 0.25  # pause after every numpy timing (see ``run_vendor``)  # an arm's latency (s) at T, timed again
 
 
 def serve_padded(tuner: StaticTuner, name: str, kernels_at: list[int], tuned: list[int]) -> tuple[ArmResult, Retimer]:
@@ -226,7 +227,10 @@ def run_vendor(wl: DynamicWorkload, library: str, cfg: BenchConfig) -> tuple[Arm
 
     def at(t: int) -> float:
         with threadpool_limits(limits=threads):
-            return _time_vendor(wl, library, t, cfg)
+            seconds = _time_vendor(wl, library, t, cfg)
+        if library == "numpy":  # OpenBLAS's threads busy-wait ~2^28 cycles after a call: let them go idle, or
+            time.sleep(BLAS_SPIN_S)  # the next TVM kernel waits 4-5 ms for its second thread (seen: 0.07 -> 4 ms)
+        return seconds
 
     latency = {t: at(t) for t in range(lo, hi + 1)}
     extra = {"threads": threads}
