@@ -69,7 +69,7 @@ def read_log(path: str) -> tuple[DynamicWorkload, Any, dict[str, Any], dict[tupl
         raise ValueError(f"{path} holds no DietCode records")
     wl = DynamicWorkload.from_json(wl_json)
     tgt = adatune.target.create(target)
-    space = MicroKernelSpace(tgt, wl.dtype, static_k(wl))
+    space = MicroKernelSpace(tgt, wl.dtype, static_k(wl), kind=wl.kind)
     kernels = {key: space.decode(cfg) for key, cfg in configs.items()}
     return wl, tgt, kernels, seconds
 
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for path in paths:
         wl, tgt, kernels, seconds = read_log(path)
-        space = MicroKernelSpace(tgt, wl.dtype, static_k(wl))
+        space = MicroKernelSpace(tgt, wl.dtype, static_k(wl), kind=wl.kind)
         for seed in range(args.seeds):
             for features in FEATURE_KINDS:
                 score = cross_validate(wl, space, kernels, seconds, features, seed, args.folds)
