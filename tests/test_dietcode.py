@@ -110,6 +110,7 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
     picks = [by_size[0], by_size[-1], max(space.kernels, key=lambda k: k.kt)]
     column = [k for k in by_size if k.pack]  # bmm_nt: B packed inside each column tile
     assert bool(column) == (kind == "bmm_nt")
+    assert (by_size[0].nr == 1) == (kind == "bmm_nt")  # bmm_nt's columns are T: tiles narrower than a vector
     picks += [column[0], column[-1]] if column else []
     names = [f"k{i}" for i in range(len(picks))]
     lib = tvm.compile(tvm.IRModule({n: microkernel_func(wl, k, n) for n, k in zip(names, picks)}), target=HOST)

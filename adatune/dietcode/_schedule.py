@@ -70,8 +70,9 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         sch.parallel(sch.fuse(*batch, io, jo))
     sch.unroll(iii)
     sch.unroll(ki)
-    sch.vectorize(jii)  # vectorize before decompose_reduction, or TIR rejects it
-    sch.vectorize(sch.get_loops(acc)[-1])
+    if mk.nr > 1:  # a one-column tile (bmm_nt at small T) has nothing to vectorize
+        sch.vectorize(jii)  # vectorize before decompose_reduction, or TIR rejects it
+        sch.vectorize(sch.get_loops(acc)[-1])
     sch.decompose_reduction(blk, ko)
 
 

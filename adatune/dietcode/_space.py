@@ -6,7 +6,8 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
 - x86: ``mr x nr`` is the register-blocked accumulator tile (``nr`` a multiple of the SIMD width) that fits
   the vector register file with enough independent FMA chains (``templates._x86.register_tiles``); ``mt``,
   ``nt`` are small multiples of it whose operand panels fit L2; ``kt`` is the unrolled reduction step.
-- x86 ``bmm_nt`` (B = K read along its rows): the space holds each kernel twice, ``pack=""`` packing all of B
+- x86 ``bmm_nt`` (B = K read along its rows, T both its rows and its columns): the space adds tiles narrower
+  than a vector (``_small_kernels``) for the small T, and holds each kernel twice, ``pack=""`` packing all of B
   into k-major panels once per call (a parallel loop of its own before the GEMM) and ``pack="column"`` packing
   each column tile's panel inside that tile, with column tiles parallel and row tiles serial within them, so
   the panel is packed once and the call has one parallel region; which pays depends on T and the tile, so the
@@ -125,6 +126,18 @@ def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> list[MicroK
     return out
 
 
+def _small_kernels(info: CpuInfo, dtype: str) -> list[MicroKernel]:
+    """Tiles narrower than a vector for GEMMs whose columns are T too (``bmm_nt``): at T = 1 a full-vector tile
+    pads the work 128-fold (4 x 32 on AVX-512), and a 5 x 5 scalar tile of the static template ran in a third of
+    the time (``benchmarks/results/dietcode/paper-search``). Latency-bound, so only the search's pick at small T."""
+    lanes = info.lanes(dtype)
+    widths = sorted({w for w in (1, 2, 4, lanes // 2) if 1 <= w < lanes})
+    return [
+        MicroKernel("cpu", mr * a, nr * b, kt, mr, nr)
+        for nr, mr, a, b, kt in itertools.product(widths, (1, 2, 4, 8), (1, 2), (1, 2), (1, 4, 8))
+    ]
+
+
 def _cuda_kernels(limits: DeviceLimits, dtype: str) -> list[MicroKernel]:
     nbytes = tvm.DataType(dtype).bits // 8
     out = []
@@ -183,6 +196,7 @@ class MicroKernelSpace(CandidateSpace):
             self.device_limits: DeviceLimits | None = None
             self.kernels = _cpu_kernels(self.info, dtype, static_k)
             if kind == "bmm_nt":
+                self.kernels += _small_kernels(self.info, dtype)
                 self.kernels += [dataclasses.replace(k, pack=PACK_COLUMN) for k in self.kernels]
             self.cores = self.info.cores
             self.cache_bytes = self.info.l2_bytes
@@ -210,7 +224,8 @@ class MicroKernelSpace(CandidateSpace):
         return self._by_key[key]
 
     def random_candidates(self, rng: np.random.Generator, n: int, exclude: Collection[str] = ()) -> list[Any]:
-        pool = [k for k in self.kernels if k.key not in set(exclude)]
+        taken = set(exclude)
+        pool = [k for k in self.kernels if k.key not in taken]
         if not pool:
             return []
         idx = rng.choice(len(pool), size=min(n, len(pool)), replace=False)
