@@ -128,14 +128,6 @@ class DietCodeTuner(Tuner):
         population: int = 128,
         generations: int = 4,
     ):
-        if search not in SEARCHES:
-            raise ValueError(f"unknown micro-kernel search {search!r}; use one of {SEARCHES}")
-        if features not in FEATURE_KINDS:
-            raise ValueError(f"unknown micro-kernel features {features!r}; use one of {FEATURE_KINDS}")
-        if max_kernels is not None and max_kernels < 1:
-            raise ValueError(f"max_kernels must be a positive int or None, got {max_kernels!r}")
-        if dispatch_tolerance < 0:
-            raise ValueError(f"dispatch_tolerance must be >= 0, got {dispatch_tolerance!r}")
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
         self.shapes = sample_shapes(workload.t_range, n_shapes, np.random.default_rng(seed))
