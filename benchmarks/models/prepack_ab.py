@@ -13,6 +13,7 @@ models are compiled for that target, which this host runs too.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -53,7 +54,8 @@ def run(name: str, log: str, rounds: int, repeats: int) -> dict[str, Any]:
         raise RuntimeError(f"{name}: the two builds disagree by {diff}")
     gate = NoiseGate()
     gate.probe("before")
-    times = interleaved({arm: (lambda c=c: compiled_latency(c, inputs, repeats)) for arm, c in arms.items()}, rounds)
+    timers = {arm: functools.partial(compiled_latency, c, inputs, repeats) for arm, c in arms.items()}
+    times = interleaved(timers, rounds)
     gate.probe("after")
     ratios = [b / a for a, b in zip(times["prepacked"], times["packed per call"])]
     return {
