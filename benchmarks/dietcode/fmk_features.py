@@ -42,9 +42,10 @@ from .._common import load_now, run_meta, write_csv  # noqa: E402
 __all__ = ["read_log", "cross_validate", "main"]
 
 
-def read_log(path: str) -> tuple[DynamicWorkload, Any, dict[str, Any], dict[tuple[str, int], float]]:
-    """(workload, target, kernels by key, median seconds by (kernel key, T)) of a DietCode record log, from
-    per-T records (``dietcode/...``) or range records (``dietcode-range/...``, each T in ``extra.points``)."""
+def read_log(path: str) -> tuple[DynamicWorkload, MicroKernelSpace, dict[str, Any], dict[tuple[str, int], float]]:
+    """(workload, its micro-kernel space, kernels by key, median seconds by (kernel key, T)) of a DietCode
+    record log, from per-T records (``dietcode/...``) or range records (``dietcode-range/...``, each T in
+    ``extra.points``)."""
     seconds: dict[tuple[str, int], float] = {}
     configs: dict[str, Any] = {}
     wl_json = target = None
@@ -71,19 +72,20 @@ def read_log(path: str) -> tuple[DynamicWorkload, Any, dict[str, Any], dict[tupl
     tgt = adatune.target.create(target)
     space = MicroKernelSpace(tgt, wl.dtype, static_k(wl), kind=wl.kind)
     kernels = {key: space.decode(cfg) for key, cfg in configs.items()}
-    return wl, tgt, kernels, seconds
+    return wl, space, kernels, seconds
 
 
 def cross_validate(
-    wl: DynamicWorkload, space: MicroKernelSpace, kernels: dict[str, Any], seconds: dict[tuple[str, int], float],
-    features: str, seed: int, folds: int,
+    model: MicroKernelCostModel, kernels: dict[str, Any], seconds: dict[tuple[str, int], float], seed: int,
+    folds: int,
 ) -> dict[str, float]:  # fmt: skip
-    """Mean over T of Spearman and top-1 regret on held-out kernels, ``folds``-fold by kernel."""
+    """Mean over T of Spearman and top-1 regret on held-out kernels, ``folds``-fold by kernel; ``model`` is refitted
+    (seeded with ``seed``) per fold and keeps its feature rows across calls, so each kernel is featurised once."""
     keys = sorted(kernels)
     rng = np.random.default_rng(seed)
     order = [keys[int(i)] for i in rng.permutation(len(keys))]
     ts = sorted({t for _, t in seconds})
-    model = MicroKernelCostModel(space, wl, seed, features)
+    model.seed = seed
     pred: dict[tuple[str, int], float] = {}
     for fold in range(folds):
         held = set(order[fold::folds])
@@ -145,12 +147,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"no log matches {args.logs}")
     rows: list[dict[str, Any]] = []
     for path in paths:
-        wl, tgt, kernels, seconds = read_log(path)
-        space = MicroKernelSpace(tgt, wl.dtype, static_k(wl), kind=wl.kind)
+        wl, space, kernels, seconds = read_log(path)
+        models = {features: MicroKernelCostModel(space, wl, 0, features) for features in FEATURE_KINDS}
         for seed in range(args.seeds):
             for features in FEATURE_KINDS:
-                score = cross_validate(wl, space, kernels, seconds, features, seed, args.folds)
-                rows.append({"log": os.path.basename(path), "workload": wl.name, "mcpu": str(tgt.attrs.get("mcpu", "")),
+                score = cross_validate(models[features], kernels, seconds, seed, args.folds)
+                mcpu = str(space.target.attrs.get("mcpu", ""))
+                rows.append({"log": os.path.basename(path), "workload": wl.name, "mcpu": mcpu,
                              "kernels": len(kernels), "seed": seed, "features": features, **score})  # fmt: skip
     rng = np.random.default_rng(0)
     summary: dict[str, dict[str, Any]] = defaultdict(dict)

@@ -129,8 +129,9 @@ def write_markdown(
             if meta.get("static_converge")
             else ""
         )
-        + "; worker processes started before the clock); buckets of "
-        f"{meta['bucket']}; DietCode: "
+        + "; worker processes started before the clock); "
+        + (f"buckets of {meta['bucket']}; " if "buckets" in meta.get("config", {}).get("arms", ["buckets"]) else "")
+        + "DietCode: "
         f"{meta['dietcode']['shapes']} sampled shapes, {meta['dietcode']['rounds']} rounds of "
         f"{meta['dietcode']['per_round']} micro-kernels ({meta['dietcode'].get('search', 'enumerated')} search, "
         f"f_MK on {meta['dietcode'].get('features', 'hand')} features), kernels deployed: "
