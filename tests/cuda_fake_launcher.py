@@ -20,9 +20,15 @@ def source_id(source: str) -> str:
 
 
 class FakeLauncher:
-    def __init__(self, behaviours: dict[str, str], device: int = 0):
+    def __init__(self, behaviours: dict[str, str], device: int = 0, gpu_log: str | None = None):
         self.behaviours = behaviours
         self.device_name = f"fake{device}"
+        self.gpu_log = gpu_log  # each launch/timing appends "pid start end" here, to check the GPU is never shared
+
+    def _used(self, start: float) -> None:
+        if self.gpu_log:
+            with open(self.gpu_log, "a") as f:
+                f.write(f"{os.getpid()} {start!r} {time.monotonic()!r}\n")
 
     def compile(self, source: str, name: str) -> tuple[str, list[str], str]:
         what = self.behaviours.get(source_id(source), "ok:1e-5")
@@ -40,6 +46,7 @@ class FakeLauncher:
         return np.array(handle, copy=True)
 
     def launch(self, kernel: Any, grid: Any, block: Any, args: list, shared_mem: int) -> None:
+        start = time.monotonic()
         what, params, _ = kernel
         if what == "illegal":
             raise RuntimeError("CUDADriverError: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
@@ -50,6 +57,8 @@ class FakeLauncher:
         by_name = dict(zip(params, args))
         out = by_name["C_ptr"]
         out[...] = by_name["A_ptr"] @ by_name["B_ptr"] + (1.0 if what == "wrong" else 0.0)
+        time.sleep(0.05)  # long enough for two children sharing the GPU to overlap in the log
+        self._used(start)
 
     def synchronize(self) -> None:
         pass

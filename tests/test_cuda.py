@@ -277,6 +277,59 @@ def test_hang_is_killed_and_recorded_as_run_timeout(tmp_path: os.PathLike) -> No
     assert line["result"]["error_no"] == MeasureErrorNo.RUN_TIMEOUT and "3 s" in line["result"]["error_msg"]
 
 
+def test_parallel_compiles_share_one_reference_and_never_share_the_gpu(tmp_path: os.PathLike) -> None:
+    """Four children compile at once; the GPU goes to one at a time (a crash or a hang on it does not keep it),
+    records come back in the manifest's order, and two batches read one reference file."""
+    import functools
+
+    import cuda_fake_launcher as fake
+
+    from adatune.cuda_export import write_reference
+
+    task = adatune.task.create("dense.cuda", (64, 64, 64), CUDA)
+    root = str(tmp_path)
+    write_reference(task, os.path.join(root, "reference.npz"))
+    with pytest.raises(ValueError, match="write it with write_reference"):
+        export_batch(task, select_candidates(task, 1), os.path.join(root, "x"), reference="../nothing.npz")
+    cands = select_candidates(task, 10, seed=4)
+    plan = ["ok:3e-5", "segv", "ok:1e-5", "hang", "wrong", "illegal", "nvrtc", "ok:2e-5"]
+    first = export_batch(task, cands[:8], os.path.join(root, "a"), reference="../reference.npz")
+    second = export_batch(task, cands[8:], os.path.join(root, "b"), reference="../reference.npz")
+    assert first["reference"] == second["reference"] == "../reference.npz"
+    assert not os.path.exists(os.path.join(root, "a", "reference.npz"))
+    behaviours = {}
+    for c, what in zip(first["candidates"], plan):
+        with open(os.path.join(root, "a", c["source"])) as f:
+            behaviours[fake.source_id(f.read())] = what
+    gpu_log = os.path.join(root, "gpu.log")
+    launcher = functools.partial(fake.FakeLauncher, behaviours, gpu_log=gpu_log)
+    out = os.path.join(root, "a.jsonl")
+    with pytest.raises(ValueError, match="jobs must be"):
+        cupy_runner.run_batch(os.path.join(root, "a"), out, jobs=0)
+    lines = cupy_runner.run_batch(
+        os.path.join(root, "a"), out, timeout=3.0, launcher_factory=launcher, start_method="fork", jobs=4,
+        log=lambda _msg: None,
+    )  # fmt: skip
+    assert [line["key"] for line in lines] == [str(c.key) for c in cands[:8]]
+    assert [line["result"]["error_no"] for line in lines] == [0, 4, 0, 7, 5, 4, 3, 0]
+    with open(out) as f:
+        assert sorted(json.loads(row)["key"] for row in f) == sorted(str(c.key) for c in cands[:8])
+    spans = []
+    with open(gpu_log) as f:
+        for row in f:
+            pid, start, end = row.split()
+            spans.append((float(start), float(end), pid))
+    spans.sort()
+    assert len({pid for _, _, pid in spans}) >= 4  # the ok and wrong ones launched, each in its own child
+    for (_, end, pid), (start, _, other) in zip(spans, spans[1:]):
+        assert pid == other or end <= start, "two children used the GPU at once"
+    (ok,) = cupy_runner.run_batch(
+        os.path.join(root, "b"), os.path.join(root, "b.jsonl"), launcher_factory=launcher, start_method="fork",
+        jobs=2, log=lambda _msg: None,
+    )[:1]  # fmt: skip
+    assert ok["result"]["error_no"] == 0
+
+
 def test_export_cli_and_the_script_without_cupy(tmp_path: os.PathLike) -> None:
     from adatune.cuda_export.__main__ import main
 

@@ -4,7 +4,7 @@ standalone ``cupy_runner.py`` (numpy + CuPy only), resume tuning here from the r
 ``python -m adatune.cuda_export export --workload dense-1024 --n 32 --out batch/ [--log tune.jsonl]``
 """
 
-from ._export import export_batch, logged_keys, record_stub, select_candidates, tolerances
+from ._export import export_batch, logged_keys, record_stub, select_candidates, tolerances, write_reference
 from ._kernel import KernelLaunch, cuda_source, export_candidate, kernel_launch, parse_kernels
 
 __all__ = [
@@ -18,4 +18,5 @@ __all__ = [
     "record_stub",
     "select_candidates",
     "tolerances",
+    "write_reference",
 ]

@@ -24,7 +24,7 @@ from ..task import TuningTask
 from . import cupy_runner
 from ._kernel import export_candidate
 
-__all__ = ["export_batch", "logged_keys", "select_candidates", "record_stub", "tolerances"]
+__all__ = ["export_batch", "logged_keys", "select_candidates", "record_stub", "tolerances", "write_reference"]
 
 
 def record_stub(task: TuningTask, candidate: Any) -> dict:
@@ -86,18 +86,33 @@ def _reference(task: TuningTask) -> dict[str, np.ndarray]:
     return arrays
 
 
+def write_reference(task: TuningTask, path: str | os.PathLike) -> None:
+    """Write the task's seeded inputs and numpy reference outputs to ``path`` (an ``.npz``), for batches that
+    share one (``export_batch(..., reference=...)``): a 1024^3 GEMM's arrays are 12 MB a copy."""
+    np.savez(os.fspath(path), **_reference(task))  # type: ignore[arg-type]
+
+
 def export_batch(
-    task: TuningTask, candidates: Sequence[Any], out_dir: str | os.PathLike, device_limits: DeviceLimits | None = None
+    task: TuningTask,
+    candidates: Sequence[Any],
+    out_dir: str | os.PathLike,
+    device_limits: DeviceLimits | None = None,
+    reference: str | None = None,
 ) -> dict:
     """Write the batch into ``out_dir`` (created; an existing manifest there is an error) and return the
-    manifest."""
+    manifest. ``reference``: a path relative to ``out_dir`` of a file ``write_reference`` wrote for this task,
+    shared instead of a copy of its own."""
     out = os.fspath(out_dir)
     if os.path.exists(os.path.join(out, "manifest.json")):
         raise FileExistsError(f"{out} already holds a batch (manifest.json): choose a new folder")
     if not candidates:
         raise ValueError("no candidates to export")
     os.makedirs(os.path.join(out, "kernels"), exist_ok=True)
-    np.savez(os.path.join(out, "reference.npz"), **_reference(task))  # type: ignore[arg-type]
+    if reference is not None and not os.path.exists(os.path.join(out, reference)):
+        raise ValueError(f"reference {reference!r} is not there relative to {out}: write it with write_reference")
+    if reference is None:
+        reference = "reference.npz"
+        write_reference(task, os.path.join(out, reference))
     rtol, atol = tolerances(task)
     entries = []
     for cand in candidates:
@@ -125,7 +140,7 @@ def export_batch(
         "target": _target.to_json(task.target),
         "flop": task.flop,
         "arg_specs": [s.to_json() for s in task.arg_specs],
-        "reference": "reference.npz",
+        "reference": reference,
         "rtol": rtol,
         "atol": atol,
         "device_limits": device_limits.to_json() if device_limits else None,

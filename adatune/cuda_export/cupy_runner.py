@@ -24,9 +24,11 @@ import multiprocessing
 import os
 import re
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,13 +189,19 @@ def classify(phase: str, text: str) -> int:
 
 
 # ---------------------------------------------------------------------- one candidate, in a child process
-def _measure(launcher_factory: Callable[[int], Any], job: dict, settings: EvalSettings) -> dict:
+def _measure(launcher_factory: Callable[[int], Any], job: dict, settings: EvalSettings, conn: Any = None) -> dict:
+    """Compile, then (once ``conn`` says "go": the GPU is this child's alone) check and time one candidate.
+
+    Without ``conn`` the GPU phase follows the compile at once (one candidate at a time, in process)."""
     phase = "start"
     try:
         launcher = launcher_factory(job["device"])
         phase, t0 = "compile", time.perf_counter()
         kernel = launcher.compile(job["source"], job["launch"]["name"])
         compile_s = time.perf_counter() - t0
+        if conn is not None:  # compiled beside other children; the GPU is handed out one child at a time
+            conn.send({"ready": True})
+            conn.recv()
         phase = "run"
         launch = job["launch"]
         with np.load(job["reference"]) as ref:
@@ -234,38 +242,73 @@ def _measure(launcher_factory: Callable[[int], Any], job: dict, settings: EvalSe
 
 
 def _child(conn: Any, launcher_factory: Callable[[int], Any], job: dict, settings: EvalSettings) -> None:
-    conn.send(_measure(launcher_factory, job, settings))
+    conn.send(_measure(launcher_factory, job, settings, conn))
     conn.close()
 
 
+def _died(proc: Any, phase: str) -> dict:
+    proc.join()
+    return {"error_no": RUNTIME_DEVICE, "msg": f"{phase}: the kernel crashed its process (exit code {proc.exitcode})"}
+
+
 def measure_isolated(
-    launcher_factory: Callable[[int], Any], job: dict, settings: EvalSettings, timeout: float, start_method: str
+    launcher_factory: Callable[[int], Any],
+    job: dict,
+    settings: EvalSettings,
+    timeout: float,
+    start_method: str,
+    gpu: threading.Lock | None = None,
 ) -> dict:
-    """``_measure`` in a fresh child process: a crash or a hang is a result, not the end of the batch."""
-    ctx: Any = multiprocessing.get_context(start_method)
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, launcher_factory, job, settings), daemon=True)
+    """``_measure`` in a fresh child process: a crash or a hang is a result, not the end of the batch.
+
+    The child compiles on its own; it touches the GPU only while holding ``gpu``, which this parent (not the
+    child) takes and gives back, so a child that dies on the GPU cannot keep it, and candidates measured
+    beside each other never share the device while one of them is timed. ``timeout`` bounds each phase."""
     t0 = time.perf_counter()
+    out = _supervise(launcher_factory, job, settings, timeout, start_method, gpu or threading.Lock())
+    out["wall"] = time.perf_counter() - t0
+    return out
+
+
+def _supervise(
+    launcher_factory: Callable[[int], Any],
+    job: dict,
+    settings: EvalSettings,
+    timeout: float,
+    start_method: str,
+    gpu: threading.Lock,
+) -> dict:
+    ctx: Any = multiprocessing.get_context(start_method)
+    parent, child = ctx.Pipe(duplex=True)
+    proc = ctx.Process(target=_child, args=(child, launcher_factory, job, settings), daemon=True)
     proc.start()
     child.close()
+    held = False
     try:
+        if not parent.poll(timeout):
+            if proc.is_alive():
+                return {"error_no": BUILD_TIMEOUT, "msg": f"compile did not finish within {timeout:g} s"}
+            return _died(proc, "compile")
+        first = parent.recv()
+        if "ready" not in first:  # compile failed: its error is the result
+            return first
+        gpu.acquire()
+        held = True
+        parent.send("go")
         if parent.poll(timeout):
-            out = parent.recv()
-        elif proc.is_alive():
-            out = {"error_no": RUN_TIMEOUT, "msg": f"run did not finish within {timeout:g} s"}
-        else:
-            proc.join()
-            out = {"error_no": RUNTIME_DEVICE, "msg": f"the kernel crashed its process (exit code {proc.exitcode})"}
-    except EOFError:
-        proc.join()
-        out = {"error_no": RUNTIME_DEVICE, "msg": f"the kernel crashed its process (exit code {proc.exitcode})"}
+            return dict(parent.recv())
+        if proc.is_alive():
+            return {"error_no": RUN_TIMEOUT, "msg": f"run did not finish within {timeout:g} s"}
+        return _died(proc, "run")
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return _died(proc, "run" if held else "compile")
     finally:
         if proc.is_alive():
             proc.kill()
         proc.join()
+        if held:
+            gpu.release()
         parent.close()
-    out["wall"] = time.perf_counter() - t0
-    return out
 
 
 # ---------------------------------------------------------------------- a batch
@@ -314,36 +357,51 @@ def run_batch(
     launcher_factory: Callable[[int], Any] = CupyLauncher,
     start_method: str = "spawn",
     log: Callable[[str], None] = print,
+    jobs: int = 1,
 ) -> list[dict]:
-    """Measure every candidate of the batch; append one record per candidate to ``out_path``."""
+    """Measure every candidate of the batch; append one record per candidate to ``out_path`` as it finishes.
+
+    ``jobs`` children compile at once (NVRTC and process start-up are most of a candidate's wall-clock); the
+    GPU still runs one candidate at a time. Returns the records in the manifest's order."""
+    if int(jobs) < 1:
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     manifest = load_manifest(batch_dir)
     settings = settings or EvalSettings()
     reference = os.path.join(batch_dir, manifest["reference"])
-    lines = []
-    for k, cand in enumerate(manifest["candidates"]):
+    if not os.path.exists(reference):
+        raise ValueError(f"{batch_dir}: the manifest's reference {manifest['reference']!r} is not there")
+    gpu = threading.Lock()
+    cands = manifest["candidates"]
+
+    def one(cand: dict) -> dict:
         if "error" in cand:  # rejected at export (device limits, no source): recorded, never run
-            out = {"error_no": int(cand["error"]["error_no"]), "msg": cand["error"]["msg"]}
-        else:
-            with open(os.path.join(batch_dir, cand["source"])) as f:
-                source = f.read()
-            job = {
-                "source": source,
-                "launch": cand["launch"],
-                "specs": manifest["arg_specs"],
-                "reference": reference,
-                "rtol": manifest["rtol"],
-                "atol": manifest["atol"],
-                "device": device,
-            }
-            out = measure_isolated(launcher_factory, job, settings, timeout, start_method)
-        line = _record(cand, out, "cupy_runner")
-        with open(out_path, "a") as f:
-            f.write(json.dumps(line, separators=(",", ":")) + "\n")
-        res = line["result"]
-        shown = f"{min(res['costs']) * 1e6:.2f} us" if res["costs"] else f"error {res['error_no']}"
-        log(f"[{k + 1}/{len(manifest['candidates'])}] {cand['key']}: {shown}")
-        lines.append(line)
-    return lines
+            return {"error_no": int(cand["error"]["error_no"]), "msg": cand["error"]["msg"]}
+        with open(os.path.join(batch_dir, cand["source"])) as f:
+            source = f.read()
+        job = {
+            "source": source,
+            "launch": cand["launch"],
+            "specs": manifest["arg_specs"],
+            "reference": reference,
+            "rtol": manifest["rtol"],
+            "atol": manifest["atol"],
+            "device": device,
+        }
+        return measure_isolated(launcher_factory, job, settings, timeout, start_method, gpu)
+
+    lines: dict[int, dict] = {}
+    with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
+        futures = {pool.submit(one, cand): k for k, cand in enumerate(cands)}
+        for done in as_completed(futures):
+            k = futures[done]
+            line = _record(cands[k], done.result(), "cupy_runner")
+            with open(out_path, "a") as f:  # appended at once: a killed run keeps what it measured
+                f.write(json.dumps(line, separators=(",", ":")) + "\n")
+            res = line["result"]
+            shown = f"{min(res['costs']) * 1e6:.2f} us" if res["costs"] else f"error {res['error_no']}"
+            log(f"[{len(lines) + 1}/{len(cands)}] {cands[k]['key']}: {shown}")
+            lines[k] = line
+    return [lines[k] for k in range(len(cands))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -357,6 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--min-micro-batches", type=int, default=3)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per candidate (compile + check + timing)")
     p.add_argument("--device", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="candidates compiled at once (the GPU times one at a time)")
     args = p.parse_args(argv)
     settings = EvalSettings(args.number, args.repeat, args.min_converge_coef, args.micro_batch, args.min_micro_batches)
     try:
@@ -365,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: this runner needs CuPy (pip install cupy-cuda12x or cupy-cuda13x): {err}", file=sys.stderr)
         return 2
     load_manifest(args.batch)
-    lines = run_batch(args.batch, args.out, settings, args.timeout, args.device)
+    lines = run_batch(args.batch, args.out, settings, args.timeout, args.device, jobs=args.jobs)
     ok = sum(1 for line in lines if line["result"]["costs"])
     print(f"{ok}/{len(lines)} candidates measured; records appended to {args.out}")
     return 0

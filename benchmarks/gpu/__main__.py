@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from adatune import records, workloads
 from adatune import target as _target
-from adatune.cuda_export import cupy_runner, export_batch
+from adatune.cuda_export import cupy_runner, export_batch, write_reference
 from adatune.devices import profile
 from adatune.tuners import create_tuner
 
@@ -45,7 +45,7 @@ SCHEMES = {
 }
 DEFAULT_WORKLOADS = ("dense-1024", "bmm-bert-nt", "conv2d-resnet18-L6")
 # timing on the GPU machine: the deterministic schemes spend the whole cap, the adaptive one stops early
-RUNNER_FLAGS = "--number 20 --repeat 5 --micro-batch 10"
+RUNNER_FLAGS = "--number 20 --repeat 5 --micro-batch 10 --jobs 12"
 
 
 def safe(name: str) -> str:
@@ -89,6 +89,8 @@ def make_round(
         task = _task(name, arch)
         wl = workloads.get(name)
         shapes[safe(name)] = [wl.op, list(wl.task_args(task.target))]
+        os.makedirs(os.path.join(root, safe(name)), exist_ok=True)
+        write_reference(task, os.path.join(root, safe(name), "reference.npz"))  # one copy for every scheme
         for s in schemes:
             scheme = SCHEMES[s]
             tuner = create_tuner(scheme.tuner, task, seed=seed + k)
@@ -99,7 +101,7 @@ def make_round(
             if not cands:
                 continue
             rel = os.path.join(safe(name), s)
-            export_batch(task, cands, os.path.join(root, rel), limits)
+            export_batch(task, cands, os.path.join(root, rel), limits, reference="../reference.npz")
             flags = RUNNER_FLAGS + (
                 f" --min-converge-coef {scheme.min_converge_coef}" if scheme.min_converge_coef else ""
             )

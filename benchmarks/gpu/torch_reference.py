@@ -1,7 +1,8 @@
 """cuBLAS / cuDNN reference times through PyTorch, for the shapes a round exported (``shapes.json``).
 
 Standalone (needs only torch with CUDA): ``python torch_reference.py ROUND_DIR --out torch_reference.json``.
-Each operator is warmed up, then timed with CUDA events over ``--number`` launches, ``--repeat`` times; the
+TF32 is off (float32 as the candidates compute it). Each operator is warmed up, then timed with CUDA events
+over ``--number`` launches, ``--repeat`` times; the
 median seconds per launch is written per workload.
 """
 
@@ -69,10 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("error: PyTorch sees no CUDA device", file=sys.stderr)
         return 2
+    # float32 as the candidates compute it: cuDNN would otherwise run convolutions in TF32 (10-bit mantissa)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     with open(os.path.join(args.round_dir, "shapes.json")) as f:
         shapes = json.load(f)
     seconds: dict[str, float] = {}
-    out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "seconds": seconds}
+    out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "tf32": False, "seconds": seconds}
     for name, (op, op_args) in shapes.items():
         seconds[name] = time_op(operator_for(op, op_args, torch), args.number, args.repeat, torch)
         print(f"{name}: {seconds[name] * 1e6:.2f} us")
