@@ -418,6 +418,73 @@ def test_gpu_benchmark_rounds_export_measure_ingest_report(
     assert f"| dense_M_32_N_32_K_32 | xgb | 8 | 8 | {best / 1e9:.1f} | not yet measured |" in table
 
 
+def test_gpu_retime_round_exports_each_schemes_best_and_reports_them_beside_pytorch(
+    tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import functools
+
+    import cuda_fake_launcher as fake
+
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.gpu.__main__ import ingest, main, make_retime, make_round
+    from benchmarks.gpu.retime import ingest_retime, retime_table
+
+    state, spec, wl = os.path.join(str(tmp_path), "state"), "dense:M=32,N=32,K=32", "dense_M_32_N_32_K_32"
+    with pytest.raises(ValueError, match="run tuning rounds first"):
+        make_retime(state, [spec], ["xgb"], 2, 2, "sm_90", "h100")
+    root = make_round(state, [spec], ["xgb", "rfei"], 4, "sm_90", 0, "h100")
+    out_dir = os.path.join(str(tmp_path), "out")
+    speed: dict[str, float] = {}
+    for scheme in ("xgb", "rfei"):
+        batch = os.path.join(root, wl, scheme)
+        times = {}
+        for j, c in enumerate(cupy_runner.load_manifest(batch)["candidates"]):
+            with open(os.path.join(batch, c["source"])) as f:
+                times[fake.source_id(f.read())] = f"ok:{(j + 1) * 1e-6}"
+            speed[c["key"]] = (j + 1) * 1e-6
+        os.makedirs(os.path.join(out_dir, wl, scheme))
+        cupy_runner.run_batch(
+            batch, os.path.join(out_dir, wl, scheme, "results.jsonl"),
+            launcher_factory=functools.partial(fake.FakeLauncher, times), start_method="fork", log=lambda _m: None,
+        )  # fmt: skip
+    ingest(state, 1, out_dir)
+    rt = make_retime(state, [spec], ["xgb", "rfei"], 2, 2, "sm_90", "h100")
+    with open(os.path.join(rt, "retime.json")) as f:
+        picked = json.load(f)["picked"][wl]
+    assert all(len(keys) == 2 for keys in picked.values())  # the two fastest of each scheme
+    batch = os.path.join(rt, wl, "best")
+    cands = cupy_runner.load_manifest(batch)["candidates"]
+    assert {c["key"] for c in cands} == {k for keys in picked.values() for k in keys}
+    with open(os.path.join(rt, "run.sh")) as f:
+        script = f.read()
+    assert script.index("pass-1.jsonl") < script.index("torch_reference-1.json") < script.index("pass-2.jsonl")
+    # the GPU side: every kernel now twice as fast as in tuning, PyTorch at 1 us
+    times = {}
+    for c in cands:
+        with open(os.path.join(batch, c["source"])) as f:
+            times[fake.source_id(f.read())] = f"ok:{speed[c['key']] / 2}"
+    res = os.path.join(str(tmp_path), "retimed")
+    for p in (1, 2):
+        os.makedirs(os.path.join(res, wl), exist_ok=True)
+        cupy_runner.run_batch(
+            batch, os.path.join(res, wl, f"pass-{p}.jsonl"),
+            launcher_factory=functools.partial(fake.FakeLauncher, times), start_method="fork", log=lambda _m: None,
+        )  # fmt: skip
+        with open(os.path.join(res, f"torch_reference-{p}.json"), "w") as f:
+            json.dump({"seconds": {wl: 1e-6}}, f)
+    with pytest.raises(ValueError, match="not a re-timing round"):
+        ingest_retime(state, 1, res)
+    assert main(["ingest", "--state", state, "--round", "2", "--results", res]) == 0
+    table = retime_table(state, 2)
+    fastest = min(speed[k] for keys in picked.values() for k in keys) / 2
+    row = next(line for line in table.splitlines() if f"| {wl} | " in line and fastest * 1e6 < 1.0)
+    assert "PyTorch" in table and "x |" in row
+    assert main(["report", "--state", state]) == 0
+    assert os.path.exists(os.path.join(state, "tuning.png"))
+    with open(os.path.join(state, "summary.md")) as f:
+        assert "Re-timed round 2" in f.read()
+
+
 @pytest.mark.parametrize(
     "op,args",
     [

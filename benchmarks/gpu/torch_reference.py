@@ -1,9 +1,9 @@
 """cuBLAS / cuDNN reference times through PyTorch, for the shapes a round exported (``shapes.json``).
 
 Standalone (needs only torch with CUDA): ``python torch_reference.py ROUND_DIR --out torch_reference.json``.
-TF32 is off (float32 as the candidates compute it). Each operator is warmed up, then timed with CUDA events
-over ``--number`` launches, ``--repeat`` times; the
-median seconds per launch is written per workload.
+TF32 is off (float32 as the candidates compute it). Each operator is warmed up, ``--number`` calls are
+captured in a CUDA graph, and the graph is replayed ``--repeat`` times between CUDA events; the median seconds
+per call is written per workload.
 """
 
 from __future__ import annotations
@@ -43,15 +43,26 @@ def operator_for(op: str, args: list, torch: Any, dev: str = "cuda") -> Callable
 
 
 def time_op(fn: Callable[[], Any], number: int, repeat: int, torch: Any) -> float:
-    for _ in range(3):
-        fn()
+    """Median seconds per call: ``number`` calls captured once in a CUDA graph, the graph replayed ``repeat``
+    times between CUDA events (as the CuPy runner times candidates: Python's launch path left out)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):  # warm-up on a side stream, as graph capture asks (library handles, workspaces)
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(number):
+            fn()
+    graph.replay()
     torch.cuda.synchronize()
     times = []
     for _ in range(repeat):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(number):
-            fn()
+        graph.replay()
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop) / 1e3 / number)
@@ -76,7 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(os.path.join(args.round_dir, "shapes.json")) as f:
         shapes = json.load(f)
     seconds: dict[str, float] = {}
-    out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "tf32": False, "seconds": seconds}
+    out = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "tf32": False,
+        "timing": "cuda-graph",
+        "seconds": seconds,
+    }
     for name, (op, op_args) in shapes.items():
         seconds[name] = time_op(operator_for(op, op_args, torch), args.number, args.repeat, torch)
         print(f"{name}: {seconds[name] * 1e6:.2f} us")
