@@ -5,6 +5,7 @@ NVRTC error. Imports only numpy, so the runner's child processes start fast."""
 
 from __future__ import annotations
 
+import faulthandler
 import hashlib
 import os
 import re
@@ -51,6 +52,7 @@ class FakeLauncher:
         if what == "illegal":
             raise RuntimeError("CUDADriverError: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
         if what == "segv":
+            faulthandler.disable()  # a forked child inherits pytest's handler, whose stack dump is noise here
             os.kill(os.getpid(), signal.SIGSEGV)
         if what == "hang":
             time.sleep(3600)

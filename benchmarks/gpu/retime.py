@@ -104,7 +104,7 @@ def retime_table(state: str, k: int) -> str:
         f"Re-timed round {k}: each scheme's {meta['top']} fastest logged kernels, {meta['passes']} passes "
         "alternating with PyTorch (median over passes of each kernel's median; CUDA graphs, float32, no TF32).",
         "",
-        "| workload | scheme | best kernel us | GFLOPS | vs PyTorch | PyTorch us (passes) |",
+        "| workload | scheme | best kernel us (passes) | GFLOPS | vs PyTorch | PyTorch us (passes) |",
         "|---|---|---|---|---|---|",
     ]
     for wl, by_scheme in meta["picked"].items():
@@ -119,11 +119,14 @@ def retime_table(state: str, k: int) -> str:
         ref = statistics.median(torch[wl]) if wl in torch else None
         shown_ref = f"{ref * 1e6:.2f} ({', '.join(f'{t * 1e6:.2f}' for t in torch[wl])})" if ref else "not measured"
         for scheme, keys in by_scheme.items():
-            costs = [statistics.median(per_key[key]) for key in keys if key in per_key]
+            costs = {key: statistics.median(per_key[key]) for key in keys if key in per_key}
             if not costs:
                 rows.append(f"| {wl} | {scheme} | not measured | | | {shown_ref} |")
                 continue
-            best = min(costs)
+            key = min(costs, key=lambda k: costs[k])
+            best, spread = costs[key], f"{min(per_key[key]) * 1e6:.2f}-{max(per_key[key]) * 1e6:.2f}"
             ratio = f"{ref / best:.2f}x" if ref else ""
-            rows.append(f"| {wl} | {scheme} | {best * 1e6:.2f} | {flop / best / 1e9:.0f} | {ratio} | {shown_ref} |")
+            rows.append(
+                f"| {wl} | {scheme} | {best * 1e6:.2f} ({spread}) | {flop / best / 1e9:.0f} | {ratio} | {shown_ref} |"
+            )
     return "\n".join(rows) + "\n"
