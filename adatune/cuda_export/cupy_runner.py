@@ -8,9 +8,9 @@ Every candidate runs in its own child process: an illegal address, a failed laun
 that child and is recorded with its error kind; a kernel that hangs is killed after ``--timeout`` seconds.
 ``--jobs N`` children compile at once, and the GPU is handed to one of them at a time. Each candidate is
 compiled (CuPy's NVRTC), launched once and checked against the exported reference outputs, then timed (its
-launches captured in a CUDA graph, between CUDA events) by the same evaluator as ``adatune.evaluator`` (deterministic, or
-AdaTune's adaptive rule when ``--min-converge-coef`` is given). Results are adatune records (version-2 JSON
-lines) that ``tuner.load_history`` resumes from.
+launches captured in a CUDA graph, between CUDA events) by the same evaluator as ``adatune.evaluator``
+(deterministic, or AdaTune's adaptive rule when ``--min-converge-coef`` is given). Results are adatune records
+(version-2 JSON lines) that ``tuner.load_history`` resumes from.
 
 This file must not import adatune: the evaluator rule and the error numbers are copies, kept identical to
 ``adatune.evaluator`` and ``adatune.measure.MeasureErrorNo`` by the tests.
@@ -163,7 +163,8 @@ class CupyLauncher:
 
         The ``number`` launches are captured once into a CUDA graph and the graph is replayed: a kernel of a
         few microseconds launched from Python one call at a time measures the launch path, not the kernel
-        (on an H100, PyTorch's 4 us bmm read 16.5 us launched call by call). Where capture fails, the launches are timed as they are (``timing`` says which)."""
+        (on an H100, PyTorch's 4 us bmm read 16.5 us launched call by call). Where capture fails, the
+        launches are timed as they are (``timing`` says which)."""
         cp = self.cp
         stream = cp.cuda.Stream(non_blocking=True)
         graph = None
