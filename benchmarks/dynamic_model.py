@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-only", action="store_true", help="tune, build and check; time nothing")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per T")
     ap.add_argument("--out", help="directory for results.json, per_t.csv, latency.png and summary.md")
+    ap.add_argument(
+        "--breakdown-t", type=int, default=None, help="after the timing, time every VM call at this T (default: hi)"
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -151,9 +154,34 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
     gate.probe("after")
     print(gate.sentence())
+    breakdown = _breakdown(compiled, model, args.breakdown_t or hi, args.repeats)
+    print(breakdown)
     if args.out:
-        _write(args.out, argv, rows, gate, load_before, tuning_s, len(results))
+        _write(args.out, argv, rows, gate, load_before, tuning_s, len(results), breakdown)
     return 0
+
+
+def _breakdown(compiled: Any, model: Any, t: int, repeats: int) -> str:
+    """Markdown: where one inference at T goes: the DietCode micro-kernels (``*_mk<i>``), the other (generic)
+    functions, the VM's builtins, and the time outside any call; then the slowest calls."""
+    from adatune.models import kernel_breakdown
+
+    bd = kernel_breakdown(compiled, model.random_inputs(seed=t, t=t), max(repeats, 5))
+    gemm = sum(c.seconds for c in bd.calls if "_mk" in c.symbol)
+    lines = [
+        f"## Where one inference goes at T={t}",
+        "",
+        f"End to end {bd.end_to_end * 1e3:.2f} ms (uninstrumented): DietCode GEMM micro-kernels "
+        f"{gemm * 1e3:.2f} ms ({gemm / bd.end_to_end:.0%}), other functions {(bd.kernels - gemm) * 1e3:.2f} ms "
+        f"({(bd.kernels - gemm) / bd.end_to_end:.0%}), VM builtins {bd.builtins * 1e3:.2f} ms, outside calls "
+        f"{bd.outside * 1e3:.2f} ms (each call timed with an instrument; medians of {max(repeats, 5)} inferences).",
+        "",
+        "| calls | ms | share | function |",
+        "|---:|---:|---:|---|",
+    ]
+    for c in bd.calls[:15]:
+        lines.append(f"| {c.calls} | {c.seconds * 1e3:.3f} | {c.seconds / bd.end_to_end:.1%} | `{c.symbol}` |")
+    return "\n".join(lines) + "\n"
 
 
 def _settled(seconds: float, pause_s: float = 0.25) -> float:
@@ -169,7 +197,7 @@ def _geomean(xs: list[float]) -> float:
 
 def _write(
     out: str, argv: list[str] | None, rows: list[dict[str, Any]], gate: Any, load_before: list[float],
-    tuning_s: float, workloads: int,
+    tuning_s: float, workloads: int, breakdown: str = "",
 ) -> None:  # fmt: skip
     """results.json, per_t.csv, latency.png and summary.md (engine speed ratios per T and their geomeans)."""
     import json
@@ -229,7 +257,8 @@ def _write(
     for r in rows:
         lines.append(f"| {r['T']} | " + " | ".join(f"{r[f'{e}_s'] * 1e3:.2f}" for e in engines) + " |")
     lines += ["", "Geomean over T of engine latency / adatune latency (> 1: adatune faster): "
-              + ", ".join(f"{e} {v:.2f}x" for e, v in ratios.items()), "", "![latency](latency.png)", ""]  # fmt: skip
+              + ", ".join(f"{e} {v:.2f}x" for e, v in ratios.items()), "", "![latency](latency.png)", "",
+              breakdown]  # fmt: skip
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
 

@@ -269,8 +269,8 @@ def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]
         f"{host['vector_registers']} vector registers, L1d {host['l1d_bytes'] >> 10} KiB, "
         f"L2 {host['l2_bytes'] >> 10} KiB, L3 {host['l3_bytes'] >> 20} MiB, {host['cores']} cores); "
         f"PyTorch {meta['torch_version']} with {meta['torch_threads']} threads, TVM's pool with "
-        f"{meta['tvm_threads']} threads; TVM {host['tvm_version']}. The machine was shared with other agents' "
-        "builds and tests while this ran (timing runs were serialised by a lock; untimed work was not).",
+        f"{meta['tvm_threads']} threads; TVM {host['tvm_version']}. What else ran on the machine shows in each "
+        "workload's load averages and noise gate below.",
         "",
     ]
     for r in results:
