@@ -117,6 +117,18 @@ def test_transformer_block_matches_pytorch_at_every_length(
     assert "unscheduled" not in applied.values(), applied
 
 
+def test_fast_math_dynamic_block_matches_pytorch(block_results: dict) -> None:
+    """``fast_math`` on a dynamic model: GELU's erf and softmax's exp become TVM's approximations (the dynamic
+    BERT benchmark's GELU ran 6x faster with them) and the block still matches PyTorch at every length."""
+    fast = am.from_torch(_seeded(_Block), [torch.randn(1, 5, 32)], dynamic={"x": {1: T_RANGE}}, fast_math=True)
+    assert isinstance(fast, am.DynamicModel)
+    assert set(am.dynamic_workloads(fast)) == set(block_results)  # the same GEMMs: the tuned kernels serve it
+    compiled = am.build_dynamic(fast, block_results)
+    names = " ".join(compiled.applied)
+    assert "fast_erf" in names and "fast_softmax" in names, names
+    _check(fast, compiled, (1, 7, 24))
+
+
 def test_dispatch_among_several_micro_kernels_happens_inside_the_module(
     block: am.DynamicModel, block_results: dict
 ) -> None:
