@@ -485,6 +485,47 @@ def test_gpu_retime_round_exports_each_schemes_best_and_reports_them_beside_pyto
         assert "Re-timed round 2" in f.read()
 
 
+def test_planted_faults_batch_for_the_gpu_machine(tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks.gpu.faults plants one fault per kernel in a copy of a real exported batch; every planted source
+    still holds the kernel and nvcc rejects only the one meant not to compile."""
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.gpu.faults import make_fault_batch
+
+    task = adatune.task.create("dense.cuda", (64, 64, 64), CUDA)
+    src = os.path.join(str(tmp_path), "src")
+    export_batch(task, select_candidates(task, 6, seed=2), src)
+    with pytest.raises(ValueError, match="faults need at least 5"):
+        make_fault_batch(_first_kernels(src, 3, str(tmp_path)), os.path.join(str(tmp_path), "x"))
+    dest = os.path.join(str(tmp_path), "faults")
+    expected = make_fault_batch(src, dest)
+    manifest = cupy_runner.load_manifest(os.path.join(dest, "batch"))
+    keys = [c["key"] for c in manifest["candidates"]]
+    assert list(expected) == keys[1:5] and list(expected.values()) == [4, 7, 3, 5]
+    assert os.path.exists(os.path.join(dest, "batch", manifest["reference"]))
+    with open(os.path.join(dest, "run.sh")) as f:
+        assert "--jobs 4" in f.read()
+    nvcc = shutil.which("nvcc")
+    for cand in manifest["candidates"][:5]:
+        path = os.path.join(dest, "batch", cand["source"])
+        with open(path) as f:
+            assert "main_kernel" in f.read()
+        if nvcc:
+            proc = subprocess.run([nvcc, "-arch=sm_90", "-c", path, "-o", os.devnull], capture_output=True, timeout=120)
+            assert (proc.returncode != 0) == (expected.get(cand["key"]) == 3), proc.stderr[-400:]
+
+
+def _first_kernels(src: str, n: int, tmp: str) -> str:
+    """A copy of batch ``src`` keeping its first ``n`` candidates."""
+    dest = os.path.join(tmp, f"first{n}")
+    shutil.copytree(src, dest)
+    with open(os.path.join(dest, "manifest.json")) as f:
+        manifest = json.load(f)
+    manifest["candidates"] = manifest["candidates"][:n]
+    with open(os.path.join(dest, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    return dest
+
+
 @pytest.mark.parametrize(
     "op,args",
     [
