@@ -151,15 +151,21 @@ def ingest(state: str, k: int, results: str | None) -> dict[str, int]:
     return added
 
 
-def report(state: str) -> str:
-    """Markdown: per workload and scheme, trials, valid trials and best GFLOPS; PyTorch's for reference."""
-    logs = os.path.join(state, "logs")
+def torch_seconds(state: str) -> dict[str, float]:
+    """PyTorch's seconds per workload, the latest tuning round's reading of each."""
     refs: dict[str, float] = {}
     for k in rounds(state):
         path = os.path.join(state, f"round-{k}", "torch_reference.json")
         if os.path.exists(path):
             with open(path) as f:
                 refs.update(json.load(f)["seconds"])
+    return refs
+
+
+def report(state: str) -> str:
+    """Markdown: per workload and scheme, trials, valid trials and best GFLOPS; PyTorch's for reference."""
+    logs = os.path.join(state, "logs")
+    refs = torch_seconds(state)
     rows = ["| workload | scheme | trials | valid | best GFLOPS | PyTorch GFLOPS |", "|---|---|---|---|---|---|"]
     for wl in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
         for file in sorted(os.listdir(os.path.join(logs, wl))):
@@ -188,12 +194,7 @@ def plot(state: str) -> str | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    refs: dict[str, float] = {}
-    for k in rounds(state):
-        path = os.path.join(state, f"round-{k}", "torch_reference.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                refs.update(json.load(f)["seconds"])
+    refs = torch_seconds(state)
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     for ax, wl in zip(axes[0], names):
         flop = 0.0
