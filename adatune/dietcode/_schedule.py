@@ -40,7 +40,12 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
     column = mk.pack == PACK_COLUMN
     if column and wl.kind != "bmm_nt":
         raise ValueError(f"{mk} packs B per column tile, which only bmm_nt kernels do; {wl.name} is {wl.kind}")
-    outer, inner = (jo, io) if column else (io, jo)
+    # a pre-packed dense weight is walked column tile by column tile, each tile's row tiles in turn, so a
+    # B panel is read from memory once and reused from cache by every row tile (rows-first read all of B
+    # once per row tile: with 12 distinct weights, as in a 12-layer model, 20% slower than with one)
+    # (not when B itself is padded: its pad is computed per column tile, which leaves nothing to fuse)
+    col_first = column or (wl.kind == "dense" and bool(wl.b_panel) and "B_pad" not in names)
+    outer, inner = (jo, io) if col_first else (io, jo)
     sch.reorder(*batch, outer, inner, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
     sch.reverse_compute_at(acc, iio)
@@ -64,10 +69,10 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         sch.compute_at(sch.get_sblock("B_pad"), jo)
     if not column:
         if "A_pad" in names:
-            sch.compute_at(sch.get_sblock("A_pad"), jo)
+            sch.compute_at(sch.get_sblock("A_pad"), inner)
         if "C_pad" in names:
-            sch.reverse_compute_at(sch.get_sblock("C_pad"), jo)
-        sch.parallel(sch.fuse(*batch, io, jo))
+            sch.reverse_compute_at(sch.get_sblock("C_pad"), inner)
+        sch.parallel(sch.fuse(*batch, outer, inner))
     sch.unroll(iii)
     sch.unroll(ki)
     if mk.nr > 1:  # a one-column tile (bmm_nt at small T) has nothing to vectorize
