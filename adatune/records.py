@@ -63,6 +63,18 @@ _TASKS: dict[tuple[str, str], TuningTask] = {}
 _STORED: dict[str, dict] = {}  # workload key -> its stored form, from every log line read in this process
 
 
+def _legacy_target(recorded: dict) -> Any:
+    """A recorded target this TVM does not accept: CUDA logs written before 2026-11-25 stored the host target as
+    the list of its keys (drop it: the device is what the record is about); else the host CPU (an unknown CPU
+    name, say)."""
+    if isinstance(recorded.get("host"), list):
+        try:
+            return _target.create({k: v for k, v in recorded.items() if k != "host"})
+        except ValueError:
+            pass
+    return _target.host()
+
+
 @dataclass
 class Record:
     """One decoded line; unpacks as ``inp, res`` (AutoTVM's record pair)."""
@@ -108,7 +120,7 @@ class Record:
             try:
                 tgt = _target.create(self.target)
             except ValueError:
-                tgt = _target.host()
+                tgt = _legacy_target(self.target)
             stored = self.workload or _STORED.get(self.workload_key, {})
             _TASKS[cache_key] = _restore_task(self.task_name, self.args, tgt, stored)
         return _TASKS[cache_key]

@@ -159,7 +159,10 @@ def to_json(target: tvm.target.Target) -> dict:
 
 
 def _jsonable(value: Any) -> Any:
-    """TVM arrays (``mattr``, ``keys``) become lists; anything else its string."""
+    """TVM maps (a CUDA target's ``host``) become dicts, arrays (``mattr``, ``keys``) lists; anything else its
+    string."""
+    if hasattr(value, "items") and callable(value.items):
+        return {str(k): v if isinstance(v, (str, int, float, bool)) else _jsonable(v) for k, v in value.items()}
     if hasattr(value, "__len__") and hasattr(value, "__getitem__") and not isinstance(value, (str, bytes)):
         return [_jsonable(v) if not isinstance(v, (str, int, float, bool)) else v for v in value]
     return str(value)

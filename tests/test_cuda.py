@@ -485,6 +485,30 @@ def test_gpu_retime_round_exports_each_schemes_best_and_reports_them_beside_pyto
         assert "Re-timed round 2" in f.read()
 
 
+def test_a_cuda_record_recreates_its_task_on_the_gpu_target(tmp_path: os.PathLike) -> None:
+    """The record's target keeps the CUDA target's host as a dict (it was written as the list of its keys, so
+    the task came back on the CPU); logs written that way still load onto the GPU target."""
+    from adatune import records
+
+    task = adatune.task.create("dense.cuda", (64, 64, 64), CUDA)
+    cand = select_candidates(task, 1, seed=1)[0]
+    stub = adatune.cuda_export.record_stub(task, cand)
+    assert isinstance(stub["target"]["host"], dict)
+    res = adatune.MeasureResult((1e-5,), MeasureErrorNo.NO_ERROR, 1.0, 0)
+    log = os.path.join(str(tmp_path), "cuda.jsonl")
+    records.save_to_file(log, [(MeasureInput(task, cand), res)])
+    with open(log) as f:
+        line = json.loads(f.readline())
+    legacy = dict(line, target={**line["target"], "host": ["kind", "tag", "keys", "num-cores", "mtriple", "mcpu"]})
+    legacy_log = os.path.join(str(tmp_path), "legacy.jsonl")
+    with open(legacy_log, "w") as f:
+        f.write(json.dumps(legacy) + "\n")
+    for path in (log, legacy_log):
+        (rec,) = records.load_from_file(path)
+        made = rec.create_task().target
+        assert made.kind.name == "cuda" and str(made.attrs["arch"]) == str(CUDA.attrs["arch"]), path
+
+
 def test_planted_faults_batch_for_the_gpu_machine(tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch) -> None:
     """benchmarks.gpu.faults plants one fault per kernel in a copy of a real exported batch; every planted source
     still holds the kernel and nvcc rejects only the one meant not to compile."""
