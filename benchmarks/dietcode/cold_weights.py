@@ -22,19 +22,9 @@ import tvm
 
 import adatune
 from adatune.dietcode import DynamicWorkload, weight_panel
-from adatune.dietcode._space import MicroKernel
 from adatune.dietcode._task import MicroKernelTask
 from adatune.reference import time_callable
 from adatune.target import describe_host, size_tvm_thread_pool
-
-
-def parse_kernel(key: str) -> MicroKernel:
-    """``cpu:MTxNTxKT/MRxNR`` as written by ``MicroKernel.key``."""
-    device, rest = key.split(":")
-    tile, regs = rest.split("/")[:2]
-    mt, nt, kt = (int(v) for v in tile.split("x"))
-    mr, nr = (int(v) for v in regs.split("x"))
-    return MicroKernel(device, mt, nt, kt, mr, nr)
 
 
 def _hot_and_cold(f: Any, a: Any, bs: list[Any], c: Any, rounds: int) -> dict[str, list[float]]:
@@ -60,7 +50,7 @@ def probe(dims: list[tuple[int, int]], kernels: list[str], t: int, weights: int,
         bs = [tvm.runtime.tensor(rng.standard_normal(b_spec.shape).astype("float32")) for _ in range(weights)]
         c = tvm.runtime.tensor(np.zeros(c_spec.shape, "float32"))
         for key in kernels:
-            f = tvm.tirx.build(task.scheduled_module(parse_kernel(key)), tgt)["main"]
+            f = tvm.tirx.build(task.scheduled_module(task.space.get(key)), tgt)["main"]  # a key of the space
             times = _hot_and_cold(f, a, bs, c, rounds)
             gf = {w: task.flop / float(np.median(v)) / 1e9 for w, v in times.items()}
             lines.append(
