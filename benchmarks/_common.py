@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Iterable
 
-__all__ = ["load_now", "load_sentence", "run_meta", "write_csv"]
+__all__ = ["load_now", "load_sentence", "run_meta", "settled", "write_csv"]
 
 
 def write_csv(path: str, rows: Iterable[dict]) -> None:
@@ -50,3 +50,11 @@ def run_meta(prog: str, argv: list[str] | None, started: str, t0: float, load_be
         "load_before": load_before,
         "load_after": load_now(),
     }
+
+
+def settled(seconds: float, pause_s: float = 0.25) -> float:
+    """Return ``seconds`` after a pause: an engine's worker threads (onnxruntime's intra-op pool, PyTorch's
+    OpenMP, OpenBLAS) spin for a while after a run, and the engine timed next must not share the cores with
+    them (numpy's BLAS threads did that to TVM kernels in benchmarks.dietcode: 0.07 -> 4 ms)."""
+    time.sleep(pause_s)
+    return seconds

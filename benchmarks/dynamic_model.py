@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import load_now, write_csv
+from benchmarks._common import load_now, settled, write_csv
 from benchmarks.noise_gate import NoiseGate, interleaved
 
 
@@ -42,6 +42,20 @@ def _encoder(args: argparse.Namespace) -> Any:
         if p.dim() == 2:
             nn.init.normal_(p, std=0.02)
     return model
+
+
+def _static_model(args: argparse.Namespace) -> tuple[Any, int]:
+    """The static bert-base built from ``--static-log`` and its sequence length, checked against PyTorch."""
+    import adatune.models as am
+
+    model = am.load_builtin("bert-base", seed=args.seed)
+    compiled = am.build(model, args.static_log)
+    x = model.random_inputs(0)
+    got, want = compiled.run(*x)[0], model.reference(*x)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    applied = sum(v == "record" for v in compiled.applied.values())
+    print(f"static bert-base from {args.static_log}: {applied} of {len(compiled.applied)} tasks from records (ok)")
+    return compiled, int(x[0].shape[1])
 
 
 def _check_ts(lo: int, hi: int, given: list[int] | None) -> list[int]:
@@ -92,7 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--breakdown-t", type=int, default=None, help="after the timing, time every VM call at this T (default: hi)"
     )
+    ap.add_argument(
+        "--static-log",
+        help="a tuning log of the static bert-base (seq 128; e.g. benchmarks.models' records): that model is built "
+        "from it and timed in turns with the others at T=128",
+    )
     args = ap.parse_args(argv)
+    if args.static_log and (args.layers, args.hidden, args.heads, args.ffn) != (12, 768, 12, 3072):
+        ap.error("--static-log compares with the static bert-base: keep the BERT-base sizes")
+    if args.static_log and not os.path.exists(args.static_log):
+        ap.error(f"--static-log {args.static_log}: no such file")
 
     import torch
 
@@ -137,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_only:
         return 0
 
+    static, static_t = _static_model(args) if args.static_log else (None, None)
     session = _ort_session(module, args.hidden, lo, lo, hi)
     torch.set_num_threads(physical_cores())
     load_before = load_now()
@@ -149,9 +173,11 @@ def main(argv: list[str] | None = None) -> int:
             "adatune": lambda x=x: compiled_latency(compiled, x, args.repeats),
             "pytorch": lambda x=x: framework_latency(model, "pytorch", x, args.repeats) or float("nan"),
         }
+        if static is not None and t == static_t:
+            timers["static"] = lambda x=x: settled(compiled_latency(static, x, args.repeats))
         if session is not None:
             ort = lambda x=x: time_callable(lambda: session.run(None, {"x": x[0]}), args.repeats)  # noqa: E731
-            timers["onnxruntime"] = lambda ort=ort: _settled(ort())
+            timers["onnxruntime"] = lambda ort=ort: settled(ort())
         rounds = interleaved(timers, args.rounds)  # engines in turns, so load that comes and goes hits all alike
         row: dict[str, Any] = {"T": t} | {f"{k}_s": float(np.median(v)) for k, v in rounds.items()}
         rows.append(row)
@@ -195,13 +221,6 @@ def _breakdown(compiled: Any, model: Any, t: int, repeats: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _settled(seconds: float, pause_s: float = 0.25) -> float:
-    """onnxruntime's intra-op threads spin after a run; pause so the engine timed next does not share the cores
-    with them (numpy's BLAS threads did that to TVM kernels in benchmarks.dietcode: 0.07 -> 4 ms)."""
-    time.sleep(pause_s)
-    return seconds
-
-
 def _geomean(xs: list[float]) -> float:
     return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
 
@@ -224,7 +243,7 @@ def _write(
 
     os.makedirs(out, exist_ok=True)
     write_csv(os.path.join(out, "per_t.csv"), rows)
-    engines = [k[:-2] for k in rows[0] if k.endswith("_s")]
+    engines = list(dict.fromkeys(k[:-2] for r in rows for k in r if k.endswith("_s")))  # static: at one T only
     ratios = {
         e: _geomean([r[f"{e}_s"] / r["adatune_s"] for r in rows if np.isfinite(r.get(f"{e}_s", np.nan))])
         for e in engines
@@ -242,7 +261,8 @@ def _write(
         json.dump({"meta": meta, "rows": rows, "geomean_speed_vs": ratios}, f, indent=1)
     fig, ax = plt.subplots(figsize=(8, 4))
     for e in engines:
-        ax.plot([r["T"] for r in rows], [r[f"{e}_s"] * 1e3 for r in rows], "o-", label=e)
+        have = [r for r in rows if f"{e}_s" in r]
+        ax.plot([r["T"] for r in have], [r[f"{e}_s"] * 1e3 for r in have], "o-" if len(have) > 1 else "s", label=e)
     ax.set_xlabel("T (sequence length)")
     ax.set_ylabel("latency (ms)")
     ax.set_yscale("log")
@@ -266,10 +286,21 @@ def _write(
         "|---:|" + "---:|" * len(engines),
     ]
     for r in rows:
-        lines.append(f"| {r['T']} | " + " | ".join(f"{r[f'{e}_s'] * 1e3:.2f}" for e in engines) + " |")
+        cells = [f"{r[f'{e}_s'] * 1e3:.2f}" if f"{e}_s" in r else "-" for e in engines]
+        lines.append(f"| {r['T']} | " + " | ".join(cells) + " |")
     lines += ["", "Geomean over T of engine latency / adatune latency (> 1: adatune faster): "
               + ", ".join(f"{e} {v:.2f}x" for e, v in ratios.items()), "", "![latency](latency.png)", "",
               breakdown]  # fmt: skip
+    at_static = [r for r in rows if "static_s" in r]
+    if at_static:
+        r = at_static[0]
+        ratio = r["adatune_s"] / r["static_s"]
+        lines[-1:-1] = [
+            f"Against the statically tuned model at T={r['T']} (built from the given log, same weights, timed in "
+            f"the same turns): dynamic {r['adatune_s'] * 1e3:.2f} ms, static {r['static_s'] * 1e3:.2f} ms, "
+            f"dynamic / static = {ratio:.2f}x.",
+            "",
+        ]
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
 

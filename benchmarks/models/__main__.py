@@ -30,6 +30,8 @@ import adatune
 from adatune.models import BUILTIN_MODELS
 from adatune.target import size_tvm_thread_pool
 
+from .._common import load_now
+from ..noise_gate import NoiseGate
 from .report import plot, write_markdown, write_results
 from .run import ARMS, ModelRun, run_model
 
@@ -43,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--budget-min", type=float, default=10.0, help="tuning wall-clock per arm and model (minutes)")
     p.add_argument("--checkpoints", type=int, default=3, help="compile-and-time points along each arm's budget")
     p.add_argument("--repeats", type=int, default=30, help="timed inferences per latency")
+    p.add_argument("--rounds", type=int, default=5, help="rounds of the final comparison (engines in turns)")
     p.add_argument("--untuned-repeats", type=int, default=2, help="timed inferences of untuned TVM (slow)")
     p.add_argument("--number", type=int, default=10, help="runs per repeat of a candidate's measurement")
     p.add_argument("--repeat", type=int, default=10, help="repeats of a candidate's measurement (AE: the cap)")
@@ -54,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     args = _parser().parse_args(argv)
-    if args.budget_min <= 0 or args.checkpoints < 1 or args.repeats < 1 or args.untuned_repeats < 1:
+    if args.budget_min <= 0 or min(args.checkpoints, args.repeats, args.untuned_repeats, args.rounds) < 1:
         print("budget, checkpoints and repeats must be positive", file=sys.stderr)
         return 2
     import onnxruntime
@@ -72,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         "config": vars(args),
         "started": started,
         "wall_s": 0.0,
+        "load_before": load_now(),
     }
+    gate = NoiseGate()
+    gate.probe("before")  # the gate frames the whole run: tuning measures candidates, checkpoints time models
     runs: list[ModelRun] = []
 
     def save(partial: ModelRun | None = None) -> None:  # after every arm, so a killed run keeps what it measured
@@ -92,10 +98,15 @@ def main(argv: list[str] | None = None) -> int:
                 args.number,
                 args.repeat,
                 args.seed,
+                args.rounds,
                 on_progress=save,
             )
         )
         save()
+    gate.probe("after")
+    meta["noise_gate"], meta["noise_sentence"], meta["load_after"] = gate.to_json(), gate.sentence(), load_now()
+    print(meta["noise_sentence"])
+    save()
     figures = plot(args.out, runs)
     write_markdown(args.out, meta, runs, figures)
     print(f"wrote {args.out}/results.json, tasks.csv, summary.md and {len(figures)} figures")

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from .._common import write_csv  # noqa: E402
 from .run import ModelRun  # noqa: E402
 
-__all__ = ["write_results", "plot", "write_markdown"]
+__all__ = ["plot", "time_to_latency", "write_markdown", "write_results"]
 
 
 def write_results(out: str, meta: dict[str, Any], runs: list[ModelRun]) -> None:
@@ -60,6 +60,11 @@ def _time_to_reach(curve: list[tuple[float, int, float | None]], level: float) -
     return next((s for s, _, est in curve if est is not None and est <= level), None)
 
 
+def time_to_latency(checkpoints: list[dict[str, Any]], level: float) -> float | None:
+    """Tuning seconds at the first checkpoint whose re-timed latency is at or below ``level``."""
+    return next((c["tuning_s"] for c in checkpoints if c.get("retimed_s") and c["retimed_s"] <= level), None)
+
+
 def write_markdown(out: str, meta: dict[str, Any], runs: list[ModelRun], figures: list[str]) -> None:
     host = meta["host"]
     lines = [
@@ -71,14 +76,18 @@ def write_markdown(out: str, meta: dict[str, Any], runs: list[ModelRun], figures
         f"{meta['wall_s'] / 60:.0f} min in all. One seed: these are single runs, not confidence intervals.",
         "",
         "Latency is the median of repeated batch-1 inferences in this process (PyTorch eager and onnxruntime on all "
-        "physical cores). The final table measures every engine again back to back after tuning.",
+        "physical cores). The final table measures every engine again after tuning, in turns: each round times "
+        "every engine once (order reversed every other round, a pause after each); the table gives the median of "
+        "the rounds and their range.",
+        "",
+        meta.get("noise_sentence", "Noise gate: not recorded."),
         "",
     ]
     for r in runs:
         lines += [f"## {r.model} ({r.n_tasks} tasks, extracted in {r.extract_s:.0f} s)", ""]
         lines += [
-            "| engine | latency (ms) | vs onnxruntime | vs PyTorch | tuning (min) | trials |",
-            "|---|---|---|---|---|---|",
+            "| engine | latency (ms) | rounds' range (ms) | vs onnxruntime | vs PyTorch | tuning (min) | trials |",
+            "|---|---|---|---|---|---|---|",
         ]
         ort, pt = r.final.get("onnxruntime"), r.final.get("pytorch")
         rows: list[tuple[str, float | None, str, str]] = [("untuned TVM", r.baselines["untuned-tvm"], "-", "-")]
@@ -89,11 +98,27 @@ def write_markdown(out: str, meta: dict[str, Any], runs: list[ModelRun], figures
         for name, v, tmin, trials in rows:
             rel_ort = f"{ort / v:.2f}x" if v and ort else "-"
             rel_pt = f"{pt / v:.2f}x" if v and pt else "-"
-            lines.append(f"| {name} | {_ms(v)} | {rel_ort} | {rel_pt} | {tmin} | {trials} |")
+            key = {"adatune " + a.arm: a.arm for a in r.arms}.get(name, name)
+            spread = r.final_rounds.get(key)
+            span = f"{min(spread) * 1e3:.2f}-{max(spread) * 1e3:.2f}" if spread else "-"
+            lines.append(f"| {name} | {_ms(v)} | {span} | {rel_ort} | {rel_pt} | {tmin} | {trials} |")
         lines += ["", "(x > 1: faster than that engine.)", ""]
         for a in r.arms:
-            cps = ", ".join(f"{c['tuning_s'] / 60:.1f} min: {c['measured_s'] * 1e3:.2f} ms" for c in a.checkpoints)
-            lines.append(f"- {a.arm} checkpoints (tuning time: measured latency): {cps}")
+            cps = ", ".join(
+                f"{c['tuning_s'] / 60:.1f} min: {c['measured_s'] * 1e3:.2f} ms"
+                + (f" (re-timed in turns {c['retimed_s'] * 1e3:.2f})" if c.get("retimed_s") else "")
+                for c in a.checkpoints
+            )
+            lines.append(f"- {a.arm} checkpoints (tuning time: latency measured then): {cps}")
+            for fw in ("onnxruntime", "pytorch"):
+                level = r.final.get(fw)
+                if level:
+                    reached = time_to_latency(a.checkpoints, level)
+                    lines.append(
+                        f"  - reached {fw}'s latency ({level * 1e3:.2f} ms): "
+                        + (f"by {reached / 60:.1f} min of tuning" if reached is not None else "at no checkpoint")
+                        + " (checkpoints re-timed in turns with it)"
+                    )
         for arm, b in r.breakdown.items():
             lines.append(
                 f"- {arm}, where the time goes (`am.kernel_breakdown`: every VM call timed): end to end "
@@ -116,22 +141,26 @@ def write_markdown(out: str, meta: dict[str, Any], runs: list[ModelRun], figures
                 + "."
             )
         lines.append("")
+        last = r.arms[-1].arm if r.arms else None
+        in_model = {t["task"]: t.get("in_model_ms") for t in r.breakdown.get(last or "", {}).get("tasks", [])}
         top = sorted(
             (t for a in r.arms[-1:] for t in a.tasks if t["weighted_ms"] is not None),
             key=lambda t: -t["weighted_ms"],
         )[:8]
         if top:
             lines += [
-                f"Largest tasks after {r.arms[-1].arm} (weighted ms = weight x best; all tasks in tasks.csv):",
+                f"Largest tasks after {last} (weighted ms = weight x isolated best; in model: the same functions "
+                "timed inside the compiled model, per inference; all tasks in tasks.csv):",
                 "",
-                "| task | kind | weight | GFLOP | trials | best ms | weighted ms |",
-                "|---|---|---|---|---|---|---|",
+                "| task | kind | weight | GFLOP | trials | best ms | weighted ms | in model ms |",
+                "|---|---|---|---|---|---|---|---|",
             ]
-            lines += [
-                f"| {t['task']} | {t['kind']} | {t['weight']} | {t['gflop']:.3f} | {t['trials']} | "
-                f"{t['best_ms']:.3f} | {t['weighted_ms']:.3f} |"
-                for t in top
-            ]
+            for row in top:
+                inside = in_model.get(row["task"])
+                lines.append(
+                    f"| {row['task']} | {row['kind']} | {row['weight']} | {row['gflop']:.3f} | {row['trials']} | "
+                    f"{row['best_ms']:.3f} | {row['weighted_ms']:.3f} | {'-' if inside is None else f'{inside:.3f}'} |"
+                )
             lines.append("")
     lines += [f"![{f}]({f})" for f in figures]
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:

@@ -4,10 +4,12 @@ same wall-clock budget, with the measured latency at checkpoints along the way."
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import statistics
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,10 @@ from tvm import relax
 import adatune
 import adatune.models as am
 
-__all__ = ["ARMS", "ArmRun", "ModelRun", "run_model"]
+from .._common import settled
+from ..noise_gate import interleaved
+
+__all__ = ["ARMS", "ArmRun", "ModelRun", "checkpoint_name", "run_model"]
 
 # arm -> (tuner of knob tasks, cost model of trace tasks, adaptive evaluator's min_converge_coef or None)
 ARMS: dict[str, tuple[str, str, float | None]] = {
@@ -46,7 +51,8 @@ class ModelRun:
     extract_s: float
     baselines: dict[str, float | None]  # engine -> median s (untuned TVM, pytorch, onnxruntime)
     arms: list[ArmRun]
-    final: dict[str, float | None] = field(default_factory=dict)  # all engines again, back to back, at the end
+    final: dict[str, float | None] = field(default_factory=dict)  # all engines again, in turns: median of rounds
+    final_rounds: dict[str, list[float]] = field(default_factory=dict)  # engine -> each round's median s
     # arm -> where the compiled model's time goes (am.kernel_breakdown) beside the sum of its tasks' bests
     breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -107,9 +113,9 @@ def run_arm(
     number: int,
     repeat: int,
     seed: int,
-) -> tuple[ArmRun, am.CompiledModel | None]:
+) -> tuple[ArmRun, list[am.CompiledModel]]:
     """Tune in ``checkpoints`` slices of the budget, compiling and timing the model after each; returns the run
-    and the model compiled at the last checkpoint (timed again in the final comparison, not rebuilt)."""
+    and the model compiled at each checkpoint (all timed again in the final comparison, not rebuilt)."""
     tuner, trace_model, coef = ARMS[arm]
     log = os.path.join(out, f"records_{model.name}_{arm}.jsonl")
     if os.path.exists(log):
@@ -117,7 +123,7 @@ def run_arm(
     run = ArmRun(arm, log)
     option = _option(coef, number, repeat, timeout=10.0)
     inputs = model.random_inputs(0)
-    compiled = None
+    compiled: list[am.CompiledModel] = []
     for k in range(checkpoints):
         t0 = time.perf_counter()
         summary = am.tune_model(
@@ -134,16 +140,17 @@ def run_arm(
         offset = run.tuning_s
         run.tuning_s += time.perf_counter() - t0
         run.estimated_curve += [(offset + s, n, est) for s, n, est in summary.history]
-        compiled, build_s = _compiled(model, log, tasks)
+        built, build_s = _compiled(model, log, tasks)
+        compiled.append(built)
         run.build_s += build_s
-        latency = am.compiled_latency(compiled, inputs, repeats)
+        latency = am.compiled_latency(built, inputs, repeats)
         run.checkpoints.append(
             {
                 "tuning_s": run.tuning_s,
                 "trials": sum(summary.trials),
                 "estimated_s": summary.estimated_latency,
                 "measured_s": latency,
-                "tasks_with_record": sum(v == "record" for v in compiled.applied.values()),
+                "tasks_with_record": sum(v == "record" for v in built.applied.values()),
             }
         )
         print(
@@ -166,6 +173,7 @@ def run_model(
     number: int,
     repeat: int,
     seed: int,
+    rounds: int = 5,
     on_progress: Any = None,
 ) -> ModelRun:
     t0 = time.perf_counter()
@@ -184,22 +192,41 @@ def run_model(
         flush=True,
     )
     result = ModelRun(name, len(tasks), extract_s, baselines, [])
-    compiled: dict[str, am.CompiledModel | None] = {}
+    compiled: dict[str, list[am.CompiledModel]] = {}
     for arm in arms:
         arm_run, compiled[arm] = run_arm(model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed)
         result.arms.append(arm_run)
         if on_progress is not None:
             on_progress(result)
-    # the final comparison: every engine again, back to back, so load on the machine affects them alike
-    for fw in am.FRAMEWORKS:
-        result.final[fw] = am.framework_latency(model, fw, inputs, repeats)
-    for arm, last in compiled.items():
-        result.final[arm] = None if last is None else am.compiled_latency(last, inputs, repeats)
+
+    # the final comparison: every engine again, in turns (each round times every engine once, the order reversed
+    # every other round, a pause after each), so load that comes and goes hits all engines alike
+    def framework_timer(fw: str) -> Callable[[], float]:
+        return lambda: settled(am.framework_latency(model, fw, inputs, repeats) or math.nan)
+
+    def model_timer(built: am.CompiledModel) -> Callable[[], float]:
+        return lambda: settled(am.compiled_latency(built, inputs, repeats))
+
+    timers = {fw: framework_timer(fw) for fw in am.FRAMEWORKS if result.baselines.get(fw) is not None}
+    for arm, models in compiled.items():  # every checkpoint's model: when did the arm reach each engine
+        for k, built in enumerate(models):
+            timers[arm if k == len(models) - 1 else checkpoint_name(arm, k)] = model_timer(built)
+    result.final_rounds = interleaved(timers, rounds)
+    result.final = {name: statistics.median(times) for name, times in result.final_rounds.items()}
     for arm_run in result.arms:
-        last = compiled.get(arm_run.arm)
+        for k, cp in enumerate(arm_run.checkpoints):
+            name = arm_run.arm if k == len(arm_run.checkpoints) - 1 else checkpoint_name(arm_run.arm, k)
+            cp["retimed_s"] = result.final.get(name)
+    for arm_run in result.arms:
+        last = compiled[arm_run.arm][-1] if compiled.get(arm_run.arm) else None
         if last is not None:
             result.breakdown[arm_run.arm] = _breakdown(last, inputs, arm_run, repeats)
     return result
+
+
+def checkpoint_name(arm: str, k: int) -> str:
+    """The final comparison's name of ``arm``'s model at checkpoint ``k`` (0-based; the last is the arm's name)."""
+    return f"{arm}@{k + 1}"
 
 
 def _breakdown(compiled: am.CompiledModel, inputs: list[Any], arm: ArmRun, repeats: int) -> dict[str, Any]:
