@@ -179,3 +179,19 @@ def test_dietcode_benchmark_retimes_every_arm_interleaved_and_states_the_goals()
     assert g["speed_vs_torch_geomean"] == pytest.approx(1.1) and g["t_below_0_9"] == []
     assert g["vs_per_shape_at_tuned_t"] == pytest.approx(2.0)  # only T=2 was tuned per shape
     assert g["tuning_time_share"] == pytest.approx(10.0 / (120.0 / 1 * 2))
+
+
+def test_time_to_latency_takes_the_first_checkpoint_retimed_at_or_below_the_engine():
+    from benchmarks.models.report import time_to_latency
+    from benchmarks.models.run import checkpoint_name
+
+    cps = [
+        {"tuning_s": 60.0, "retimed_s": 0.030},
+        {"tuning_s": 120.0, "retimed_s": 0.019},
+        {"tuning_s": 180.0, "retimed_s": 0.021},  # slower again: the first crossing counts
+        {"tuning_s": 240.0},  # a checkpoint that was not re-timed never counts
+    ]
+    assert time_to_latency(cps, 0.020) == 120.0
+    assert time_to_latency(cps, 0.030) == 60.0
+    assert time_to_latency(cps, 0.010) is None
+    assert checkpoint_name("rfei-ae", 0) == "rfei-ae@1"

@@ -40,10 +40,12 @@ from adatune.dietcode import (
     num_tiles,
     random_bert_weights,
     sample_shapes,
+    schedule_microkernel,
     select_kernels,
     validate_range,
 )
 from adatune.dietcode._range_task import seconds_at
+from adatune.dietcode._schedule import _schedule_cpu
 from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
 from adatune.dispatch import CompiledDispatcher, ShapeDispatcher
@@ -115,7 +117,7 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
     names = [f"k{i}" for i in range(len(picks))]
     lib = tvm.compile(tvm.IRModule({n: microkernel_func(wl, k, n) for n, k in zip(names, picks)}), target=HOST)
     text = microkernel_func(wl, picks[1]).script()
-    assert "A_pad" in text and "C_pad" in text  # padding is there, as copies in the tile, not predicates
+    assert "A_pad" in text and "C_pad_local" in text  # padding is there, as copies, not predicates in the loops
     rng = np.random.default_rng(3)
     dev = tvm.cpu(0)
     for t in (1, 2, 3, 7, 13, 31, 40, 53):
@@ -125,6 +127,26 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
             c = tvm.runtime.tensor(np.full(want.shape, np.nan, np.float32), dev)
             lib[name](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t)
             assert _close(c.numpy(), want), f"{mk} wrong at T={t}"
+
+
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_padded_a_is_copied_once_per_call_and_only_padded_columns_are_cropped(kind: str) -> None:
+    """A's padded copy is a parallel loop of its own before the GEMM (in every tile it was made again per
+    column tile); where the columns are not padded the accumulators write C directly, with no cropping copy."""
+    wl = WORKLOADS[kind]
+    space = MicroKernelSpace(HOST, "float32", static_k(wl), kind=wl.kind)
+    mk = max((k for k in space.kernels if not k.pack), key=lambda k: (k.mt * k.nt, k.kt))
+    sch = schedule_microkernel(wl, mk)
+    blocks = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    assert "A_pad" in blocks  # a root-level block: not computed inside a tile
+    a_loops = sch.get_loops(sch.get_sblock("A_pad"))
+    assert sch.get(a_loops[0]).kind == tvm.tirx.ForKind.PARALLEL
+    gemm_loops = {sch.get(loop) for loop in sch.get_loops(sch.get_sblock("C_update"))}
+    assert not any(sch.get(loop) in gemm_loops for loop in a_loops)
+    columns_padded = wl.kind == "bmm_nt" or wl.dims[1] % mk.nt != 0  # bmm_nt: T is also the column extent
+    assert ("C_pad" in blocks) == columns_padded
+    with pytest.raises(ValueError, match="legacy placements"):
+        _schedule_cpu(tvm.s_tir.Schedule(wl.prim_func(packed=False)), wl, mk, legacy=("a-pad",))
 
 
 # ---------------------------------------------------------------------- dispatch

@@ -1,14 +1,17 @@
 """Applying a micro-kernel to a dynamic GEMM with local padding.
 
-``pad_einsum`` pads every axis the tile does not divide (the T axes) to a multiple of the tile; the padded
-operand copies are then computed *inside* each tile (``compute_at``) and the padded output is cropped
-inside each tile (``reverse_compute_at``), so after buffer compaction each tile pads only its own
-``mt x K`` / ``K x nt`` panels. The only guards left are in those loads and in the crop store; the
-register-blocked inner loops run full tiles with no predicate (measured 1.7x faster than predicating
-the compute on this CPU; see the project's dynamic-shape notes).
+``pad_einsum`` pads every axis the tile does not divide (the T axes) to a multiple of the tile. On x86, A's
+padded copy is made once per call, rows in parallel, before the GEMM; where only the rows are padded the
+accumulators write the real rows straight to C (one guard per row), otherwise the padded output is cropped
+inside each tile (``reverse_compute_at``); B's padded copy (bmm) is its packing stage. The register-blocked
+inner loops run full tiles with no predicate (measured 1.7x faster than predicating the compute on this CPU;
+see the project's dynamic-shape notes). Earlier, A's copy and the crop sat inside every tile, which made A
+again for every column tile (``benchmarks.dietcode.pad_probe`` times both placements).
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import tvm
 
@@ -22,7 +25,15 @@ def _blocks(sch: tvm.s_tir.Schedule) -> set[str]:
     return {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
 
 
-def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel) -> None:
+#: the earlier placements of the padded copies, which ``_schedule_cpu(..., legacy=...)`` can still make for
+#: ``benchmarks.dietcode.pad_probe``: A padded inside every tile, the output cropped from a padded tile
+LEGACY_PADS = ("a_pad", "crop")
+
+
+def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel, legacy: Collection[str] = ()) -> None:
+    if set(legacy) - set(LEGACY_PADS):
+        raise ValueError(f"legacy placements are {LEGACY_PADS}, got {sorted(legacy)}")
+    a_pad_per_tile = "a_pad" in legacy
     blk = sch.get_sblock("C")
     *batch, i, j, k = sch.get_loops(blk)
     sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
@@ -50,14 +61,21 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
     sch.reorder(*batch, outer, inner, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
     sch.reverse_compute_at(acc, iio)
+    if "C_pad" in names and "crop" not in legacy and wl.kind != "bmm_nt" and wl.dims[1] % mk.nt == 0:
+        # only the rows are padded: the accumulators write the real rows straight to C, one guard per row,
+        # instead of through a padded tile and a guarded element-by-element copy (bmm_nt pads its columns too:
+        # a guard per lane would keep the store from being vectorised)
+        sch.reverse_compute_inline(sch.get_sblock("C_pad"))
+        names.discard("C_pad")
     if column:  # B's nt x K panel packed k-major inside its column tile, once, before the row tiles reuse it
         panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
         nr = mk.nr
         sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, jj // nr, kk, jj % nr))
         sch.compute_at(panel, jo)
-        for name in ("A_pad", "C_pad"):
-            if name in names:
-                (sch.compute_at if name == "A_pad" else sch.reverse_compute_at)(sch.get_sblock(name), io)
+        if "A_pad" in names and a_pad_per_tile:
+            sch.compute_at(sch.get_sblock("A_pad"), io)
+        if "C_pad" in names:
+            sch.reverse_compute_at(sch.get_sblock("C_pad"), io)
         sch.parallel(sch.fuse(*batch, jo))
     elif wl.kind == "bmm_nt":  # B is [j, k]: pack it k-major in nr-wide panels so each k step reads whole vectors
         panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
@@ -68,8 +86,13 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         sch.parallel(sch.fuse(*sch.get_loops(panel)[:2]))
     elif "B_pad" in names:
         sch.compute_at(sch.get_sblock("B_pad"), jo)
+    if "A_pad" in names and not a_pad_per_tile:
+        # A's padded copy once per call, rows in parallel: placed in each tile, it was made again for every
+        # column tile (N / nt times per call, guarded element by element)
+        a_pad = sch.get_sblock("A_pad")
+        sch.parallel(sch.fuse(*sch.get_loops(a_pad)[: len(batch) + 1]))
     if not column:
-        if "A_pad" in names:
+        if "A_pad" in names and a_pad_per_tile:
             sch.compute_at(sch.get_sblock("A_pad"), inner)
         if "C_pad" in names:
             sch.reverse_compute_at(sch.get_sblock("C_pad"), inner)

@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--untuned-repeats", type=int, default=2, help="timed inferences of untuned TVM (slow)")
     p.add_argument("--number", type=int, default=10, help="runs per repeat of a candidate's measurement")
     p.add_argument("--repeat", type=int, default=10, help="repeats of a candidate's measurement (AE: the cap)")
+    p.add_argument(
+        "--fast-math", action="store_true", help="import with TVM's fast erf/exp/tanh (GELU, softmax; tested bound)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/models")
     return p
@@ -100,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.seed,
                 args.rounds,
                 on_progress=save,
+                fast_math=args.fast_math,
             )
         )
         save()

@@ -1,0 +1,162 @@
+"""A/B probe (not a test): where a DietCode micro-kernel makes the padded copy of A.
+
+With T symbolic every x86 micro-kernel pads A's rows to a multiple of its tile height (``pad_einsum``). The
+copy was placed inside each parallel tile, so it was made again for every column tile: N / nt times per call,
+element by element behind a guard (FFN2 at T = 128 with 96-wide tiles: 8 copies of a 1.5 MB operand), and the
+output went through a padded tile and a guarded copy. ``tile`` is that earlier schedule, ``a-once`` makes A's copy
+once per call (rows in parallel, before the GEMM), ``call`` also writes the accumulators' real rows straight to C
+(the schedule now shipped). Each kernel is timed every way at each T in alternating rounds (a slow minute hits
+all), framed by the noise gate; dense weights pre-packed as a model ships them. Run alone on the machine::
+
+    python -m benchmarks.dietcode.pad_probe --out benchmarks/results/dietcode/pad_probe
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import tvm
+
+import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
+from adatune import target as _target
+from adatune.dietcode import DynamicWorkload, MicroKernel, weight_panel
+from adatune.dietcode._schedule import _schedule_cpu
+from adatune.target import describe_host, one_blas_thread, size_tvm_thread_pool
+
+from .._common import load_now, write_csv
+from ..noise_gate import NoiseGate, interleaved
+
+# variant -> the legacy placements it keeps (adatune.dietcode._schedule.LEGACY_PADS)
+VARIANTS: dict[str, tuple[str, ...]] = {"tile": ("a_pad", "crop"), "a-once": ("crop",), "call": ()}
+# (kind, dims, kernels): BERT-base's dense GEMMs and attention GEMMs, with tiles of the shipped x86 space
+DEFAULT_CASES: list[tuple[str, tuple[int, int], list[str]]] = [
+    ("dense", (768, 2304), ["cpu:64x96x4/8x32", "cpu:32x64x4/4x64"]),
+    ("dense", (3072, 768), ["cpu:64x96x4/8x32", "cpu:32x64x4/4x64"]),
+    ("dense", (768, 3072), ["cpu:64x96x4/8x32", "cpu:16x32x8/8x16"]),
+    ("bmm_nt", (12, 64), ["cpu:32x32x4/8x16"]),
+    ("bmm_nn", (12, 64), ["cpu:32x64x4/8x32"]),
+]
+
+
+def parse_kernel(key: str) -> MicroKernel:
+    tile, reg = key.split(":")[1].split("/")[:2]
+    mt, nt, kt = (int(x) for x in tile.split("x"))
+    mr, nr = (int(x) for x in reg.split("x"))
+    return MicroKernel("cpu", mt, nt, kt, mr, nr)
+
+
+def build(wl: DynamicWorkload, mk: MicroKernel, variant: str, tgt: Any) -> Any:
+    sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
+    _schedule_cpu(sch, wl, mk, legacy=VARIANTS[variant])
+    with tgt:
+        return tvm.compile(sch.mod, target=tgt)
+
+
+def main(argv: list[str] | None = None) -> int:
+    size_tvm_thread_pool()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--t", nargs="+", type=int, default=[8, 33, 64, 100, 128])
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    tgt = _target.host()
+    dev = tvm.cpu(0)
+    rng = np.random.default_rng(0)
+    load_before, started = load_now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    gate = NoiseGate()
+    gate.probe("before")
+    rows = []
+    for kind, dims, keys in DEFAULT_CASES:
+        wl = DynamicWorkload(f"{kind}_{dims[0]}x{dims[1]}", kind, dims)
+        if kind == "dense":
+            wl = dataclasses.replace(wl, b_panel=weight_panel(tgt, wl.dtype, dims[1]))
+        for key in keys:
+            mk = parse_kernel(key)
+            libs = {v: build(wl, mk, v, tgt) for v in VARIANTS}
+            for t in args.t:
+                a, b = wl.random_inputs(t, rng)
+                with one_blas_thread():
+                    want = wl.reference(a, b)
+                given = wl.pack_b(b) if wl.b_panel else b
+                c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], wl.dtype), dev)
+                call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(given, dev), c, t]
+                timers = {}
+                for v, lib in libs.items():
+                    lib["main"](*call)
+                    np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{key} {v} T={t}")
+                    f = lib.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
+                    timers[v] = lambda f=f, call=call: float(f(*call).mean)
+                times = interleaved(timers, args.rounds)
+                med = {v: statistics.median(x) for v, x in times.items()}
+                row = {"workload": wl.name, "kernel": key, "T": t}
+                row |= {f"{v}_ms": med[v] * 1e3 for v in VARIANTS} | {"tile_over_call": med["tile"] / med["call"]}
+                rows.append(row)
+                print(
+                    f"{wl.name:>16} {key:20s} T={t:>3}: "
+                    + ", ".join(f"{v} {med[v] * 1e3:8.4f} ms" for v in VARIANTS)
+                    + f", tile/call {row['tile_over_call']:.3f}",
+                    flush=True,
+                )
+    gate.probe("after")
+    print(gate.sentence())
+    if args.out:
+        _write(args.out, rows, gate, load_before, started, argv)
+    return 0
+
+
+def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float], started: str, argv: Any) -> None:
+    os.makedirs(out, exist_ok=True)
+    write_csv(os.path.join(out, "pad_probe.csv"), rows)
+    ratios = [r["tile_over_call"] for r in rows]
+    geo = float(np.exp(np.mean(np.log(ratios))))
+    meta: dict[str, Any] = {
+        "command": "python -m benchmarks.dietcode.pad_probe " + " ".join(argv or []),
+        "host": describe_host(),
+        "started": started,
+        "load_before": load_before,
+        "load_after": load_now(),
+        "noise_gate": gate.to_json(),
+    }
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "rows": rows, "geomean_tile_over_call": geo}, f, indent=1)
+    host = meta["host"]
+    lines = [
+        "# Where a DietCode micro-kernel pads A: in every tile, or once per call",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); started {started}. Each cell: median of "
+        "alternating rounds, each round one `time_evaluator` reading (>= 30 ms) of each variant.",
+        "",
+        gate.sentence(),
+        "",
+        "Variants: `tile` (A padded in every tile, output cropped from a padded tile: the earlier schedule), "
+        "`a-once` (A padded once per call), `call` (A once per call and the accumulators writing the real rows "
+        "straight to C where only rows are padded: the shipped schedule).",
+        "",
+        "| workload | kernel | T | tile (ms) | a-once (ms) | call (ms) | tile / call |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['workload']} | `{r['kernel']}` | {r['T']} | {r['tile_ms']:.4f} | {r['a-once_ms']:.4f} | "
+        f"{r['call_ms']:.4f} | {r['tile_over_call']:.3f} |"
+        for r in rows
+    ]
+    lines += [
+        "",
+        f"Geomean tile / call over the {len(rows)} cells: {geo:.3f} (> 1: once per call is faster); "
+        f"faster in {sum(x > 1 for x in ratios)} of {len(ratios)} cells.",
+        "",
+    ]
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
