@@ -244,10 +244,10 @@ def _write(
     os.makedirs(out, exist_ok=True)
     write_csv(os.path.join(out, "per_t.csv"), rows)
     engines = list(dict.fromkeys(k[:-2] for r in rows for k in r if k.endswith("_s")))  # static: at one T only
-    ratios = {
+    ratios = {  # engines timed at every T (the static model runs at one T: its own sentence below)
         e: _geomean([r[f"{e}_s"] / r["adatune_s"] for r in rows if np.isfinite(r.get(f"{e}_s", np.nan))])
         for e in engines
-        if e != "adatune"
+        if e != "adatune" and all(f"{e}_s" in r for r in rows)
     }
     meta = {
         "command": "python -m benchmarks.dynamic_model " + shlex.join(sys.argv[1:] if argv is None else argv),

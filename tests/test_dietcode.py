@@ -130,23 +130,30 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", list(WORKLOADS))
-def test_padded_a_is_copied_once_per_call_and_only_padded_columns_are_cropped(kind: str) -> None:
-    """A's padded copy is a parallel loop of its own before the GEMM (in every tile it was made again per
-    column tile); where the columns are not padded the accumulators write C directly, with no cropping copy."""
+def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
+    """A dense GEMM's padded A is a parallel loop of its own before the GEMM (in every tile it was made again per
+    column tile); the bmm kernels keep it in the tile; where only rows are padded the accumulators write C
+    directly, with no cropping copy; a placement the kernel cannot take is a clear error."""
     wl = WORKLOADS[kind]
     space = MicroKernelSpace(HOST, "float32", static_k(wl), kind=wl.kind)
     mk = max((k for k in space.kernels if not k.pack), key=lambda k: (k.mt * k.nt, k.kt))
     sch = schedule_microkernel(wl, mk)
     blocks = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
-    assert "A_pad" in blocks  # a root-level block: not computed inside a tile
+    once = wl.kind == "dense"
+    assert "A_pad" in blocks
     a_loops = sch.get_loops(sch.get_sblock("A_pad"))
-    assert sch.get(a_loops[0]).kind == tvm.tirx.ForKind.PARALLEL
     gemm_loops = {sch.get(loop) for loop in sch.get_loops(sch.get_sblock("C_update"))}
-    assert not any(sch.get(loop) in gemm_loops for loop in a_loops)
+    assert any(sch.get(loop) in gemm_loops for loop in a_loops) != once
+    if once:
+        assert sch.get(a_loops[0]).kind == tvm.tirx.ForKind.PARALLEL
     columns_padded = wl.kind == "bmm_nt" or wl.dims[1] % mk.nt != 0  # bmm_nt: T is also the column extent
-    assert ("C_pad" in blocks) == columns_padded
-    with pytest.raises(ValueError, match="legacy placements"):
-        _schedule_cpu(tvm.s_tir.Schedule(wl.prim_func(packed=False)), wl, mk, legacy=("a-pad",))
+    assert ("C_pad" in blocks) == columns_padded  # the cropping copy (the accumulators' block is C_pad_local)
+    fresh = lambda: tvm.s_tir.Schedule(wl.prim_func(packed=False))  # noqa: E731
+    with pytest.raises(ValueError, match="a_pad must be one of"):
+        _schedule_cpu(fresh(), wl, mk, a_pad="everywhere")
+    if columns_padded:
+        with pytest.raises(ValueError, match="cropped per tile"):
+            _schedule_cpu(fresh(), wl, mk, crop="direct")
 
 
 # ---------------------------------------------------------------------- dispatch

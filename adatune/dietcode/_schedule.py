@@ -11,8 +11,6 @@ again for every column tile (``benchmarks.dietcode.pad_probe`` times both placem
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import tvm
 
 from ._space import PACK_COLUMN, MicroKernel
@@ -25,15 +23,26 @@ def _blocks(sch: tvm.s_tir.Schedule) -> set[str]:
     return {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
 
 
-#: the earlier placements of the padded copies, which ``_schedule_cpu(..., legacy=...)`` can still make for
-#: ``benchmarks.dietcode.pad_probe``: A padded inside every tile, the output cropped from a padded tile
-LEGACY_PADS = ("a_pad", "crop")
+#: where a padded copy is made: A's in every tile or once per call; the output cropped from a padded tile or
+#: written straight to C by the accumulators (``None``: the choice below; others for ``benchmarks.dietcode.pad_probe``)
+A_PAD_PLACES = ("tile", "call")
+CROP_PLACES = ("tile", "direct")
 
 
-def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel, legacy: Collection[str] = ()) -> None:
-    if set(legacy) - set(LEGACY_PADS):
-        raise ValueError(f"legacy placements are {LEGACY_PADS}, got {sorted(legacy)}")
-    a_pad_per_tile = "a_pad" in legacy
+def _schedule_cpu(
+    sch: tvm.s_tir.Schedule,
+    wl: DynamicWorkload,
+    mk: MicroKernel,
+    a_pad: str | None = None,
+    crop: str | None = None,
+) -> None:
+    if a_pad not in (None, *A_PAD_PLACES) or crop not in (None, *CROP_PLACES):
+        raise ValueError(f"a_pad must be one of {A_PAD_PLACES} and crop one of {CROP_PLACES}, got {a_pad!r}, {crop!r}")
+    # A dense GEMM's padded A is made once per call, rows in parallel: placed in each tile it was made again for
+    # every column tile (N / nt times); with the direct write below, faster in 27 of 30 kernel x T cells on BERT's
+    # dense shapes (0.975-1.17x). The bmm kernels have one or two column tiles (D = 64), and a copy per call made
+    # bmm_nn 1.6-2.8x slower (benchmarks.dietcode.pad_probe: a gated run and a second one, Xeon)
+    a_pad_per_tile = (a_pad or ("call" if wl.kind == "dense" else "tile")) == "tile"
     blk = sch.get_sblock("C")
     *batch, i, j, k = sch.get_loops(blk)
     sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
@@ -61,7 +70,10 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel,
     sch.reorder(*batch, outer, inner, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
     sch.reverse_compute_at(acc, iio)
-    if "C_pad" in names and "crop" not in legacy and wl.kind != "bmm_nt" and wl.dims[1] % mk.nt == 0:
+    rows_only = wl.kind != "bmm_nt" and wl.dims[1] % mk.nt == 0
+    if "C_pad" in names and (crop or ("direct" if rows_only else "tile")) == "direct":
+        if not rows_only:
+            raise ValueError(f"{mk} pads {wl.name}'s columns: its output must be cropped per tile")
         # only the rows are padded: the accumulators write the real rows straight to C, one guard per row,
         # instead of through a padded tile and a guarded element-by-element copy (bmm_nt pads its columns too:
         # a guard per lane would keep the store from being vectorised)

@@ -4,8 +4,8 @@ With T symbolic every x86 micro-kernel pads A's rows to a multiple of its tile h
 copy was placed inside each parallel tile, so it was made again for every column tile: N / nt times per call,
 element by element behind a guard (FFN2 at T = 128 with 96-wide tiles: 8 copies of a 1.5 MB operand), and the
 output went through a padded tile and a guarded copy. ``tile`` is that earlier schedule, ``a-once`` makes A's copy
-once per call (rows in parallel, before the GEMM), ``call`` also writes the accumulators' real rows straight to C
-(the schedule now shipped). Each kernel is timed every way at each T in alternating rounds (a slow minute hits
+once per call (rows in parallel, before the GEMM), ``direct`` writes the accumulators' real rows straight to C,
+``a-once+direct`` does both; each row names the variant ``schedule_microkernel`` now ships. Each kernel is timed every way at each T in alternating rounds (a slow minute hits
 all), framed by the noise gate; dense weights pre-packed as a model ships them. Run alone on the machine::
 
     python -m benchmarks.dietcode.pad_probe --out benchmarks/results/dietcode/pad_probe
@@ -27,14 +27,19 @@ import tvm
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import target as _target
 from adatune.dietcode import DynamicWorkload, MicroKernel, weight_panel
-from adatune.dietcode._schedule import _schedule_cpu
+from adatune.dietcode._schedule import _schedule_cpu, schedule_microkernel
 from adatune.target import describe_host, one_blas_thread, size_tvm_thread_pool
 
 from .._common import load_now, write_csv
 from ..noise_gate import NoiseGate, interleaved
 
-# variant -> the legacy placements it keeps (adatune.dietcode._schedule.LEGACY_PADS)
-VARIANTS: dict[str, tuple[str, ...]] = {"tile": ("a_pad", "crop"), "a-once": ("crop",), "call": ()}
+# variant -> (where A's padded copy is made, where the output is cropped): adatune.dietcode._schedule's places
+VARIANTS: dict[str, tuple[str, str]] = {
+    "tile": ("tile", "tile"),  # the earlier schedule
+    "a-once": ("call", "tile"),
+    "direct": ("tile", "direct"),
+    "a-once+direct": ("call", "direct"),
+}
 # (kind, dims, kernels): BERT-base's dense GEMMs and attention GEMMs, with tiles of the shipped x86 space
 DEFAULT_CASES: list[tuple[str, tuple[int, int], list[str]]] = [
     ("dense", (768, 2304), ["cpu:64x96x4/8x32", "cpu:32x64x4/4x64"]),
@@ -52,9 +57,24 @@ def parse_kernel(key: str) -> MicroKernel:
     return MicroKernel("cpu", mt, nt, kt, mr, nr)
 
 
+def variants_of(wl: DynamicWorkload) -> list[str]:
+    """The variants a workload can take (bmm_nt pads its columns too: its output is always cropped per tile)."""
+    return [v for v, (_, crop) in VARIANTS.items() if crop == "tile" or wl.kind != "bmm_nt"]
+
+
+def shipped_variant(wl: DynamicWorkload, mk: MicroKernel) -> str:
+    """The variant ``schedule_microkernel`` makes for ``wl`` (told apart by the scripts it prints)."""
+    shipped = schedule_microkernel(wl, mk).mod.script()
+    return next(v for v in variants_of(wl) if build(wl, mk, v, None).script() == shipped)
+
+
 def build(wl: DynamicWorkload, mk: MicroKernel, variant: str, tgt: Any) -> Any:
+    """The variant's scheduled module (``tgt`` None) or its compiled library."""
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
-    _schedule_cpu(sch, wl, mk, legacy=VARIANTS[variant])
+    a_pad, crop = VARIANTS[variant]
+    _schedule_cpu(sch, wl, mk, a_pad=a_pad, crop=crop)
+    if tgt is None:
+        return sch.mod
     with tgt:
         return tvm.compile(sch.mod, target=tgt)
 
@@ -79,29 +99,29 @@ def main(argv: list[str] | None = None) -> int:
             wl = dataclasses.replace(wl, b_panel=weight_panel(tgt, wl.dtype, dims[1]))
         for key in keys:
             mk = parse_kernel(key)
-            libs = {v: build(wl, mk, v, tgt) for v in VARIANTS}
+            libs = {v: build(wl, mk, v, tgt) for v in variants_of(wl)}
+            shipped = shipped_variant(wl, mk)
             for t in args.t:
                 a, b = wl.random_inputs(t, rng)
                 with one_blas_thread():
                     want = wl.reference(a, b)
-                given = wl.pack_b(b) if wl.b_panel else b
                 c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], wl.dtype), dev)
-                call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(given, dev), c, t]
+                call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t]  # b comes packed (b_panel)
                 timers = {}
                 for v, lib in libs.items():
                     lib["main"](*call)
                     np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{key} {v} T={t}")
-                    f = lib.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
+                    f = lib.mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
                     timers[v] = lambda f=f, call=call: float(f(*call).mean)
                 times = interleaved(timers, args.rounds)
                 med = {v: statistics.median(x) for v, x in times.items()}
-                row = {"workload": wl.name, "kernel": key, "T": t}
-                row |= {f"{v}_ms": med[v] * 1e3 for v in VARIANTS} | {"tile_over_call": med["tile"] / med["call"]}
+                row = {"workload": wl.name, "kernel": key, "T": t, "shipped": shipped}
+                row |= {f"{v}_ms": med[v] * 1e3 for v in libs} | {"old_over_shipped": med["tile"] / med[shipped]}
                 rows.append(row)
                 print(
                     f"{wl.name:>16} {key:20s} T={t:>3}: "
-                    + ", ".join(f"{v} {med[v] * 1e3:8.4f} ms" for v in VARIANTS)
-                    + f", tile/call {row['tile_over_call']:.3f}",
+                    + ", ".join(f"{v} {med[v] * 1e3:8.4f} ms" for v in libs)
+                    + f", old/shipped ({shipped}) {row['old_over_shipped']:.3f}",
                     flush=True,
                 )
     gate.probe("after")
@@ -114,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float], started: str, argv: Any) -> None:
     os.makedirs(out, exist_ok=True)
     write_csv(os.path.join(out, "pad_probe.csv"), rows)
-    ratios = [r["tile_over_call"] for r in rows]
+    ratios = [r["old_over_shipped"] for r in rows]
     geo = float(np.exp(np.mean(np.log(ratios))))
     meta: dict[str, Any] = {
         "command": "python -m benchmarks.dietcode.pad_probe " + " ".join(argv or []),
@@ -125,7 +145,7 @@ def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float]
         "noise_gate": gate.to_json(),
     }
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows, "geomean_tile_over_call": geo}, f, indent=1)
+        json.dump({"meta": meta, "rows": rows, "geomean_old_over_shipped": geo}, f, indent=1)
     host = meta["host"]
     lines = [
         "# Where a DietCode micro-kernel pads A: in every tile, or once per call",
@@ -136,21 +156,22 @@ def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float]
         "",
         gate.sentence(),
         "",
-        "Variants: `tile` (A padded in every tile, output cropped from a padded tile: the earlier schedule), "
-        "`a-once` (A padded once per call), `call` (A once per call and the accumulators writing the real rows "
-        "straight to C where only rows are padded: the shipped schedule).",
+        "Variants (where A's padded copy is made / where the output is cropped): `tile` (in every tile / from a "
+        "padded tile: the earlier schedule), `a-once` (once per call / tile), `direct` (tile / the accumulators "
+        "write the real rows straight to C), `a-once+direct` (both). `shipped`: what `schedule_microkernel` now "
+        "makes for that GEMM kind; bmm_nt pads its columns too, so its output is always cropped per tile.",
         "",
-        "| workload | kernel | T | tile (ms) | a-once (ms) | call (ms) | tile / call |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| workload | kernel | T | " + " | ".join(f"{v} (ms)" for v in VARIANTS) + " | shipped | old / shipped |",
+        "|---|---|---:|" + "---:|" * len(VARIANTS) + "---|---:|",
     ]
-    lines += [
-        f"| {r['workload']} | `{r['kernel']}` | {r['T']} | {r['tile_ms']:.4f} | {r['a-once_ms']:.4f} | "
-        f"{r['call_ms']:.4f} | {r['tile_over_call']:.3f} |"
-        for r in rows
-    ]
+    for r in rows:
+        cells = " | ".join(f"{r[f'{v}_ms']:.4f}" if f"{v}_ms" in r else "-" for v in VARIANTS)
+        lines.append(
+            f"| {r['workload']} | `{r['kernel']}` | {r['T']} | {cells} | {r['shipped']} | {r['old_over_shipped']:.3f} |"
+        )
     lines += [
         "",
-        f"Geomean tile / call over the {len(rows)} cells: {geo:.3f} (> 1: once per call is faster); "
+        f"Geomean old / shipped over the {len(rows)} cells: {geo:.3f} (> 1: the shipped schedule is faster); "
         f"faster in {sum(x > 1 for x in ratios)} of {len(ratios)} cells.",
         "",
     ]
