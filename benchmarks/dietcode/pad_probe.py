@@ -5,8 +5,9 @@ copy was placed inside each parallel tile, so it was made again for every column
 element by element behind a guard (FFN2 at T = 128 with 96-wide tiles: 8 copies of a 1.5 MB operand), and the
 output went through a padded tile and a guarded copy. ``tile`` is that earlier schedule, ``a-once`` makes A's copy
 once per call (rows in parallel, before the GEMM), ``direct`` writes the accumulators' real rows straight to C,
-``a-once+direct`` does both; each row names the variant ``schedule_microkernel`` now ships. Each kernel is timed every way at each T in alternating rounds (a slow minute hits
-all), framed by the noise gate; dense weights pre-packed as a model ships them. Run alone on the machine::
+``a-once+direct`` does both; each row names the variant ``schedule_microkernel`` now ships. Each kernel is timed
+every way at each T in alternating rounds (a slow minute hits all), framed by the noise gate; dense weights
+pre-packed as a model ships them. Run alone on the machine::
 
     python -m benchmarks.dietcode.pad_probe --out benchmarks/results/dietcode/pad_probe
 """
