@@ -2,9 +2,10 @@
 
 A tuning measurement feeds every kernel uniform(-1, 1) inputs. BERT-base's FFN1 dense with its exact-erf GELU
 epilogue measured 5.69 ms that way, and 3.71 ms per call inside the model (``benchmarks/results/models_xeon``): a
-dense over K = 768 such inputs makes pre-activations of magnitude ~16, where libm's erf takes a slower branch
-than at the model's small activations. This builds a task's best recorded config from a log and times it on the
-measurement's inputs and on the first input scaled down, in alternating rounds::
+dense over K = 768 such inputs makes pre-activations with a standard deviation of about 9, where the exact erf
+(the only data-dependent step) runs slower than at the model's small activations. This builds a task's best
+recorded config from a log and times it on the measurement's inputs and on the first input scaled down, in
+alternating rounds::
 
     python -m benchmarks.models.input_range_probe \\
         --log benchmarks/results/models_xeon/records_bert-base_rfei-ae.jsonl --task 0ec4b8a1d8b6ce37
