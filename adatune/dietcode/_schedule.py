@@ -1,12 +1,12 @@
 """Applying a micro-kernel to a dynamic GEMM with local padding.
 
-``pad_einsum`` pads every axis the tile does not divide (the T axes) to a multiple of the tile. On x86, A's
-padded copy is made once per call, rows in parallel, before the GEMM; where only the rows are padded the
-accumulators write the real rows straight to C (one guard per row), otherwise the padded output is cropped
-inside each tile (``reverse_compute_at``); B's padded copy (bmm) is its packing stage. The register-blocked
-inner loops run full tiles with no predicate (measured 1.7x faster than predicating the compute on this CPU;
-see the project's dynamic-shape notes). Earlier, A's copy and the crop sat inside every tile, which made A
-again for every column tile (``benchmarks.dietcode.pad_probe`` times both placements).
+``pad_einsum`` pads every axis the tile does not divide (the T axes) to a multiple of the tile. On x86, a dense
+kernel makes A's padded copy once per call, rows in parallel, before the GEMM (a bmm kernel inside each tile);
+where only the rows are padded the accumulators write the real rows straight to C (one guard per row), otherwise
+the padded output is cropped inside each tile (``reverse_compute_at``); B's padded copy (bmm) is its packing
+stage. The register-blocked inner loops run full tiles with no predicate (measured 1.7x faster than predicating
+the compute on this CPU; see the project's dynamic-shape notes). Earlier, A's copy and the crop sat inside every
+tile, which made A again for every column tile (``benchmarks.dietcode.pad_probe`` times the placements).
 """
 
 from __future__ import annotations
@@ -98,11 +98,9 @@ def _schedule_cpu(
         sch.parallel(sch.fuse(*sch.get_loops(panel)[:2]))
     elif "B_pad" in names:
         sch.compute_at(sch.get_sblock("B_pad"), jo)
-    if "A_pad" in names and not a_pad_per_tile:
-        # A's padded copy once per call, rows in parallel: placed in each tile, it was made again for every
-        # column tile (N / nt times per call, guarded element by element)
-        a_pad = sch.get_sblock("A_pad")
-        sch.parallel(sch.fuse(*sch.get_loops(a_pad)[: len(batch) + 1]))
+    if "A_pad" in names and not a_pad_per_tile:  # one parallel loop over A's (batch and) rows, before the GEMM
+        a_copy = sch.get_sblock("A_pad")
+        sch.parallel(sch.fuse(*sch.get_loops(a_copy)[: len(batch) + 1]))
     if not column:
         if "A_pad" in names and a_pad_per_tile:
             sch.compute_at(sch.get_sblock("A_pad"), inner)
