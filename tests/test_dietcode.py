@@ -156,6 +156,15 @@ def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
             _schedule_cpu(fresh(), wl, mk, crop="direct")
 
 
+def test_microkernel_keys_round_trip_and_bad_keys_are_named() -> None:
+    space = MicroKernelSpace(HOST, "float32", 16, kind="bmm_nt")  # column-packed and sub-vector kernels too
+    for mk in space.kernels:
+        assert MicroKernel.from_key(mk.key) == mk
+    for bad in ("cpu:64x96/8x32", "cpu", "cpu:8x8x1/8x8/column/x", "cpu:axbxc/1x1"):
+        with pytest.raises(ValueError, match="not a micro-kernel key"):
+            MicroKernel.from_key(bad)
+
+
 # ---------------------------------------------------------------------- dispatch
 @pytest.mark.parametrize("kind", list(WORKLOADS))
 def test_c_dispatcher_agrees_with_python_tree(kind: str, deployed: dict[str, DynamicKernel]) -> None:

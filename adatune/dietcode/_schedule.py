@@ -24,9 +24,24 @@ def _blocks(sch: tvm.s_tir.Schedule) -> set[str]:
 
 
 #: where a padded copy is made: A's in every tile or once per call; the output cropped from a padded tile or
-#: written straight to C by the accumulators (``None``: the choice below; others for ``benchmarks.dietcode.pad_probe``)
+#: written straight to C by the accumulators (``pad_places`` gives the shipped choice)
 A_PAD_PLACES = ("tile", "call")
 CROP_PLACES = ("tile", "direct")
+
+
+def _rows_only(wl: DynamicWorkload, mk: MicroKernel) -> bool:
+    """Only the rows are padded: the columns are static and ``mk``'s tiles divide them (bmm_nt's columns are T)."""
+    return wl.kind != "bmm_nt" and wl.dims[1] % mk.nt == 0
+
+
+def pad_places(wl: DynamicWorkload, mk: MicroKernel) -> tuple[str, str]:
+    """Where the shipped x86 schedule makes A's padded copy and crops the output of ``mk`` on ``wl``.
+
+    A dense GEMM's padded A is made once per call, rows in parallel: placed in each tile it was made again for
+    every column tile (N / nt times); with the direct write, faster in 27 of 30 kernel x T cells on BERT's dense
+    shapes (0.975-1.17x). The bmm kernels have one or two column tiles (D = 64), and a copy per call made bmm_nn
+    1.6-2.8x slower (``benchmarks.dietcode.pad_probe``: a gated run and a second one, Xeon)."""
+    return ("call" if wl.kind == "dense" else "tile"), ("direct" if _rows_only(wl, mk) else "tile")
 
 
 def _schedule_cpu(
@@ -36,13 +51,11 @@ def _schedule_cpu(
     a_pad: str | None = None,
     crop: str | None = None,
 ) -> None:
+    """``a_pad`` / ``crop``: placements other than ``pad_places``'s, for ``benchmarks.dietcode.pad_probe``."""
     if a_pad not in (None, *A_PAD_PLACES) or crop not in (None, *CROP_PLACES):
         raise ValueError(f"a_pad must be one of {A_PAD_PLACES} and crop one of {CROP_PLACES}, got {a_pad!r}, {crop!r}")
-    # A dense GEMM's padded A is made once per call, rows in parallel: placed in each tile it was made again for
-    # every column tile (N / nt times); with the direct write below, faster in 27 of 30 kernel x T cells on BERT's
-    # dense shapes (0.975-1.17x). The bmm kernels have one or two column tiles (D = 64), and a copy per call made
-    # bmm_nn 1.6-2.8x slower (benchmarks.dietcode.pad_probe: a gated run and a second one, Xeon)
-    a_pad_per_tile = (a_pad or ("call" if wl.kind == "dense" else "tile")) == "tile"
+    shipped_a_pad, shipped_crop = pad_places(wl, mk)
+    a_pad_per_tile = (a_pad or shipped_a_pad) == "tile"
     blk = sch.get_sblock("C")
     *batch, i, j, k = sch.get_loops(blk)
     sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
@@ -70,9 +83,8 @@ def _schedule_cpu(
     sch.reorder(*batch, outer, inner, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
     sch.reverse_compute_at(acc, iio)
-    rows_only = wl.kind != "bmm_nt" and wl.dims[1] % mk.nt == 0
-    if "C_pad" in names and (crop or ("direct" if rows_only else "tile")) == "direct":
-        if not rows_only:
+    if "C_pad" in names and (crop or shipped_crop) == "direct":
+        if not _rows_only(wl, mk):
             raise ValueError(f"{mk} pads {wl.name}'s columns: its output must be cropped per tile")
         # only the rows are padded: the accumulators write the real rows straight to C, one guard per row,
         # instead of through a padded tile and a guarded element-by-element copy (bmm_nt pads its columns too:

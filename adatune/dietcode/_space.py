@@ -79,6 +79,20 @@ class MicroKernel:
             "nr": self.nr,
         } | ({"pack": self.pack} if self.pack else {})
 
+    @classmethod
+    def from_key(cls, key: str) -> MicroKernel:
+        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column``), in a space or not."""
+        try:
+            device, rest = key.split(":")
+            tile, reg, *pack = rest.split("/")
+            mt, nt, kt = (int(x) for x in tile.split("x"))
+            mr, nr = (int(x) for x in reg.split("x"))
+        except ValueError as err:
+            raise ValueError(f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32)") from err
+        if len(pack) > 1:
+            raise ValueError(f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32)")
+        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "")
+
     @property
     def threads(self) -> int:
         """Threads per block (CUDA) or register tiles per tile (x86)."""

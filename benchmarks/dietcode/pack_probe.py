@@ -115,10 +115,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     print(f"target {tgt}; TVM threads {tvm.get_global_func('runtime.NumThreads')()}; {wl}; packed: {packed}")
     for key in args.kernels:
-        tile, reg = key.split(":")[1].split("/")
-        mt, nt, kt = (int(x) for x in tile.split("x"))
-        mr, nr = (int(x) for x in reg.split("x"))
-        mk = MicroKernel("cpu", mt, nt, kt, mr, nr)
+        mk = MicroKernel.from_key(key)
         for variant in VARIANTS[args.kind]:
             given_wl = packed if variant == "prepacked" else wl
             with tgt:

@@ -28,7 +28,7 @@ import tvm
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import target as _target
 from adatune.dietcode import DynamicWorkload, MicroKernel, weight_panel
-from adatune.dietcode._schedule import _schedule_cpu, schedule_microkernel
+from adatune.dietcode._schedule import _schedule_cpu, pad_places
 from adatune.target import describe_host, one_blas_thread, size_tvm_thread_pool
 
 from .._common import load_now, write_csv
@@ -51,31 +51,22 @@ DEFAULT_CASES: list[tuple[str, tuple[int, int], list[str]]] = [
 ]
 
 
-def parse_kernel(key: str) -> MicroKernel:
-    tile, reg = key.split(":")[1].split("/")[:2]
-    mt, nt, kt = (int(x) for x in tile.split("x"))
-    mr, nr = (int(x) for x in reg.split("x"))
-    return MicroKernel("cpu", mt, nt, kt, mr, nr)
-
-
 def variants_of(wl: DynamicWorkload) -> list[str]:
     """The variants a workload can take (bmm_nt pads its columns too: its output is always cropped per tile)."""
     return [v for v, (_, crop) in VARIANTS.items() if crop == "tile" or wl.kind != "bmm_nt"]
 
 
 def shipped_variant(wl: DynamicWorkload, mk: MicroKernel) -> str:
-    """The variant ``schedule_microkernel`` makes for ``wl`` (told apart by the scripts it prints)."""
-    shipped = schedule_microkernel(wl, mk).mod.script()
-    return next(v for v in variants_of(wl) if build(wl, mk, v, None).script() == shipped)
+    """The variant ``schedule_microkernel`` makes for ``mk`` on ``wl``."""
+    places = pad_places(wl, mk)
+    return next(v for v in variants_of(wl) if VARIANTS[v] == places)
 
 
 def build(wl: DynamicWorkload, mk: MicroKernel, variant: str, tgt: Any) -> Any:
-    """The variant's scheduled module (``tgt`` None) or its compiled library."""
+    """The variant's compiled library."""
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
     a_pad, crop = VARIANTS[variant]
     _schedule_cpu(sch, wl, mk, a_pad=a_pad, crop=crop)
-    if tgt is None:
-        return sch.mod
     with tgt:
         return tvm.compile(sch.mod, target=tgt)
 
@@ -99,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         if kind == "dense":
             wl = dataclasses.replace(wl, b_panel=weight_panel(tgt, wl.dtype, dims[1]))
         for key in keys:
-            mk = parse_kernel(key)
+            mk = MicroKernel.from_key(key)
             libs = {v: build(wl, mk, v, tgt) for v in variants_of(wl)}
             shipped = shipped_variant(wl, mk)
             for t in args.t:
