@@ -292,12 +292,12 @@ def _call(time_fn: TimeFn, number: int, repeat: int, min_repeat_ms: float) -> li
     return costs
 
 
-def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool) -> TimeFn:
-    """Adapter from a TVM runtime module to ``time_fn``."""
+def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool, func_name: str | None = None) -> TimeFn:
+    """Adapter from a TVM runtime module (its entry function, or ``func_name``) to ``time_fn``."""
 
     def run(number: int, repeat: int, min_repeat_ms: float) -> list[float]:
         ev = module.time_evaluator(
-            module.entry_name,
+            func_name or module.entry_name,
             device,
             number=number,
             repeat=repeat,

@@ -171,6 +171,9 @@ class TuningTask(abc.ABC):
     #: calls per run of each model this task belongs to (``{model name: weight}``; set by task extraction and
     #: stored in logs with the workload, so a model log alone gives the model's estimated latency)
     uses: dict[str, int]
+    #: argument positions that are constants where the task is deployed (a model's weights): a whole-operand
+    #: packing of one is done once at build time there, so a measurement packs it once, before timing
+    constant_args: frozenset[int] = frozenset()
 
     @property
     @abc.abstractmethod

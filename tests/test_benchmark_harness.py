@@ -195,3 +195,42 @@ def test_time_to_latency_takes_the_first_checkpoint_retimed_at_or_below_the_engi
     assert time_to_latency(cps, 0.030) == 60.0
     assert time_to_latency(cps, 0.010) is None
     assert checkpoint_name("rfei-ae", 0) == "rfei-ae@1"
+
+
+def _seed_run(seed: int, ort: float, arm_s: list[float]) -> dict:
+    """A minimal results.json of benchmarks.models: one model, one arm, checkpoints re-timed in turns."""
+    cps = [{"tuning_s": 60.0 * (k + 1), "retimed_s": s} for k, s in enumerate(arm_s)]
+    return {
+        "meta": {"config": {"seed": seed}, "host": {"model": "cpu", "mcpu": "x", "isa": "avx2"}},
+        "models": [
+            {
+                "model": "resnet18",
+                "final": {"onnxruntime": ort, "pytorch": 2 * ort, "rfei-ae": arm_s[-1]},
+                "arms": [{"arm": "rfei-ae", "tuning_s": 60.0 * len(arm_s), "checkpoints": cps}],
+            }
+        ],
+    }
+
+
+def test_seed_summary_takes_ratios_inside_each_run_and_counts_seeds_that_never_reached_an_engine():
+    import math
+
+    from benchmarks.models.seeds import ratio_interval, summarize
+
+    runs = [
+        _seed_run(0, 0.020, [0.030, 0.019]),  # reaches onnxruntime at 2 min
+        _seed_run(1, 0.040, [0.050, 0.041]),  # never reaches onnxruntime (its own run's 40 ms)
+        _seed_run(2, 0.020, [0.018, 0.018]),  # at the first checkpoint
+    ]
+    (cell,) = summarize(runs)
+    assert cell.seeds == [0, 1, 2]
+    assert cell.speedup["onnxruntime"] == pytest.approx([0.020 / 0.019, 0.040 / 0.041, 0.020 / 0.018])
+    assert cell.reached_s["onnxruntime"] == [120.0, None, 60.0]
+    assert cell.median_reached("onnxruntime") == 120.0  # two of three reached: the median is the slower of them
+    assert cell.reached_s["pytorch"] == [60.0, 60.0, 60.0]
+    g, lo, hi = cell.geomean["onnxruntime"]
+    assert lo < g < hi and g == pytest.approx(math.prod(cell.speedup["onnxruntime"]) ** (1 / 3))
+    assert summarize([_seed_run(0, 0.020, [0.030, 0.025])])[0].median_reached("onnxruntime") is None
+    assert math.isnan(ratio_interval([1.2])[1])
+    with pytest.raises(ValueError, match="positive"):
+        ratio_interval([1.0, -1.0])

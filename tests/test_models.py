@@ -261,3 +261,38 @@ def test_kernel_breakdown_times_every_call_of_the_vm(tiny: am.Model) -> None:
     assert report.end_to_end > 0 and report.kernels > 0
     assert report.kernels + report.builtins + report.outside == pytest.approx(report.end_to_end)
     assert "end to end" in report.table()
+
+
+def test_model_tasks_are_timed_with_their_constant_weights_packed_once(tiny: am.Model) -> None:
+    """A convolution's weight is a constant of the model, which the build packs once: a config that packs the
+    whole weight is measured with that packing split out and run once, before the checked and timed call; a
+    config that packs inside each thread (which the model pays on every call) is timed as one call, and so is
+    every config of a task with no constant operand."""
+    from adatune.measure import MeasureInput
+    from adatune.measure._builder import _instantiate
+
+    conv = next(t for t in am.extract_tasks(tiny) if t.kind == "conv2d_nchw.x86")
+    task = conv.task
+    assert 1 in task.constant_args and 0 not in task.constant_args  # the weight is a constant; the data is not
+    whole = next(
+        c
+        for c in map(task.space.get, task.space.sample(np.random.default_rng(0), 64))
+        if c["pack_kernel"].val == "global"
+    )
+    mod, plan, err = _instantiate(MeasureInput(task, whole))
+    assert not err and plan is not None and len(plan.setup) == 1
+    assert "kernel_weight_prepack" in {gv.name_hint for gv in mod.get_global_vars()}
+    option = adatune.measure_option(
+        adatune.LocalBuilder(), adatune.LocalRunner(number=2, repeat=2, check_correctness=True)
+    )
+    (res,) = option.measure([MeasureInput(task, whole)])
+    assert res.error_no == 0, res.error_msg  # checked against the reference with the weight packed beforehand
+
+    task.constant_args = frozenset()  # nothing constant: the packing stays in the timed call
+    assert _instantiate(MeasureInput(task, whole))[1] is None
+    wide = adatune.task.create("conv2d_nchw.x86", args=(1, 16, 14, 14, 64, 3, 3, 1, 1), target=adatune.target.host())
+    wide.constant_args = frozenset({1})
+    configs = list(map(wide.space.get, wide.space.sample(np.random.default_rng(0), 64)))
+    per_thread = next(c for c in configs if c["pack_kernel"].val == "outer")
+    assert _instantiate(MeasureInput(wide, per_thread))[1] is None
+    assert _instantiate(MeasureInput(wide, next(c for c in configs if c["pack_kernel"].val == "global")))[1] is not None

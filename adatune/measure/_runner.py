@@ -125,6 +125,7 @@ class WorkerRunner(Runner):
             self.references.path(task) if cfg.check_correctness and not points else None,
             *cfg.tolerances(task),
             points,
+            build.calls,
         )
 
     def collect(self, fut: Any, build: BuildResult, t0: float, late: str = "", died: str = "") -> MeasureResult:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..task import TuningTask
 
 __all__ = [
+    "CallPlan",
     "MeasureErrorNo",
     "MeasureInput",
     "MeasureResult",
@@ -85,6 +86,19 @@ class MeasureInput:
         return f"MeasureInput({self.task.name}, {self.config!r})"
 
 
+@dataclass(frozen=True)
+class CallPlan:
+    """How a runner calls a split kernel: plain data, so it travels to worker processes and RPC servers.
+
+    Argument references index the task's own arguments (``arg_specs`` order, outputs included) followed by
+    ``temps``, the packed buffers the ``setup`` calls fill once, before correctness is checked and the
+    ``timed`` call is timed."""
+
+    temps: tuple[tuple[tuple[int, ...], str], ...]
+    setup: tuple[tuple[str, tuple[int, ...]], ...]
+    timed: tuple[str, tuple[int, ...]]
+
+
 @dataclass
 class BuildResult:
     """A built artifact (the shared library's bytes, so it can travel to another machine) or why there is none."""
@@ -94,6 +108,8 @@ class BuildResult:
     error_msg: str = ""
     time_cost: float = 0.0
     suffix: str = ".so"
+    #: how to call a kernel whose constant weights are packed before timing (``_prepack``); None: one call
+    calls: CallPlan | None = None
 
 
 @dataclass
@@ -228,6 +244,7 @@ class RunRequest:
     rtol: float
     atol: float
     points: list[tuple[tuple[int, ...], list, str | None]] = field(default_factory=list)
+    calls: CallPlan | None = None
 
 
 @dataclass

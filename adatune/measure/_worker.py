@@ -183,9 +183,10 @@ def prepare_arguments(
     where: str = "",
     point: tuple[tuple[int, ...], list, str | None] | None = None,
 ) -> tuple[list, str]:
-    """Tensors on ``dev`` for the kernel's arguments (the reference's inputs where it has them, else seeded
+    """Tensors on ``dev`` for the timed call's arguments (the reference's inputs where it has them, else seeded
     random ones; zeroed outputs), then ``point``'s scalars, and, when ``check``, why one run's outputs differ
-    from the reference ("" when they match)."""
+    from the reference ("" when they match). A split kernel (``req.calls``) gets its packed constants made
+    here, once, and the timed call's arguments are those of its compute function."""
     import tvm
 
     scalars, arg_specs, ref_path = point if point is not None else ((), req.arg_specs, req.ref_path)
@@ -201,9 +202,15 @@ def prepare_arguments(
             arr = ref[f"in{i}"] if f"in{i}" in ref else rng.uniform(-1, 1, size=shape).astype(dtype)
         args.append(tvm.runtime.tensor(arr, dev))
     args += [int(s) for s in scalars]
+    func, call = module.entry_name, args
+    if req.calls is not None:  # constant weights packed once, here, as a model build does (``_prepack``)
+        tensors = args + [tvm.runtime.tensor(np.zeros(shape, dtype=dtype), dev) for shape, dtype in req.calls.temps]
+        for name, refs in req.calls.setup:
+            module[name](*[tensors[r] for r in refs])
+        func, call = req.calls.timed[0], [tensors[r] for r in req.calls.timed[1]]
     if not (check and ref):
-        return args, ""
-    module[module.entry_name](*args)
+        return call, ""
+    module[func](*call)
     dev.sync()
     for i in outputs:
         got, want = args[i].numpy(), ref[f"out{i}"]
@@ -213,7 +220,7 @@ def prepare_arguments(
                 f"output {i} differs from the reference{where} (max abs error {diff:.3g}, "
                 f"rtol={req.rtol}, atol={req.atol})"
             )
-    return args, ""
+    return call, ""
 
 
 def time_candidate(module: Any, dev: Any, args: list, req: RunRequest, config: RunnerConfig) -> RunOutcome:
@@ -221,7 +228,8 @@ def time_candidate(module: Any, dev: Any, args: list, req: RunRequest, config: R
     from ..evaluator import evaluate, time_fn_for
 
     flush = config.evaluator.enable_cpu_cache_flush and req.device_type == "cpu"
-    outcome = evaluate(time_fn_for(module, dev, args, flush), config.evaluator)
+    func = req.calls.timed[0] if req.calls is not None else None
+    outcome = evaluate(time_fn_for(module, dev, args, flush, func), config.evaluator)
     uniform = outcome.runs == sum(outcome.batch_runs) and len(set(outcome.batch_runs)) <= 1
     extra = {} if uniform else {"batch_runs": list(outcome.batch_runs)}  # replays need each batch's runs
     return RunOutcome(costs=tuple(outcome.costs), runs=outcome.runs, cv=outcome.cv, extra=extra)

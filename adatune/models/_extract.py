@@ -267,9 +267,11 @@ class ModelTask:
         task: TuningTask | None,
         kind: str,
         note: str = "",
+        constant_args: frozenset[int] = frozenset(),
     ):
         self.func_name, self.global_vars, self.weight, self.flop = func_name, global_vars, weight, flop
         self.mod, self.target, self._task, self.kind, self.note = mod, target, task, kind, note
+        self.constant_args = constant_args
         self.shape = _shape_text(_arg_specs(mod["main"]))
 
     @property
@@ -280,6 +282,7 @@ class ModelTask:
     def task(self) -> TuningTask:
         if self._task is None:
             self._task = TraceTask.from_module(self.mod, self.target)
+            self._task.constant_args = self.constant_args
         return self._task
 
     @property
@@ -305,6 +308,31 @@ def _call_counts(mod: tvm.IRModule) -> dict[str, int]:
 
     tvm.relax.analysis.post_order_visit(mod["main"], visit)
     return counts
+
+
+def _constant_args(mod: tvm.IRModule) -> dict[str, frozenset[int]]:
+    """Per PrimFunc, the argument positions that are constants at every call of ``main``: a model's weights,
+    and what a call computes from constants alone (a transposed weight), which a build folds. Their packing is
+    done once at build time, so a measurement does it once, before timing (``adatune.measure``)."""
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    constant_vars: set[Any] = set()
+    found: dict[str, frozenset[int]] = {}
+
+    def is_constant(expr: Any) -> bool:
+        return isinstance(expr, tvm.ir.expr.Constant) or expr in constant_vars
+
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if not (isinstance(value, tvm.relax.Call) and value.op.same_as(call_tir)):
+                continue
+            args = list(value.args[1].fields)
+            name = value.args[0].name_hint
+            here = frozenset(k for k, a in enumerate(args) if is_constant(a))
+            found[name] = found[name] & here if name in found else here
+            if len(here) == len(args):
+                constant_vars.add(binding.var)
+    return found
 
 
 def _shape_text(specs: list[ArgSpec]) -> str:
@@ -344,6 +372,7 @@ def extract_tasks(model: Model, target: _target.TargetLike | None = None) -> lis
     their calls), heaviest first (weight x FLOPs)."""
     tgt = _target.create(target) if target is not None else _target.host()
     counts = _call_counts(model.mod)
+    constants = _constant_args(model.mod)
     groups: dict[str, tuple[str, tvm.IRModule, list[str]]] = {}
     for gv, func in model.mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):
@@ -359,9 +388,13 @@ def extract_tasks(model: Model, target: _target.TargetLike | None = None) -> lis
         if weight == 0:
             continue  # not called by main (dead code left by a pass)
         task, kind, note = _make_task(mod, tgt)
+        constant = frozenset.intersection(*(constants.get(g, frozenset()) for g in gvs))
         if task is not None:
             task.uses = {**getattr(task, "uses", {}), model.name: weight}
-        out.append(ModelTask(func_name, gvs, weight, float(estimate_tir_flops(mod)), mod, tgt, task, kind, note))
+            task.constant_args = constant
+        out.append(
+            ModelTask(func_name, gvs, weight, float(estimate_tir_flops(mod)), mod, tgt, task, kind, note, constant)
+        )
     out.sort(key=lambda t: (-t.weight * t.flop, t.func_name))
     return out
 
