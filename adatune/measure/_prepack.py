@@ -8,8 +8,9 @@ that pack inside each thread (``pack_kernel=outer``, ``pack_b=tile``), which the
 call (ResNet-18 on the Xeon: 11 of its 18 best convolutions). AutoTVM did the same for its packed x86 dense and
 convolution templates (their packed weight was a placeholder while tuning).
 
-Only operands the task names in ``constant_args`` are split out (a model's constants, a dense or convolution
-template's weight); a batch matmul's operands are activations and keep their packing in the timed call.
+Only operands the task names in ``constant_args`` are split out (a model's constants, found at task extraction);
+a batch matmul's operands are activations, and a standalone template task names none, so both keep their packing
+in the timed call.
 The split is TVM's own ``SplitLayoutRewritePreproc`` on a one-call Relax wrapper of the kernel, so what is
 measured is what the model build deploys.
 """
