@@ -23,12 +23,10 @@ from typing import Any
 import tvm
 from tvm import relax, tirx
 
+from ..templates._x86 import LAYOUT_REWRITE_PREPROC  # the mark the templates put on a whole-operand packing
 from ._types import CallPlan
 
-__all__ = ["LAYOUT_REWRITE_PREPROC", "split_constant_packing"]
-
-#: the block annotation (TVM's) that marks a whole-operand packing stage
-LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
+__all__ = ["split_constant_packing"]
 
 
 def _marked_sources(mod: tvm.IRModule) -> set[str]:
