@@ -22,6 +22,7 @@ from tvm.sym import Analyzer
 from .. import target as _target
 from ..space import FallbackConfig
 from ..task import ArgSpec, Task, TuningTask, register_task_kind, workload_key
+from ..templates.conv2d_nchwc import BLOCK as BLOCK_NCHWC
 from ..trace import TraceTask
 from ..trace._candidate import module_from_text, module_key, module_to_text, trace_to_json
 from ..trace._task import _arg_specs
@@ -166,6 +167,31 @@ class _Params:
         return str(getattr(buf, "name", "")) not in self.allocated
 
 
+def _unpadded(sch: tvm.s_tir.Schedule, names: list[str], src: Any, spatial: tuple[int, int]) -> tuple[Any, int] | None:
+    """The buffer a convolution's input ``src`` reads and its padding: ``src`` itself and 0, or the input of the
+    ``pad_temp`` stage with its padding when equal on the ``spatial`` dims (None for any other producer)."""
+    if "pad_temp" not in names:
+        return src.source, 0
+    pad_block = sch.get(sch.get_sblock("pad_temp"))
+    if src.source.name != "pad_temp" or len(pad_block.reads) != 1:
+        return None
+    pvars = [iv.var for iv in pad_block.iter_vars]
+    offs = [_const_term(r.min, pvars) for r in pad_block.reads[0].region]
+    h, w = (offs[d] for d in spatial)
+    if any(o != 0 for d, o in enumerate(offs) if d not in spatial) or h is None or h != w or h > 0:
+        return None
+    return pad_block.reads[0].source, -h
+
+
+def _window_stride(idx: list, ivs: list, y: Any, x: Any, ry: Any, rx: Any) -> int | None:
+    """The stride of a sliding-window read ``[.., y * s + ry, x * s + rx, ..]`` at dims 2 and 3 (dilation 1)."""
+    strides = {_linear(idx[2], ivs, y), _linear(idx[3], ivs, x)}
+    if len(strides) != 1 or {_linear(idx[2], ivs, ry), _linear(idx[3], ivs, rx)} != {1}:
+        return None
+    stride = strides.pop()
+    return stride if stride is not None and stride >= 1 else None
+
+
 def _match_conv(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) -> _Match | None:
     if "conv2d_nchw" not in names or any(n != "pad_temp" for n in names[: names.index("conv2d_nchw")]):
         return None
@@ -177,31 +203,16 @@ def _match_conv(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) -> _
     src, weight = block.reads[0], block.reads[1]
     if weight.source not in params or any(not _is_var(r.min, v) for r, v in zip(weight.region, (f, rc, ry, rx))):
         return None
-    data_buf, pad = src.source, 0
-    if "pad_temp" in names:
-        pad_block = sch.get(sch.get_sblock("pad_temp"))
-        if src.source.name != "pad_temp" or len(pad_block.reads) != 1:
-            return None
-        data_buf = pad_block.reads[0].source
-        pvars = [iv.var for iv in pad_block.iter_vars]
-        offs = [_const_term(r.min, pvars) for r in pad_block.reads[0].region]
-        if offs[:2] != [0, 0] or offs[2] is None or offs[2] != offs[3] or offs[2] > 0:
-            return None
-        pad = -offs[2]
-    if data_buf not in params:
+    unpadded = _unpadded(sch, names, src, (2, 3))
+    if unpadded is None or unpadded[0] not in params:
         return None
+    data_buf, pad = unpadded
     data, kern, out = _shape(data_buf), _shape(weight.source), _shape(block.writes[0].source)
     if data is None or kern is None or out is None or data[1] != kern[1] or str(data_buf.dtype) != "float32":
         return None
     idx = [r.min for r in src.region]
-    if not (_is_var(idx[0], n) and _is_var(idx[1], rc)):
-        return None
-    strides = {_linear(idx[2], ivs, y), _linear(idx[3], ivs, x)}
-    dilations = {_linear(idx[2], ivs, ry), _linear(idx[3], ivs, rx)}
-    if len(strides) != 1 or dilations != {1}:
-        return None
-    stride = strides.pop()
-    if stride is None or stride < 1:
+    stride = _window_stride(idx, ivs, y, x, ry, rx)
+    if not (_is_var(idx[0], n) and _is_var(idx[1], rc)) or stride is None:
         return None
     N, CI, H, W = data
     CO, _, KH, KW = kern
@@ -209,6 +220,43 @@ def _match_conv(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) -> _
     if (N, CO, OH, OW) != out or _shape(src.source) != (N, CI, H + 2 * pad, W + 2 * pad):
         return None
     return _Match("conv2d_nchw.x86", (N, CI, H, W, CO, KH, KW, stride, pad, "float32"), "conv2d_nchw", "conv2d_nchw")
+
+
+def _match_conv_nchwc(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) -> _Match | None:
+    """A blocked convolution as ``adatune.models._layout`` legalises it (``conv2d_NCHWc``, square stride and
+    padding): ``out[n, fo, y, x, fi] += src[n, rco, y*s+ry, x*s+rx, rci] * kernel[fo, rco, ry, rx, rci, fi]``."""
+    if BLOCK_NCHWC not in names or any(n != "pad_temp" for n in names[: names.index(BLOCK_NCHWC)]):
+        return None
+    block = sch.get(sch.get_sblock(BLOCK_NCHWC))
+    ivs = [iv.var for iv in block.iter_vars]
+    if [int(iv.iter_type) for iv in block.iter_vars] != [_DATA_PAR] * 5 + [_REDUCE] * 4 or len(block.reads) != 2:
+        return None
+    n, fo, y, x, fi, rco, ry, rx, rci = ivs
+    src, weight = block.reads[0], block.reads[1]
+    if weight.source not in params or any(
+        not _is_var(r.min, v) for r, v in zip(weight.region, (fo, rco, ry, rx, rci, fi))
+    ):
+        return None
+    unpadded = _unpadded(sch, names, src, (2, 3))
+    if unpadded is None or unpadded[0] not in params:
+        return None
+    data_buf, pad = unpadded
+    data, kern, out = _shape(data_buf), _shape(weight.source), _shape(block.writes[0].source)
+    if data is None or kern is None or out is None or len(data) != 5 or str(data_buf.dtype) != "float32":
+        return None
+    idx = [r.min for r in src.region]
+    stride = _window_stride(idx, ivs, y, x, ry, rx)
+    if not (_is_var(idx[0], n) and _is_var(idx[1], rco) and _is_var(idx[4], rci)) or stride is None:
+        return None
+    N, CIb, H, W, ic_bn = data
+    COb, CIb_k, KH, KW, ic_k, oc_bn = kern
+    OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    if (CIb_k, ic_k) != (CIb, ic_bn) or (N, COb, OH, OW, oc_bn) != out:
+        return None
+    if _shape(src.source) != (N, CIb, H + 2 * pad, W + 2 * pad, ic_bn):
+        return None
+    args = (N, CIb * ic_bn, H, W, COb * oc_bn, KH, KW, stride, pad, ic_bn, oc_bn, "float32")
+    return _Match(f"{BLOCK_NCHWC}.x86", args, BLOCK_NCHWC, BLOCK_NCHWC)
 
 
 def _match_matmul(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) -> _Match | None:
@@ -245,7 +293,11 @@ def _match_matmul(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) ->
     return None
 
 
-_MATCHERS: list[Callable[[tvm.s_tir.Schedule, list[str], _Params], _Match | None]] = [_match_conv, _match_matmul]
+_MATCHERS: list[Callable[[tvm.s_tir.Schedule, list[str], _Params], _Match | None]] = [
+    _match_conv,
+    _match_conv_nchwc,
+    _match_matmul,
+]
 
 
 # -- the task table ---------------------------------------------------------------------------------------

@@ -34,6 +34,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=D0,D1,...",
         help="static shape of an ONNX input (repeatable)",
     )
+    parser.add_argument(
+        "--conv-layout",
+        default="NCHW",
+        metavar="NCHW|NCHW<b>c|auto",
+        help="convolutions in the model's NCHW or channel-blocked (NCHW8c; auto: the SIMD width), kernels blocked once",
+    )
 
 
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,15 +90,16 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
 
 def load_model(args: argparse.Namespace) -> Model:
     """The model named on the command line (ValueError with the reason when it cannot be loaded)."""
+    layout = getattr(args, "conv_layout", "NCHW")
     if args.model in BUILTIN_MODELS:
-        return load_builtin(args.model)
+        return load_builtin(args.model, conv_layout=layout)
     shapes = {}
     for item in args.shape:
         name, _, dims = item.partition("=")
         if not name or not dims:
             raise ValueError(f"--shape wants NAME=D0,D1,..., got {item!r}")
         shapes[name] = [int(d) for d in dims.split(",")]
-    return from_onnx(args.model, shapes)
+    return from_onnx(args.model, shapes, conv_layout=layout)
 
 
 def model_tasks_main(args: argparse.Namespace) -> int:

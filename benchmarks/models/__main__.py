@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fast-math", action="store_true", help="import with TVM's fast erf/exp/tanh (GELU, softmax; tested bound)"
     )
+    p.add_argument(
+        "--conv-layout",
+        default="NCHW",
+        help="convolutions in the model's NCHW or channel-blocked (NCHW8c; auto: the SIMD width)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/models")
     return p
@@ -104,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.rounds,
                 on_progress=save,
                 fast_math=args.fast_math,
+                conv_layout=args.conv_layout,
             )
         )
         save()

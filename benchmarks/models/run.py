@@ -176,9 +176,10 @@ def run_model(
     rounds: int = 5,
     on_progress: Any = None,
     fast_math: bool = False,
+    conv_layout: str = "NCHW",
 ) -> ModelRun:
     t0 = time.perf_counter()
-    model = am.load_builtin(name, fast_math=fast_math)
+    model = am.load_builtin(name, fast_math=fast_math, conv_layout=conv_layout)
     tasks = am.extract_tasks(model)
     extract_s = time.perf_counter() - t0
     print(f"{name}: {len(tasks)} tasks extracted in {extract_s:.1f} s", flush=True)
