@@ -28,6 +28,7 @@ from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, for
 from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
 from ._generic_schedule import schedule_generic
 from ._latency import FRAMEWORKS, compiled_latency, framework_latency, latency_table, onnx_proto
+from ._layout import convert_conv_layout, resolve_conv_layout
 from ._scheduler import STRATEGIES, TuneSummary, tune_model
 from ._zoo import BUILTIN_MODELS, bert_base, resnet18
 
@@ -50,6 +51,8 @@ __all__ = [
     "framework_latency",
     "latency_table",
     "onnx_proto",
+    "convert_conv_layout",
+    "resolve_conv_layout",
     "STRATEGIES",
     "TuneSummary",
     "tune_model",

@@ -6,7 +6,7 @@ template               arguments                                                
 ``dense.x86/cuda``     ``N, L, M, dtype[, space]``                                 ``A[N,L] @ B[L,M]``
 ``batch_matmul.*``     ``B, M, N, K, transpose_b ("NN"|"NT"), dtype[, space]``     ``A[B,M,K] @ B``
 ``conv2d_nchw.*``      ``N, CI, H, W, CO, KH, KW, stride, pad, dtype[, space]``    NCHW conv2d
-``conv2d_NCHWc.x86``   ``N, CI, H, W, CO, KH, KW, stride, pad, ic_bn, oc_bn, ...``  NCHW[x]c conv2d
+``conv2d_NCHWc.x86``   ``N, CI, H, W, CO, KH, KW, stride, pad, ic_bn, oc_bn, ...`` NCHW[x]c conv2d
 =====================  ==========================================================  =================
 
 The knobs of each template are listed in its module's docstring. ``space`` is ``"full"`` (the default:

@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
         default="NCHW",
         help="convolutions in the model's NCHW or channel-blocked (NCHW8c; auto: the SIMD width)",
     )
+    p.add_argument(
+        "--cache-flush",
+        action="store_true",
+        help="tune with the caches flushed before every run (cold weights, as inside the model)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/models")
     return p
@@ -110,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 on_progress=save,
                 fast_math=args.fast_math,
                 conv_layout=args.conv_layout,
+                cold=args.cache_flush,
             )
         )
         save()

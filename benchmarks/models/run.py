@@ -57,7 +57,20 @@ class ModelRun:
     breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _option(coef: float | None, number: int, repeat: int, timeout: float) -> adatune.MeasureOption:
+def _option(coef: float | None, number: int, repeat: int, timeout: float, cold: bool = False) -> adatune.MeasureOption:
+    """The runner of a tuning arm. ``cold``: caches flushed before every run (weights and output cold, the input
+    hot, as inside a model: ``benchmarks.models.gap_probe``); TVM flushes once per repeat, so every run is a repeat
+    of one (``number * repeat`` runs in all, as without it)."""
+    if cold:
+        runner = adatune.LocalRunner(
+            number=1,
+            repeat=number * repeat,
+            timeout=timeout,
+            micro_batch=1,
+            check_correctness=True,
+            enable_cpu_cache_flush=True,
+        )
+        return adatune.measure_option(adatune.LocalBuilder(n_parallel=2), runner, min_converge_coef=coef)
     runner = adatune.LocalRunner(number=number, repeat=repeat, timeout=timeout, micro_batch=10, check_correctness=True)
     return adatune.measure_option(adatune.LocalBuilder(n_parallel=2), runner, min_converge_coef=coef)
 
@@ -113,6 +126,7 @@ def run_arm(
     number: int,
     repeat: int,
     seed: int,
+    cold: bool = False,
 ) -> tuple[ArmRun, list[am.CompiledModel]]:
     """Tune in ``checkpoints`` slices of the budget, compiling and timing the model after each; returns the run
     and the model compiled at each checkpoint (all timed again in the final comparison, not rebuilt)."""
@@ -121,7 +135,7 @@ def run_arm(
     if os.path.exists(log):
         os.remove(log)
     run = ArmRun(arm, log)
-    option = _option(coef, number, repeat, timeout=10.0)
+    option = _option(coef, number, repeat, timeout=10.0, cold=cold)
     inputs = model.random_inputs(0)
     compiled: list[am.CompiledModel] = []
     for k in range(checkpoints):
@@ -177,6 +191,7 @@ def run_model(
     on_progress: Any = None,
     fast_math: bool = False,
     conv_layout: str = "NCHW",
+    cold: bool = False,
 ) -> ModelRun:
     t0 = time.perf_counter()
     model = am.load_builtin(name, fast_math=fast_math, conv_layout=conv_layout)
@@ -196,7 +211,9 @@ def run_model(
     result = ModelRun(name, len(tasks), extract_s, baselines, [])
     compiled: dict[str, list[am.CompiledModel]] = {}
     for arm in arms:
-        arm_run, compiled[arm] = run_arm(model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed)
+        arm_run, compiled[arm] = run_arm(
+            model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed, cold
+        )
         result.arms.append(arm_run)
         if on_progress is not None:
             on_progress(result)

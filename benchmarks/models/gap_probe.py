@@ -1,0 +1,167 @@
+"""Why a tuned kernel runs slower inside its model than alone: in-model, hot and cold-cache times, in turns.
+
+Tuning times every candidate alone, with its inputs and weights left in the caches by the previous run ("hot").
+Inside a model, a kernel reads activations its predecessor just wrote and weights no other kernel has touched
+since the last inference: on the 2-core hosts ResNet-18's convolutions ran 1.1-1.5x their isolated best inside
+the model (benchmarks.models' breakdowns). This probe takes one ``benchmarks.models`` run (its model, layout and
+log), builds the tuned model, and in each of ``--rounds`` rounds times, one after another: every VM call of the
+model (``am.kernel_breakdown``), every knob task's best config alone as tuning timed it, and the same config with
+the CPU caches flushed before each run (``enable_cpu_cache_flush``, the cold-cache timing AutoTVM offers). The
+order of the three is reversed every other round, so a change of the host's state hits them alike; the noise
+gate frames the run. Per task, the median in-model time against the hot and the cold one says which isolated
+timing predicts the model, and so which one tuning should rank configs by.
+
+    python -m benchmarks.models.gap_probe benchmarks/results/models_zen3/nchwc_seed0 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+import warnings
+from typing import Any
+
+import adatune
+import adatune.models as am
+from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option
+from adatune.records import load_from_file, pick_best
+
+from .._common import load_now, run_meta, write_csv
+from ..noise_gate import NoiseGate
+
+ARMS = ("in model", "alone, hot", "alone, cold")
+
+
+def _load_run(run_dir: str) -> tuple[am.Model, str, Any]:
+    with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    run, config = data["models"][0], data["meta"]["config"]
+    log = os.path.join(run_dir, f"records_{run['model']}_{run['arms'][0]['arm']}.jsonl")
+    with open(log, encoding="utf-8") as f:
+        target = adatune.target.create(json.loads(f.readline())["target"])
+    layout = am.resolve_conv_layout(config.get("conv_layout", "NCHW"), target)
+    model = am.load_builtin(run["model"], fast_math=bool(config.get("fast_math")), conv_layout=layout)
+    return model, log, target
+
+
+def probe(run_dir: str, rounds: int, number: int, repeat: int) -> list[dict[str, Any]]:
+    model, log, target = _load_run(run_dir)
+    tasks = am.extract_tasks(model, target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tasks without a record fall back, as in the benchmark's build
+        compiled = am.build(model, log, target, tasks=tasks)
+    best = pick_best(load_from_file(log), target)
+    picked = []
+    for t in tasks:
+        rec = next((r for k, r in best.items() if json.loads(k)[0] == t.task_name), None)
+        if rec is not None and t.kind != "trace":
+            picked.append((t, MeasureInput(t.task, t.task.candidate_from_json(rec.config))))
+    options = {
+        False: measure_option(LocalBuilder(), LocalRunner(number=number, repeat=repeat, min_repeat_ms=0)),
+        True: measure_option(
+            LocalBuilder(),
+            LocalRunner(number=1, repeat=number * repeat, min_repeat_ms=0, enable_cpu_cache_flush=True),
+        ),
+    }
+    inputs = model.random_inputs(0)
+    times: dict[str, dict[str, list[float]]] = {t.func_name: {a: [] for a in ARMS} for t, _ in picked}
+
+    def in_model() -> None:
+        report = am.kernel_breakdown(compiled, inputs, repeats=5)
+        inside = {c.symbol: c.seconds for c in report.calls}
+        for t, _ in picked:
+            calls = [inside[g] for g in t.global_vars if g in inside]
+            times[t.func_name]["in model"].append(sum(calls) / max(1, t.weight) if calls else math.nan)
+
+    def alone(cold: bool) -> None:
+        results = options[cold].measure([inp for _, inp in picked])
+        for (t, _), res in zip(picked, results):
+            times[t.func_name]["alone, cold" if cold else "alone, hot"].append(res.cost if res.ok else math.nan)
+
+    steps = [in_model, lambda: alone(False), lambda: alone(True)]
+    for r in range(rounds):
+        for step in steps if r % 2 == 0 else steps[::-1]:
+            step()
+    for opt in options.values():
+        opt.close()
+    rows = []
+    for t, _ in picked:
+        med = {a: statistics.median(v) for a, v in times[t.func_name].items()}
+        rows.append(
+            {
+                "function": t.func_name,
+                "kind": t.kind,
+                "calls": t.weight,
+                "gflop": t.flop / 1e9,
+                "in_model_ms": med["in model"] * 1e3,
+                "hot_ms": med["alone, hot"] * 1e3,
+                "cold_ms": med["alone, cold"] * 1e3,
+                "in_model_over_hot": med["in model"] / med["alone, hot"],
+                "in_model_over_cold": med["in model"] / med["alone, cold"],
+                "rounds_s": times[t.func_name],
+            }
+        )
+    rows.sort(key=lambda r: -r["in_model_ms"] * r["calls"])
+    return rows
+
+
+def _sum(rows: list[dict[str, Any]], key: str) -> float:
+    return sum(r[key] * r["calls"] for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.models.gap_probe", description=__doc__)
+    ap.add_argument("run", help="a benchmarks.models output directory (one model, one arm)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--number", type=int, default=10, help="runs per repeat of an isolated measurement")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    adatune.target.size_tvm_thread_pool()
+    t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_now()
+    gate = NoiseGate()
+    gate.probe("before")
+    rows = probe(args.run, args.rounds, args.number, args.repeat)
+    gate.probe("after")
+    meta = run_meta("benchmarks.models.gap_probe", argv, started, t0, load_before) | {
+        "host": adatune.target.describe_host(),
+        "noise_gate": gate.to_json(),
+        "run": args.run,
+    }
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "tasks": rows}, f, indent=1)
+    write_csv(os.path.join(args.out, "tasks.csv"), [{k: v for k, v in r.items() if k != "rounds_s"} for r in rows])
+    host = meta["host"]
+    lines = [
+        "# A tuned model's kernels inside the model, alone (hot caches) and alone with caches flushed",
+        "",
+        f"Command: `{meta['command']}`; started {started}, wall {meta['wall_s']:.0f} s.  ",
+        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); load before {load_before}.  ",
+        f"Run probed: `{args.run}`; {args.rounds} rounds, the three timings in turns (reversed every other round).",
+        "",
+        gate.sentence(),
+        "",
+        f"Sum over the knob tasks (x calls): in model {_sum(rows, 'in_model_ms'):.2f} ms, alone hot "
+        f"{_sum(rows, 'hot_ms'):.2f} ms, alone cold {_sum(rows, 'cold_ms'):.2f} ms.",
+        "",
+        "| function | kind | calls | in model (ms) | alone, hot | alone, cold | in model / hot | in model / cold |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['function']} | {r['kind']} | {r['calls']} | {r['in_model_ms']:.3f} | {r['hot_ms']:.3f} | "
+            f"{r['cold_ms']:.3f} | {r['in_model_over_hot']:.2f}x | {r['in_model_over_cold']:.2f}x |"
+        )
+    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
