@@ -67,6 +67,14 @@ def test_every_register_tile_fits_the_avx2_register_file() -> None:
         assert cfg["tile_f"].size[0] * cfg["tile_y"].size[0] * cfg["tile_x"].size[0] >= 2  # both cores
 
 
+def test_auto_layout_blocks_channels_by_the_simd_width() -> None:
+    avx2 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3", "num-cores": 2}
+    avx512 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4", "num-cores": 2}
+    assert am.resolve_conv_layout("auto", avx2) == "NCHW8c"
+    assert am.resolve_conv_layout("auto", avx512) == "NCHW16c"
+    assert am.resolve_conv_layout("NCHW4c", avx2) == "NCHW4c" and am.resolve_conv_layout("NCHW") == "NCHW"
+
+
 def test_bad_blocks_are_named() -> None:
     with pytest.raises(ValueError, match="channel blocks ic_bn=5"):
         conv2d_nchwc.conv2d_nchwc_compute(1, 32, 8, 8, 16, 3, 3, 1, 1, 5, 4)

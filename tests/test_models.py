@@ -184,6 +184,13 @@ def test_latency_table_measures_every_engine_on_the_same_inputs(tiny: am.Model) 
     assert am.framework_latency(no_source, "pytorch", x) is None
 
 
+def test_model_tasks_are_timed_with_cold_caches_by_default() -> None:
+    runner = am.model_runner()
+    ev = runner.config.evaluator
+    # TVM flushes the caches once per repeat: every run must be a repeat of its own to be cold
+    assert ev.enable_cpu_cache_flush and ev.number == 1 and ev.repeat == 6
+
+
 def test_budget_is_a_trial_count_or_a_duration() -> None:
     from adatune.models.cli import parse_budget
 

@@ -29,7 +29,7 @@ from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
 from ._generic_schedule import schedule_generic
 from ._latency import FRAMEWORKS, compiled_latency, framework_latency, latency_table, onnx_proto
 from ._layout import convert_conv_layout, resolve_conv_layout
-from ._scheduler import STRATEGIES, TuneSummary, tune_model
+from ._scheduler import STRATEGIES, TuneSummary, model_runner, tune_model
 from ._zoo import BUILTIN_MODELS, bert_base, resnet18
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "STRATEGIES",
     "TuneSummary",
     "tune_model",
+    "model_runner",
     "MODEL_PREFIX",
     "FusedKnobTask",
     "InputSpec",

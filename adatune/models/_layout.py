@@ -34,9 +34,9 @@ def parse_conv_layout(layout: str) -> int:
 
 def resolve_conv_layout(layout: str, target: _target.TargetLike | None = None) -> str:
     """``"auto"``: ``NCHW<lanes>c`` with the CPU target's fp32 SIMD width (8 on AVX2, 16 on AVX-512; the host
-    when ``target`` is None): one vector per channel block. On the AVX2 host, ResNet-18's 64-channel 3x3
-    convolution tuned 48 trials reached 168 GFLOPS in NCHW8c against 134-139 in NCHW16c and 144-147 in NCHW
-    (one run each). Anything else is checked and returned."""
+    when ``target`` is None): one vector per channel block, so a register tile can hold 2-3 blocks of output
+    channels beside 4-6 pixels in 16 ymm registers (16-channel blocks on AVX2 give only even vector counts).
+    Anything else is checked and returned."""
     if layout == "auto":
         return f"NCHW{_target.cpu_info(target).lanes('float32')}c"
     if layout != "NCHW":
