@@ -25,13 +25,18 @@ import time
 import warnings
 from typing import Any
 
-import adatune
-import adatune.models as am
-from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option
-from adatune.records import load_from_file, pick_best
+import matplotlib
 
-from .._common import load_now, run_meta, write_csv
-from ..noise_gate import NoiseGate
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import adatune  # noqa: E402
+import adatune.models as am  # noqa: E402
+from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option  # noqa: E402
+from adatune.records import load_from_file, pick_best  # noqa: E402
+
+from .._common import load_now, run_meta, write_csv  # noqa: E402
+from ..noise_gate import NoiseGate  # noqa: E402
 
 ARMS = ("in model", "alone, hot", "alone, cold")
 
@@ -109,6 +114,24 @@ def probe(run_dir: str, rounds: int, number: int, repeat: int) -> list[dict[str,
     return rows
 
 
+def plot(out: str, rows: list[dict[str, Any]]) -> str:
+    """Per task (x calls), ms in the model beside alone hot and alone cold: which isolated timing predicts it."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    keys = (("in_model_ms", "in model"), ("hot_ms", "alone, hot"), ("cold_ms", "alone, cold"))
+    for j, (key, label) in enumerate(keys):
+        xs = [i + (j - 1) * 0.27 for i in range(len(rows))]
+        ax.bar(xs, [r[key] * r["calls"] for r in rows], width=0.27, label=label)
+    ax.set_xticks(range(len(rows)), [str(i) for i in range(len(rows))])
+    ax.set_xlabel("task (heaviest first; names in summary.md)")
+    ax.set_ylabel("ms per inference (x calls)")
+    ax.legend()
+    path = os.path.join(out, "gap_probe.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _sum(rows: list[dict[str, Any]], key: str) -> float:
     return sum(r[key] * r["calls"] for r in rows)
 
@@ -157,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['function']} | {r['kind']} | {r['calls']} | {r['in_model_ms']:.3f} | {r['hot_ms']:.3f} | "
             f"{r['cold_ms']:.3f} | {r['in_model_over_hot']:.2f}x | {r['in_model_over_cold']:.2f}x |"
         )
+    lines += ["", f"![per task]({os.path.basename(plot(args.out, rows))})"]
     with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
