@@ -30,7 +30,7 @@ from ..target import CpuInfo
 from ..task import template
 from . import _x86
 from ._spaces import start_schedule
-from .conv2d import conv2d_flop, conv2d_reference
+from .conv2d import _divisors, conv2d_flop, conv2d_reference
 
 __all__ = [
     "conv2d_nchwc",
@@ -131,10 +131,6 @@ def conv2d_nchwc_reference(data: np.ndarray, kernel: np.ndarray, args: tuple) ->
     COb, CIb, KH, KW, ic_bn, oc_bn = kernel.shape
     oihw = kernel.transpose(0, 5, 1, 4, 2, 3).reshape(COb * oc_bn, CIb * ic_bn, KH, KW)
     return pack_nchwc(conv2d_reference(unpack_nchwc(data), np.ascontiguousarray(oihw), args), oc_bn)
-
-
-def _divisors(n: int, cap: int) -> list[int]:
-    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
 
 
 def _define_knobs(cfg: Any, args: tuple[int, ...], info: CpuInfo, dtype: str) -> None:

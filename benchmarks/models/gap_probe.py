@@ -37,20 +37,14 @@ from adatune.records import load_from_file, pick_best  # noqa: E402
 
 from .._common import load_now, run_meta, write_csv  # noqa: E402
 from ..noise_gate import NoiseGate  # noqa: E402
+from .run_ab import log_target, run_config, tuned_model  # noqa: E402
 
 ARMS = ("in model", "alone, hot", "alone, cold")
 
 
 def _load_run(run_dir: str) -> tuple[am.Model, str, Any]:
-    with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
-        data = json.load(f)
-    run, config = data["models"][0], data["meta"]["config"]
-    log = os.path.join(run_dir, f"records_{run['model']}_{run['arms'][0]['arm']}.jsonl")
-    with open(log, encoding="utf-8") as f:
-        target = adatune.target.create(json.loads(f.readline())["target"])
-    layout = am.resolve_conv_layout(config.get("conv_layout", "NCHW"), target)
-    model = am.load_builtin(run["model"], fast_math=bool(config.get("fast_math")), conv_layout=layout)
-    return model, log, target
+    name, _, log, config = run_config(run_dir)
+    return tuned_model(name, config, log), log, log_target(log)
 
 
 def probe(run_dir: str, rounds: int, number: int, repeat: int) -> list[dict[str, Any]]:

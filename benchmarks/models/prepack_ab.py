@@ -29,18 +29,14 @@ from adatune.models._latency import compiled_latency
 
 from .._common import load_now, run_meta
 from ..noise_gate import NoiseGate, interleaved
+from .run_ab import log_target
 
 LOGS = {"resnet18": "records_resnet18_xgb.jsonl", "bert-base": "records_bert-base_xgb.jsonl"}
 
 
-def _target_of(log: str) -> Any:
-    with open(log, encoding="utf-8") as f:
-        return adatune.target.create(json.loads(f.readline())["target"])
-
-
 def run(name: str, log: str, rounds: int, repeats: int) -> dict[str, Any]:
     model = am.load_builtin(name)
-    target = _target_of(log)
+    target = log_target(log)
     inputs = model.random_inputs(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tasks without a record use their fallback in both builds alike

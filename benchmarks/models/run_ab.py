@@ -14,8 +14,8 @@ Student-t 95% interval on the log ratios.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
+import math
 import os
 import statistics
 import time
@@ -39,7 +39,7 @@ from .seeds import ratio_interval  # noqa: E402
 ENGINES = ("onnxruntime", "pytorch")
 
 
-def _run_config(run_dir: str) -> tuple[str, str, str, dict[str, Any]]:
+def run_config(run_dir: str) -> tuple[str, str, str, dict[str, Any]]:
     """(model, arm, log path, config) of a ``benchmarks.models`` output directory with one model and arm."""
     with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
         data = json.load(f)
@@ -51,35 +51,36 @@ def _run_config(run_dir: str) -> tuple[str, str, str, dict[str, Any]]:
     return run["model"], arm, log, data["meta"]["config"]
 
 
-def _target_of(log: str) -> Any:
+def log_target(log: str) -> Any:
     with open(log, encoding="utf-8") as f:
         return adatune.target.create(json.loads(f.readline())["target"])
 
 
-def _model(name: str, config: dict[str, Any], log: str) -> am.Model:
-    layout = am.resolve_conv_layout(config.get("conv_layout", "NCHW"), _target_of(log))
+def tuned_model(name: str, config: dict[str, Any], log: str) -> am.Model:
+    """The model as a run tuned it: its layout and fast-math setting from the run's config."""
+    layout = am.resolve_conv_layout(config.get("conv_layout", "NCHW"), log_target(log))
     return am.load_builtin(name, fast_math=bool(config.get("fast_math")), conv_layout=layout)
 
 
 def compare(a_dir: str, b_dir: str, labels: tuple[str, str], rounds: int, repeats: int) -> dict[str, Any]:
     a, b = labels
-    name, arm, a_log, a_config = _run_config(a_dir)
-    name_b, _, b_log, b_config = _run_config(b_dir)
+    name, arm, a_log, a_config = run_config(a_dir)
+    name_b, _, b_log, b_config = run_config(b_dir)
     if name_b != name:
         raise ValueError(f"{a_dir} tuned {name}, {b_dir} tuned {name_b}")
-    models = {a: _model(name, a_config, a_log), b: _model(name, b_config, b_log)}
+    models = {a: tuned_model(name, a_config, a_log), b: tuned_model(name, b_config, b_log)}
     logs = {a: a_log, b: b_log}
     inputs = models[a].random_inputs(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # untuned tasks use their fallback in both builds alike
-        built = {k: am.build(m, logs[k], _target_of(logs[k])) for k, m in models.items()}
+        built = {k: am.build(m, logs[k], log_target(logs[k])) for k, m in models.items()}
     outs = {k: c.run(*inputs)[0] for k, c in built.items()}
     diff = float(np.abs(outs[a] - outs[b]).max())
     if diff > 1e-3 * max(1.0, float(np.abs(outs[a]).max())):
         raise RuntimeError(f"{name}: the {a} and {b} builds disagree by {diff}")
     timers = {k: (lambda c=c: settled(compiled_latency(c, inputs, repeats))) for k, c in built.items()}
     for fw in ENGINES:
-        timers[fw] = functools.partial(lambda fw: settled(am.framework_latency(models[a], fw, inputs, repeats)), fw)
+        timers[fw] = lambda fw=fw: settled(am.framework_latency(models[a], fw, inputs, repeats) or math.nan)
     times = interleaved(timers, rounds)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
