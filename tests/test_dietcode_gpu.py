@@ -126,7 +126,9 @@ def _args(tmp_path: os.PathLike, **kw: object) -> argparse.Namespace:
     return argparse.Namespace(**{**base, **kw})
 
 
-def test_runner_phases_time_every_kernel_then_the_best_at_every_t(runner: types.ModuleType, tmp_path: os.PathLike) -> None:
+def test_runner_phases_time_every_kernel_then_the_best_at_every_t(
+    runner: types.ModuleType, tmp_path: os.PathLike
+) -> None:
     batch = _batch(tmp_path, 5)
     runner.Bench = _fake_bench(runner)
     args = _args(tmp_path)
