@@ -97,22 +97,30 @@ def gpu_limit_violation(mod: Any, limits: dict) -> str:
     return ""
 
 
-def thread_extents(mod: Any) -> dict[str, int]:
-    """Largest extent bound to each thread tag (``blockIdx.x``, ``threadIdx.y``, ``vthread.x``...) in the
-    scheduled ``main`` of ``mod``: the kernel's launch grid and block for single-kernel functions."""
+def thread_bindings(mod: Any) -> list[tuple[str, Any]]:
+    """``(thread tag, extent)`` of every loop bound to a thread (``blockIdx.x``, ``threadIdx.y``, ``vthread.x``...)
+    in the scheduled ``main`` of ``mod``; an extent stays symbolic where the PrimFunc's shapes are."""
     import tvm
 
     sch = tvm.s_tir.Schedule(mod)
-    found: dict[str, int] = {}
+    found: list[tuple[str, Any]] = []
     stack = [sch.get_sblock("root")]
     while stack:
         block = stack.pop()
         for loop in sch.get_loops(block):
             stmt = sch.get(loop)
             if stmt.thread_binding is not None:
-                tag = str(stmt.thread_binding.thread_tag)
-                found[tag] = max(found.get(tag, 1), int(stmt.extent))
+                found.append((str(stmt.thread_binding.thread_tag), stmt.extent))
         stack.extend(sch.get_child_blocks(block))
+    return found
+
+
+def thread_extents(mod: Any) -> dict[str, int]:
+    """Largest extent bound to each thread tag in the scheduled ``main`` of ``mod``: the kernel's launch grid and
+    block for single-kernel functions with static shapes."""
+    found: dict[str, int] = {}
+    for tag, extent in thread_bindings(mod):
+        found[tag] = max(found.get(tag, 1), int(extent))
     return found
 
 

@@ -36,6 +36,7 @@ from adatune.dietcode import MicroKernelSpace
 from adatune.dietcode._cost import sample_shapes
 from adatune.dietcode._schedule import schedule_microkernel
 from adatune.dietcode._workloads import DynamicWorkload, bert_workloads
+from adatune.measure._worker import thread_bindings
 
 __all__ = ["export_workload", "kernel_grid", "main"]
 
@@ -44,17 +45,8 @@ _DECL = re.compile(r'extern\s+"C"\s+__global__')
 
 def kernel_grid(sch: tvm.s_tir.Schedule, ts: Sequence[int]) -> tuple[list[int], list[int]]:
     """``(grid_x at each T of ts, block)`` of a scheduled shape-generic kernel (only ``blockIdx.x`` may vary)."""
-    func = sch.mod["main"]
-    t_var = func.params[-1]
-    extents: dict[str, Any] = {}
-    stack = [sch.get_sblock("root")]
-    while stack:
-        block = stack.pop()
-        for loop in sch.get_loops(block):
-            stmt = sch.get(loop)
-            if stmt.thread_binding is not None:
-                extents[str(stmt.thread_binding.thread_tag)] = stmt.extent
-        stack.extend(sch.get_child_blocks(block))
+    t_var = sch.mod["main"].params[-1]
+    extents = dict(thread_bindings(sch.mod))
     bad = sorted(set(extents) - {"blockIdx.x", "threadIdx.x", "threadIdx.y", "threadIdx.z"})
     if bad:
         raise ValueError(f"the kernel binds {bad}; the exporter launches blockIdx.x grids only")
