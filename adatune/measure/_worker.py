@@ -26,6 +26,7 @@ __all__ = [
     "check_and_time",
     "run_candidate",
     "gpu_limit_violation",
+    "thread_bindings",
     "thread_extents",
 ]
 

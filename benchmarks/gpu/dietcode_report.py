@@ -281,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ref = arms(d)
         cub = ref["cublas"]
         cols1 = [d["ts"].index(t) for t in d["ts1"]]
+        key_row = {k: i for i, k in enumerate(d["keys"])}
         cub1 = np.nanmedian(d["cublas_p1"], axis=1)
         w: dict[str, Any] = {
             "kernels": len(d["keys"]),
@@ -317,8 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "deployed": run["deployed"],
                 }
                 for j, t in enumerate(d["ts"]):
+                    at1 = d["p1_med"][key_row[run["chosen"][j]], d["ts1"].index(t)] if t in d["ts1"] else np.nan
                     rows.append([name, feat, seed, t, lat[j], run["chosen"][j], cub[j], ref["per_shape_best"][j],
-                                 ref["padded_largest"][j], ref["bucket16"][j]])  # fmt: skip
+                                 ref["padded_largest"][j], ref["bucket16"][j], at1])  # fmt: skip
             ok = [w["runs"][f"{feat}/{s}"] for s in seeds if "error" not in w["runs"][f"{feat}/{s}"]]
             if ok:
                 for metric in ("speed_vs_cublas", "vs_per_shape_best", "speed_vs_cublas_all_t"):
@@ -329,10 +331,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(os.path.join(args.out, "per_t.csv"), "w", newline="") as f:
         cw = csv.writer(f)
         cw.writerow(["workload", "features", "seed", "T", "dietcode_s", "kernel", "cublas_s", "per_shape_best_s",
-                     "padded_largest_s", "bucket16_s"])  # fmt: skip
+                     "padded_largest_s", "bucket16_s", "dietcode_phase1_s"])  # fmt: skip
         cw.writerows(rows)
     write_summary(report, args)
-    plot(rows, names, os.path.join(args.out, "dietcode_gpu.png"))
+    plot(rows, names, list(plan["phase1_ts"]), os.path.join(args.out, "dietcode_gpu.png"))
     return 0
 
 
@@ -379,7 +381,9 @@ def write_summary(report: dict, args: argparse.Namespace) -> None:
         f.write("\n".join(lines) + "\n")
 
 
-def plot(rows: list, names: list[str], path: str) -> None:
+def plot(rows: list, names: list[str], ts1: list[int], path: str) -> None:
+    """Latency over T per GEMM (seed 0, program features): lines where phase 2 timed the arm, DietCode's choice also
+    as dots at the phase-1 T, where every kernel was timed (its line has gaps where phase 2 did not time it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -393,6 +397,8 @@ def plot(rows: list, names: list[str], path: str) -> None:
         ts = [x[3] for x in r]
         for col, label in ((6, "cuBLAS"), (4, "DietCode (seed 0)"), (7, "per-shape best"), (8, "padded to 128")):
             ax.plot(ts, [x[col] * 1e6 for x in r], label=label, lw=1)
+        dots = [x for x in r if x[3] in ts1]
+        ax.plot([x[3] for x in dots], [x[10] * 1e6 for x in dots], "o", ms=3, color="C1", label="DietCode, phase-1 T")
         ax.set_title(name)
         ax.set_xlabel("T")
         ax.set_ylabel("us")
