@@ -29,21 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.models.seeds import ratio_interval
+
 __all__ = ["main"]
 
 WRONG, NOT_MEASURED, OK = 5, -1, 0
-
-
-def _interval(xs: Sequence[float]) -> tuple[float, float, float]:
-    """Mean and 95% t interval of ``xs`` (the mean alone, twice, for one value)."""
-    from scipy import stats
-
-    a = np.asarray(xs, dtype=np.float64)
-    m = float(a.mean())
-    if len(a) < 2:
-        return m, m, m
-    h = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
-    return m, m - h, m + h
 
 
 def _geomean(xs: Any) -> float:
@@ -73,7 +63,7 @@ def load(batch: str, results: str, only: Sequence[str] = ()) -> tuple[dict, dict
             "keys": keys,
             "p1": p1,
             "p1_err": p1_err,
-            "p1_med": np.where(p1_err == OK, np.nanmedian(np.where(np.isnan(p1), np.nan, p1), axis=2), np.nan),
+            "p1_med": np.where(p1_err == OK, np.nanmedian(p1, axis=2), np.nan),
             "p2_keys": [keys[int(i)] for i in p2_rows],
             "p2": z[f"{name}/p2_seconds"],
             "p2_err": z[f"{name}/p2_error"],
@@ -324,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ok = [w["runs"][f"{feat}/{s}"] for s in seeds if "error" not in w["runs"][f"{feat}/{s}"]]
             if ok:
                 for metric in ("speed_vs_cublas", "vs_per_shape_best", "speed_vs_cublas_all_t"):
-                    w[f"{feat}_{metric}"] = _interval([r[f"geomean_{metric}"] for r in ok])
+                    w[f"{feat}_{metric}"] = ratio_interval([r[f"geomean_{metric}"] for r in ok])
         report["workloads"][name] = w
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(report, f, indent=1, default=float)
@@ -347,8 +337,9 @@ def write_summary(report: dict, args: argparse.Namespace) -> None:
         f"Command: `python -m benchmarks.gpu.dietcode_report --batch {args.batch} --results {args.results} "
         f"--out {args.out} --seeds {args.seeds} --rounds {args.rounds} --per-round {args.per_round}`",
         "",
-        "Speed = cuBLAS seconds / DietCode seconds (> 1: DietCode faster); mean and 95% t interval over the seeds of "
-        "each seed's geomean. Main columns: the T at which phase 1 timed every kernel of the space and cuBLAS in "
+        "Speed = cuBLAS seconds / DietCode seconds (> 1: DietCode faster); geometric mean over the seeds of each "
+        "seed's geomean, with its 95% t interval on the log scale. Main columns: the T at which phase 1 timed every "
+        "kernel of the space and cuBLAS in "
         "one pass (each seed sampled 8 of them for tuning; the others are held out), so every choice is timed and "
         "the per-shape best is exact. `all T`: the range, where phase 2 timed the chosen kernel (the mean number "
         "of T it did not is `missing`). Reference arms (seed-free): speed vs cuBLAS at the same T.",
