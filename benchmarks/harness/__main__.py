@@ -48,6 +48,12 @@ def add_hardware_args(p: argparse.ArgumentParser, workloads: Sequence[str]) -> N
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--n-parallel", type=int, default=2)
     p.add_argument("--space", choices=["knob", "trace"], default="knob", help="the workload's knob or trace task")
+    p.add_argument(
+        "--paper",
+        action="store_true",
+        help="the AdaTune paper's evaluator: number=50 repeat=10 (n=500), micro-batches of 50, deciding from 2; "
+        "the common re-measurement then runs n=500 too",
+    )
 
 
 def _module_name() -> str:
@@ -64,6 +70,23 @@ def _meta(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "load_before": load_now(),  # other work on the machine, reported beside the numbers
         "args": {k: v for k, v in vars(args).items() if k != "func"},
+    }
+
+
+def _hardware_evaluator(args: argparse.Namespace) -> dict[str, Any]:
+    """The runner settings of a hardware study: the flags, or the paper's n=500 preset with ``--paper``."""
+    if getattr(args, "paper", False):
+        paper = dict(ADATUNE_PAPER)
+        coef = args.min_converge_coef if args.min_converge_coef != 0.1 else paper["min_converge_coef"]
+        return {k: v for k, v in paper.items() if k != "min_converge_coef"} | {
+            "min_converge_coef": coef,
+            "common_repeat": paper["repeat"],
+        }
+    return {
+        "number": args.number,
+        "repeat": args.repeat,
+        "min_converge_coef": args.min_converge_coef,
+        "common_repeat": 3 * args.repeat,
     }
 
 
@@ -86,6 +109,8 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
         studies = replay_study(args.sweeps, schemes, seeds, spec, on_seed=save)
     else:
         spec.n_trial, spec.time_budget = 100_000, args.budget
+        evaluator = _hardware_evaluator(args)
+        meta["evaluator"] = evaluator
         gate = NoiseGate()
         gate.probe("before")
         studies = hardware_study(
@@ -93,9 +118,7 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
             schemes,
             seeds,
             spec,
-            args.number,
-            args.repeat,
-            args.min_converge_coef,
+            evaluator,
             args.timeout,
             args.n_parallel,
             getattr(args, "space", "knob"),

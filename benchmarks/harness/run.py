@@ -215,15 +215,18 @@ def replay_study(
     return studies
 
 
-def _options(spec: RunSpec, number: int, repeat: int, coef: float, timeout: float, n_parallel: int) -> dict:
+def _options(evaluator: dict[str, Any], timeout: float, n_parallel: int) -> dict:
+    """The deterministic, adaptive and common evaluators of a study from its runner settings (``number``,
+    ``repeat``, ``min_converge_coef``, ``common_repeat`` and optionally ``micro_batch``/``min_micro_batches``)."""
+    settings = dict(evaluator)
+    coef, common_repeat = settings.pop("min_converge_coef"), settings.pop("common_repeat")
     builder = adatune.LocalBuilder(n_parallel=n_parallel)
-    runner = adatune.LocalRunner(number=number, repeat=repeat, timeout=timeout)
+    runner = adatune.LocalRunner(**settings, timeout=timeout)
+    common = {k: v for k, v in settings.items() if k in ("number", "repeat")} | {"repeat": common_repeat}
     return {
         "DE": adatune.measure_option(builder, runner),
         "AE": adatune.measure_option(builder, runner, min_converge_coef=coef),
-        "common": adatune.measure_option(
-            builder, adatune.LocalRunner(number=number, repeat=3 * repeat, timeout=timeout)
-        ),
+        "common": adatune.measure_option(builder, adatune.LocalRunner(**common, timeout=timeout)),
     }
 
 
@@ -243,20 +246,20 @@ def hardware_study(
     schemes: Sequence[str],
     seeds: Sequence[int],
     spec: RunSpec,
-    number: int = 10,
-    repeat: int = 10,
-    min_converge_coef: float = 0.1,
+    evaluator: dict[str, Any] | None = None,
     timeout: float = 10.0,
     n_parallel: int = 2,
     space: str = "knob",
 ) -> list[dict[str, Any]]:
     """Real measurement: every seed x scheme under the same budget (schemes interleaved, order rotating
     with the seed, so drift hits all alike), then the common re-measurement of every best-so-far config.
-    ``space="trace"`` tunes each workload's trace task (TVM's schedule rules as a probabilistic program)."""
+    ``space="trace"`` tunes each workload's trace task (TVM's schedule rules as a probabilistic program).
+    ``evaluator``: the runner settings (see ``_options``; default 10 x 10 runs, coefficient 0.1, common 10 x 30)."""
+    evaluator = evaluator or {"number": 10, "repeat": 10, "min_converge_coef": 0.1, "common_repeat": 30}
     studies = []
     for wl in workloads:
         task = study_task(wl, space)
-        opts = _options(spec, number, repeat, min_converge_coef, timeout, n_parallel)
+        opts = _options(evaluator, timeout, n_parallel)
         try:
             warm = [MeasureInput(task, c) for c in task.space.random_candidates(np.random.default_rng(0), 2)]
             for opt in opts.values():
@@ -296,7 +299,8 @@ def hardware_study(
                 "workload_key": task.workload_key,
                 "space": task.space.size,
                 "common_gflops": common,
-                "common_evaluator": {"number": number, "repeat": 3 * repeat},
+                "evaluator": evaluator,
+                "common_evaluator": {"number": evaluator["number"], "repeat": evaluator["common_repeat"]},
                 "runs": runs,
             }
         )
