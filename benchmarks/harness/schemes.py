@@ -2,6 +2,7 @@
 
 ==============  ==========================================================================================
 XGB+SA          AutoTVM: XGBoost cost model + simulated annealing, top-``plan_size`` batches (baseline)
+XGB+SA+AE       AutoTVM's search measured by the adaptive evaluator (isolates the evaluator from RFEI+CSA)
 RFEI+SA         AdaTune's random forest + expected improvement instead of XGBoost
 RFEI+CSA        + contextual simulated annealing (uncertainty-driven exploration)
 RFEI+CSA+AE     + the adaptive evaluator: full AdaTune (replay: cut at the recorded micro-batch where it stops)
@@ -80,6 +81,7 @@ SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in (
         Scheme("XGB+SA", _xgb),
+        Scheme("XGB+SA+AE", _xgb, adaptive_evaluator=True),
         Scheme("RFEI+SA", _rfei(False)),
         Scheme("RFEI+CSA", _rfei(True)),
         Scheme("RFEI+CSA+AE", _rfei(True), adaptive_evaluator=True),
