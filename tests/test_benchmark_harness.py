@@ -234,3 +234,25 @@ def test_seed_summary_takes_ratios_inside_each_run_and_counts_seeds_that_never_r
     assert math.isnan(ratio_interval([1.2])[1])
     with pytest.raises(ValueError, match="positive"):
         ratio_interval([1.0, -1.0])
+
+
+def test_the_paper_preset_times_candidates_at_n_500_and_the_adaptive_arm_in_micro_batches_of_50():
+    import argparse
+
+    from benchmarks.harness.__main__ import _hardware_evaluator
+    from benchmarks.harness.run import _options
+
+    flags = argparse.Namespace(paper=True, number=10, repeat=10, min_converge_coef=0.1)
+    evaluator = _hardware_evaluator(flags)
+    opts = _options(evaluator, timeout=60.0, n_parallel=1)
+    try:
+        de, ae, common = (opts[k].runner.eval_config for k in ("DE", "AE", "common"))
+        assert (de.cap_runs, de.min_converge_coef) == (500, None)
+        assert (ae.cap_runs, ae.micro_batch, ae.min_micro_batches, ae.min_converge_coef) == (500, 50, 2, 0.1)
+        assert ae.adaptive_micro_batch * ae.min_micro_batches == 100  # the floor: 20% of n
+        assert (common.cap_runs, common.min_converge_coef) == (500, None)
+    finally:
+        for opt in opts.values():
+            opt.close()
+    plain = _hardware_evaluator(argparse.Namespace(paper=False, number=5, repeat=4, min_converge_coef=0.2))
+    assert plain == {"number": 5, "repeat": 4, "min_converge_coef": 0.2, "common_repeat": 12}

@@ -11,6 +11,7 @@ import tvm
 
 import adatune
 from adatune.dietcode import (
+    DISPATCH_COSTS,
     DietCodeTuner,
     DynamicWorkload,
     HandFeatures,
@@ -22,6 +23,7 @@ from adatune.dietcode import (
     unit_extent,
 )
 from adatune.dietcode._task import static_k
+from adatune.measure import MeasureErrorNo, MeasureResult, ReplayRunner
 
 HOST = adatune.target.host()
 CUDA_SM80 = tvm.target.Target({"kind": "cuda", "arch": "sm_80"}, host="llvm")
@@ -187,6 +189,46 @@ def test_bad_tuner_options_are_named() -> None:
         (dict(features="ast"), "features"),
         (dict(max_kernels=0), "max_kernels"),
         (dict(dispatch_tolerance=-1.0), "dispatch_tolerance"),
+        (dict(dispatch_costs="guessed"), "dispatch_costs"),
     ):
         with pytest.raises(ValueError, match=match):
             DietCodeTuner(wl, HOST, **kw)
+
+
+# ---------------------------------------------------------------------- votes read the timings where there are any
+def _random_table(tuner: DietCodeTuner, rng: np.random.Generator) -> dict:
+    """Every kernel of the space timed at the sampled T with costs the model cannot learn (independent noise)."""
+    table = {}
+    for k in tuner.kernels:
+        points = [{"at": [t], "costs": [float(rng.uniform(1e-4, 1e-3))] * 3} for t in tuner.shapes]
+        total = float(sum(sum(p["costs"]) for p in points))
+        table[(tuner.task.workload_key, k.key)] = MeasureResult(
+            tuple(p["costs"][0] for p in points), MeasureErrorNo.NO_ERROR, total, 0.0, run_time=total,
+            runs=3 * len(points), extra={"points": points},
+        )  # fmt: skip
+    return table
+
+
+def test_sampled_t_vote_on_their_measured_seconds_and_the_rest_on_the_model() -> None:
+    wl = DynamicWorkload("vote_dense", "dense", (40, 96), (1, 16))
+    picks = {}
+    for costs in DISPATCH_COSTS:
+        tuner = DietCodeTuner(
+            wl, HOST, n_shapes=4, rounds=2, kernels_per_round=6, seed=3, dispatch_tolerance=0.0,
+            dispatch_costs=costs, population=16, generations=1,
+        )  # fmt: skip
+        table = _random_table(tuner, np.random.default_rng(7))
+        res = tuner.tune(measure_option=adatune.measure_option(runner=ReplayRunner(table)))
+        measured = list({m.kernel.key: m.kernel for m in res.measurements}.values())
+        seconds = {(m.kernel.key, m.t): m.seconds for m in res.measurements}
+        ts = list(range(1, 17))
+        predicted = res.model.predict(measured, ts)
+        for j, t in enumerate(ts):
+            got = res.kernel_for(t).key
+            if costs == "measured" and t in res.shapes:
+                assert got == min(measured, key=lambda k: seconds[(k.key, t)]).key
+                assert res.predicted[t] == pytest.approx(seconds[(got, t)])
+            else:  # zero tolerance: every T keeps its own vote on the model
+                assert got == measured[int(np.argmin(predicted[:, j]))].key
+        picks[costs] = [res.kernel_for(t).key for t in res.shapes]
+    assert picks["measured"] != picks["predicted"]  # the model misses noise it cannot learn: the votes differ

@@ -25,10 +25,11 @@ from ._search import SEARCHES, propose_kernels
 from ._select import Compression, compress_votes
 from ._space import SM80_LIMITS, MicroKernel, MicroKernelSpace, weight_panel
 from ._task import PREFIX, MicroKernelTask
-from ._tune import DietCodeResult, DietCodeTuner, Measurement
+from ._tune import DISPATCH_COSTS, DietCodeResult, DietCodeTuner, Measurement
 from ._workloads import GEMM_KINDS, DynamicWorkload, bert_workloads, validate_range
 
 __all__ = [
+    "DISPATCH_COSTS",
     "FEATURE_KINDS",
     "GEMM_KINDS",
     "SEARCHES",

@@ -10,7 +10,10 @@ of the range, and that kernel's phase-2 timing at that T is its latency (a kerne
 counted as missing). Arms at each T: cuBLAS (PyTorch, TF32 off, median of the readings before and after the
 T's kernels), the per-shape best (the best of the whole space at phase-1 T, of phase 2's kernels elsewhere),
 padding to the largest T (the best kernel at T = 128, run at 128) and buckets of 16 (each bucket's best at its
-top T). Writes ``results.json``, ``per_t.csv``, ``summary.md`` and ``dietcode_gpu.png``.
+top T). ``--dispatch-costs`` is the tuner's: the sampled T vote on their measured seconds (the default) or on the
+model's predictions; each seed's 8 sampled T are also its tuning data, so the held-out column (the phase-1 T that
+seed did not sample) is the fair comparison of the two. Writes ``results.json``, ``per_t.csv``, ``summary.md`` and
+``dietcode_gpu.png``.
 """
 
 from __future__ import annotations
@@ -99,14 +102,19 @@ def replay_table(task: Any, d: dict, ts1: list[int]) -> dict:
     return table
 
 
-def tune_replayed(d: dict, target: Any, seed: int, features: str, rounds: int, per_round: int) -> dict:
+def tune_replayed(
+    d: dict, target: Any, seed: int, features: str, rounds: int, per_round: int, dispatch_costs: str = "measured"
+) -> dict:
     """One replayed tuning run: the kernel its dispatcher picks at every T, and what it measured and deployed."""
     from adatune.dietcode import DietCodeTuner
     from adatune.dietcode._workloads import DynamicWorkload
     from adatune.measure import ReplayRunner, measure_option
 
     wl = DynamicWorkload.from_json(d["workload"])
-    tuner = DietCodeTuner(wl, target, rounds=rounds, kernels_per_round=per_round, seed=seed, features=features)
+    tuner = DietCodeTuner(
+        wl, target, rounds=rounds, kernels_per_round=per_round, seed=seed, features=features,
+        dispatch_costs=dispatch_costs,
+    )  # fmt: skip
     missing = set(d["keys"]) ^ {k.key for k in tuner.kernels}
     if missing:
         raise ValueError(f"{wl.name}: the exported space and this space differ in {len(missing)} kernels")
@@ -124,12 +132,12 @@ def tune_replayed(d: dict, target: Any, seed: int, features: str, rounds: int, p
 
 def _job(job: tuple) -> tuple:
     """A pool worker: ``(name, features, seed, tune_replayed's dict or an error string)``."""
-    batch, results, ts1, name, target, seed, feat, rounds, per_round = job
+    batch, results, ts1, name, target, seed, feat, rounds, per_round, dispatch_costs = job
     _, data, _ = load(batch, results, [name])
     d = data[name]
     d["ts1"] = ts1
     try:
-        return name, feat, seed, tune_replayed(d, target, seed, feat, rounds, per_round)
+        return name, feat, seed, tune_replayed(d, target, seed, feat, rounds, per_round, dispatch_costs)
     except Exception as err:  # noqa: BLE001 - one arm failing is reported, not fatal
         return name, feat, seed, f"{type(err).__name__}: {err}"
 
@@ -166,17 +174,24 @@ def dietcode_latency(d: dict, chosen: list[str]) -> np.ndarray:
     return lat
 
 
-def run_metrics(d: dict, ref: dict[str, np.ndarray], chosen: list[str], lat: np.ndarray) -> dict[str, Any]:
+def run_metrics(
+    d: dict, ref: dict[str, np.ndarray], chosen: list[str], lat: np.ndarray, sampled: Sequence[int] = ()
+) -> dict[str, Any]:
     """A replayed run against cuBLAS and the per-shape best: first at the phase-1 T, where every kernel and cuBLAS
-    were timed in the same pass (complete, and exact for the per-shape best), then over every T of the range
-    where phase 2 timed the chosen kernel (``missing_ts`` says how many it did not)."""
+    were timed in the same pass (complete, and exact for the per-shape best), and at those of them the run did not
+    sample (``held_out``: no timing there reached the tuner), then over every T of the range where phase 2 timed
+    the chosen kernel (``missing_ts`` says how many it did not)."""
     cub1 = np.nanmedian(d["cublas_p1"], axis=1)
     rows = {k: i for i, k in enumerate(d["keys"])}
     lat1 = np.array([d["p1_med"][rows[chosen[d["ts"].index(t)]], c] for c, t in enumerate(d["ts1"])])
     best1 = np.nanmin(d["p1_med"], axis=0)
     speed1 = cub1 / lat1
     speed = ref["cublas"] / lat
+    held = np.array([t not in set(sampled) for t in d["ts1"]])
     return {
+        "geomean_speed_vs_cublas_held_out": _geomean(speed1[held]),
+        "geomean_vs_per_shape_best_held_out": _geomean((lat1 / best1)[held]),
+        "ts_held_out": int(held.sum()),
         "geomean_speed_vs_cublas": _geomean(speed1),
         "min_speed_vs_cublas": float(np.nanmin(speed1)),
         "ts_at_or_above_0.9": int(np.sum(speed1 >= 0.9)),
@@ -188,10 +203,14 @@ def run_metrics(d: dict, ref: dict[str, np.ndarray], chosen: list[str], lat: np.
     }
 
 
-def reuse(out_dir: str) -> dict[tuple[str, str, int], dict]:
-    """The replayed runs an earlier report wrote (its per-T choices and run facts), keyed (workload, features, seed)."""
+def reuse(out_dir: str, dispatch_costs: str) -> dict[tuple[str, str, int], dict]:
+    """The replayed runs an earlier report wrote (its per-T choices and run facts), keyed (workload, features, seed);
+    it must have voted on the same costs (reports older than the option voted on predictions)."""
     with open(os.path.join(out_dir, "results.json")) as f:
         old = json.load(f)
+    theirs = old["tuning"].get("dispatch_costs", "predicted")
+    if theirs != dispatch_costs:
+        raise ValueError(f"{out_dir} voted on {theirs} costs; pass --dispatch-costs {theirs} to reuse its runs")
     chosen: dict[tuple[str, str, int], list[str]] = {}
     with open(os.path.join(out_dir, "per_t.csv")) as f:
         for row in csv.DictReader(f):
@@ -237,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workloads", default="")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--reuse", default="", help="an earlier --out of this report: its runs' choices, not re-tuned")
+    p.add_argument("--dispatch-costs", default="measured", choices=("measured", "predicted"))
     args = p.parse_args(argv)
     plan, data, meta = load(args.batch, args.results)
     names = [n for n in (args.workloads.split(",") if args.workloads else plan["workloads"]) if n in data]
@@ -248,17 +268,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "device": meta.get("nvidia_smi", ""),
         "plan": plan,
         "runner": meta.get("args", {}),
-        "tuning": {"rounds": args.rounds, "kernels_per_round": args.per_round, "n_shapes": plan["n_shapes"]},
+        "tuning": {
+            "rounds": args.rounds,
+            "kernels_per_round": args.per_round,
+            "n_shapes": plan["n_shapes"],
+            "dispatch_costs": args.dispatch_costs,
+        },
         "workloads": {},
     }
     rows = []
+    costs = args.dispatch_costs
     jobs = [
-        (args.batch, args.results, list(plan["phase1_ts"]), n, target, s, f, args.rounds, args.per_round)
+        (args.batch, args.results, list(plan["phase1_ts"]), n, target, s, f, args.rounds, args.per_round, costs)
         for n in names
         for f in feats
         for s in seeds
     ]
-    done = reuse(args.reuse) if args.reuse else {}
+    done = reuse(args.reuse, args.dispatch_costs) if args.reuse else {}
     jobs = [j for j in jobs if (j[3], j[6], j[5]) not in done]
     with ProcessPoolExecutor(args.jobs) as pool:
         for name, feat, seed, run in pool.map(_job, jobs):
@@ -300,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 lat = dietcode_latency(d, run["chosen"])
                 w["runs"][f"{feat}/{seed}"] = {
-                    **run_metrics(d, ref, run["chosen"], lat),
+                    **run_metrics(d, ref, run["chosen"], lat, run["shapes"]),
                     "kernels_deployed": len(run["deployed"]),
                     "kernels_measured": run["measured"],
                     "sampled_ts": run["shapes"],
@@ -313,7 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  ref["padded_largest"][j], ref["bucket16"][j], at1])  # fmt: skip
             ok = [w["runs"][f"{feat}/{s}"] for s in seeds if "error" not in w["runs"][f"{feat}/{s}"]]
             if ok:
-                for metric in ("speed_vs_cublas", "vs_per_shape_best", "speed_vs_cublas_all_t"):
+                for metric in (
+                    "speed_vs_cublas",
+                    "vs_per_shape_best",
+                    "speed_vs_cublas_all_t",
+                    "speed_vs_cublas_held_out",
+                    "vs_per_shape_best_held_out",
+                ):
                     w[f"{feat}_{metric}"] = ratio_interval([r[f"geomean_{metric}"] for r in ok])
         report["workloads"][name] = w
         with open(os.path.join(args.out, "results.json"), "w") as f:
@@ -335,19 +367,23 @@ def write_summary(report: dict, args: argparse.Namespace) -> None:
         f"Device: `{report['device'].strip().splitlines()[-1] if report['device'] else '?'}`",
         "",
         f"Command: `python -m benchmarks.gpu.dietcode_report --batch {args.batch} --results {args.results} "
-        f"--out {args.out} --seeds {args.seeds} --rounds {args.rounds} --per-round {args.per_round}`",
+        f"--out {args.out} --seeds {args.seeds} --rounds {args.rounds} --per-round {args.per_round} "
+        f"--dispatch-costs {args.dispatch_costs}`",
         "",
         "Speed = cuBLAS seconds / DietCode seconds (> 1: DietCode faster); geometric mean over the seeds of each "
         "seed's geomean, with its 95% t interval on the log scale. Main columns: the T at which phase 1 timed every "
         "kernel of the space and cuBLAS in "
         "one pass (each seed sampled 8 of them for tuning; the others are held out), so every choice is timed and "
         "the per-shape best is exact. `all T`: the range, where phase 2 timed the chosen kernel (the mean number "
-        "of T it did not is `missing`). Reference arms (seed-free): speed vs cuBLAS at the same T.",
+        "of T it did not is `missing`). `held out`: the phase-1 T a seed did not sample (11 of 19 for seeds 0-2), "
+        f"where no timing reached its tuner. Sampled T vote on {args.dispatch_costs} costs. Reference arms "
+        "(seed-free): speed vs cuBLAS at the same T.",
         "",
-        "| workload | DietCode vs cuBLAS | hand-feature f_MK | latency / per-shape best | worst T (seed 0) | "
+        "| workload | DietCode vs cuBLAS | hand-feature f_MK | latency / per-shape best | held out: vs cuBLAS | "
+        "held out: / per-shape best | worst T (seed 0) | "
         "T >= 0.9x (seed 0) | kernels deployed (seed 0) | all T (missing) | padded to 128 | buckets of 16 | "
         "per-shape best | random per-shape trials to 5% | cuBLAS drift | replay spread |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def ci(v: Any) -> str:
@@ -360,7 +396,8 @@ def write_summary(report: dict, args: argparse.Namespace) -> None:
         missing = np.mean([r["missing_ts"] for r in runs]) if runs else float("nan")
         lines.append(
             f"| {name} | {ci(w.get('program_speed_vs_cublas'))} | {ci(w.get('hand_speed_vs_cublas'))} | "
-            f"{ci(w.get('program_vs_per_shape_best'))} | {s0.get('min_speed_vs_cublas', float('nan')):.3f} | "
+            f"{ci(w.get('program_vs_per_shape_best'))} | {ci(w.get('program_speed_vs_cublas_held_out'))} | "
+            f"{ci(w.get('program_vs_per_shape_best_held_out'))} | {s0.get('min_speed_vs_cublas', float('nan')):.3f} | "
             f"{s0.get('ts_at_or_above_0.9', '-')} of {s0.get('ts_evaluated', '-')} | "
             f"{s0.get('kernels_deployed', '-')} | "
             f"{ci(w.get('program_speed_vs_cublas_all_t'))} ({missing:.0f}) | "
