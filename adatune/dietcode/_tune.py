@@ -273,15 +273,15 @@ class DietCodeTuner(Tuner):
         candidates = [k for key, k in valid.items() if key not in failed]  # wrong anywhere: never deployed
         lo, hi = self.workload.t_range
         ts = list(range(lo, hi + 1))
-        pred = self.model.predict(candidates, ts)
+        costs = self.model.predict(candidates, ts)
         if self.dispatch_costs == "measured":
             timed = self._measured_matrix(candidates, ts)
-            pred = np.where(np.isfinite(timed), timed, pred)
-        comp = compress_votes(pred, ts, self.dispatch_tolerance, self.max_kernels, int(self.seed or 0))
+            costs = np.where(np.isfinite(timed), timed, costs)
+        comp = compress_votes(costs, ts, self.dispatch_tolerance, self.max_kernels, int(self.seed or 0))
         votes = [candidates[i].key for i in comp.labels]
         dispatcher = ShapeDispatcher.fit(ts, votes, (lo, hi), random_state=int(self.seed or 0))
         kernels = [next(k for k in candidates if k.key == label) for label in dispatcher.labels]
-        predicted = {t: float(pred[i, j]) for j, (t, i) in enumerate(zip(ts, comp.labels))}
+        predicted = {t: float(costs[i, j]) for j, (t, i) in enumerate(zip(ts, comp.labels))}
         return DietCodeResult(
             self.workload,
             self.target,

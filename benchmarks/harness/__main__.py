@@ -76,12 +76,8 @@ def _meta(args: argparse.Namespace, mode: str) -> dict[str, Any]:
 def _hardware_evaluator(args: argparse.Namespace) -> dict[str, Any]:
     """The runner settings of a hardware study: the flags, or the paper's n=500 preset with ``--paper``."""
     if getattr(args, "paper", False):
-        paper = dict(ADATUNE_PAPER)
-        coef = args.min_converge_coef if args.min_converge_coef != 0.1 else paper["min_converge_coef"]
-        return {k: v for k, v in paper.items() if k != "min_converge_coef"} | {
-            "min_converge_coef": coef,
-            "common_repeat": paper["repeat"],
-        }
+        # the flag's default coefficient is the paper's (0.1); a given one is kept
+        return ADATUNE_PAPER | {"min_converge_coef": args.min_converge_coef, "common_repeat": ADATUNE_PAPER["repeat"]}
     return {
         "number": args.number,
         "repeat": args.repeat,

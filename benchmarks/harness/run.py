@@ -222,7 +222,7 @@ def _options(evaluator: dict[str, Any], timeout: float, n_parallel: int) -> dict
     coef, common_repeat = settings.pop("min_converge_coef"), settings.pop("common_repeat")
     builder = adatune.LocalBuilder(n_parallel=n_parallel)
     runner = adatune.LocalRunner(**settings, timeout=timeout)
-    common = {k: v for k, v in settings.items() if k in ("number", "repeat")} | {"repeat": common_repeat}
+    common = {"number": settings["number"], "repeat": common_repeat}
     return {
         "DE": adatune.measure_option(builder, runner),
         "AE": adatune.measure_option(builder, runner, min_converge_coef=coef),
