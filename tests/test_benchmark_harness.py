@@ -4,6 +4,7 @@ evaluator, and the trace-space study task. Nothing here is timed; the gate is fe
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -104,6 +105,56 @@ def test_regret_area_compares_how_close_runs_stayed_to_the_optimum():
     # A's mean regret 6 * 0.5 / 8, B's 2 * 0.5 / 8: B's area is a third of A's
     assert rows["regret area"]["median"] == pytest.approx(3.0)
     assert rows["final best"]["median"] == pytest.approx(1.0)
+
+
+def test_live_runs_are_compared_within_their_budget_and_late_trials_are_not_counted(tmp_path):
+    from benchmarks.harness.report import write_report
+
+    def run(scheme: str, seed: int, gflops: list[float], step: float) -> dict:
+        trials, best = [], 0.0
+        for i, g in enumerate(gflops):
+            best = max(best, g)
+            trials.append({"clock": step * (i + 1), "best_gflops": best, "gflops": g, "key": f"{scheme}{i}"})
+        return {
+            "scheme": scheme,
+            "seed": seed,
+            "trials": trials,
+            "clock": step * len(gflops),
+            "best_gflops": best,
+            "refits": 0,
+            "search_time": 0.0,
+        }
+
+    runs = []
+    for seed in range(4):  # A's best (100) lands at 12 s, past the 10 s budget; B reaches 80 at 4 s
+        runs.append(run("A", seed, [10.0, 20.0, 100.0], 4.0))
+        runs.append(run("B", seed, [50.0, 80.0], 2.0))
+    common = {t["key"]: t["gflops"] for r in runs for t in r["trials"]}
+    study = {
+        "mode": "hardware",
+        "workload": "w",
+        "task": "t",
+        "common_gflops": common,
+        "runs": runs,
+        "time_budget": 10.0,
+    }
+    meta = {
+        "host": {},
+        "command": "test",
+        "schemes": ["A", "B"],
+        "baseline": "A",
+        "target_fraction": 0.75,
+        "mode": "hardware",
+    }
+    rows = {r["metric"]: r for r in write_report(str(tmp_path), "t", meta, [study])["stats"]}
+    # cut at 10 s the reference is 80 (B's), the target 60: A never reaches it (censored at 10 s, not 12 s)
+    assert rows["seconds"]["scheme_reached"] == 4 and rows["seconds"]["baseline_reached"] == 0
+    assert rows["seconds"]["median"] == pytest.approx(10.0 / 4.0)
+    assert rows["final best"]["median"] == pytest.approx(80.0 / 20.0)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "cut at its budget (10 s)" in summary and "4 trial(s)" in summary
+    kept = json.loads((tmp_path / "results.json").read_text())["studies"][0]["runs"][0]["trials"]
+    assert len(kept) == 3  # the raw results keep the late trial
 
 
 def test_the_memory_probe_gates_too_and_older_readings_without_it_still_pass():
@@ -256,3 +307,21 @@ def test_the_paper_preset_times_candidates_at_n_500_and_the_adaptive_arm_in_micr
             opt.close()
     plain = _hardware_evaluator(argparse.Namespace(paper=False, number=5, repeat=4, min_converge_coef=0.2))
     assert plain == {"number": 5, "repeat": 4, "min_converge_coef": 0.2, "common_repeat": 12}
+
+
+def test_trace_search_summary_compares_each_arm_with_the_template_seed_by_seed():
+    from benchmarks.trace_search.report import summarise
+    from benchmarks.trace_search.run import ArmResult
+
+    runs = [
+        ArmResult("dense-1024", "knob-xgb", 0, trials=16, best=0.010),
+        ArmResult("dense-1024", "knob-xgb", 1, trials=16, best=0.020),
+        ArmResult("dense-1024", "trace-xgb", 0, trials=16, best=0.040),  # 4x slower than seed 0's template
+        ArmResult("dense-1024", "trace-xgb", 1, trials=16, best=0.020),  # as fast as seed 1's
+        ArmResult("dense-1024", "trace-rfei", 0, trials=0, error="RuntimeError: boom"),
+    ]
+    rows = {r["arm"]: r for r in summarise(runs)}
+    assert rows["trace-xgb"]["speed_vs_knob_xgb"] == pytest.approx(0.5)  # geomean of 1/4 and 1
+    assert (rows["trace-xgb"]["best_ms_min"], rows["trace-xgb"]["best_ms_max"]) == pytest.approx((20.0, 40.0))
+    assert rows["knob-xgb"]["speed_vs_knob_xgb"] == pytest.approx(1.0)
+    assert rows["trace-rfei"]["failed"] == 1 and rows["trace-rfei"]["errors"] == ["RuntimeError: boom"]

@@ -26,7 +26,7 @@ import time
 import tvm
 
 import adatune
-from adatune.dietcode import FEATURE_KINDS, SEARCHES, bert_workloads, validate_range
+from adatune.dietcode import DISPATCH_COSTS, FEATURE_KINDS, SEARCHES, bert_workloads, validate_range
 from adatune.reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 
@@ -60,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dietcode-search", default="evolutionary", choices=list(SEARCHES))
     p.add_argument("--dietcode-features", default="program", choices=list(FEATURE_KINDS))
     p.add_argument("--dispatch-tolerance", type=float, default=0.01, help="predicted loss allowed for fewer kernels")
+    p.add_argument(
+        "--dispatch-costs",
+        default="measured",
+        choices=list(DISPATCH_COSTS),
+        help="what the sampled T vote on: their measured seconds (the model fills the rest) or predictions only",
+    )
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds of every arm at every T")
     p.add_argument("--repeat", type=int, default=3, help="time_evaluator repeats per timing of a TVM kernel")
     p.add_argument("--min-repeat-ms", type=int, default=10)
@@ -83,7 +89,7 @@ def _config(args: argparse.Namespace) -> BenchConfig:
         (lo, hi), sampled, args.bucket, args.static_trials, args.dietcode_shapes, args.dietcode_rounds,
         args.dietcode_per_round, args.dietcode_max_kernels, args.repeat, args.min_repeat_ms, args.vendor_repeats,
         args.vendor_threads, args.seed, args.timeout, args.n_parallel, args.static_converge, args.dietcode_search,
-        args.dietcode_features, args.dispatch_tolerance, args.rounds,
+        args.dietcode_features, args.dispatch_tolerance, args.rounds, args.dispatch_costs,
     )  # fmt: skip
 
 
@@ -180,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 "search": cfg.dietcode_search,
                 "features": cfg.dietcode_features,
                 "dispatch_tolerance": cfg.dispatch_tolerance,
+                "dispatch_costs": cfg.dispatch_costs,
             },
             "config": vars(args),
             "failed": failed,

@@ -76,6 +76,7 @@ class BenchConfig:
     dietcode_features: str = "program"
     dispatch_tolerance: float = 0.01
     rounds: int = 5  # interleaved timing rounds of every arm at every T
+    dispatch_costs: str = "measured"  # what the sampled T vote on (adatune.dietcode.DISPATCH_COSTS)
 
 
 @dataclass
@@ -268,6 +269,7 @@ def run_dietcode(
         search=cfg.dietcode_search,
         features=cfg.dietcode_features,
         dispatch_tolerance=cfg.dispatch_tolerance,
+        dispatch_costs=cfg.dispatch_costs,
         log_file=log_file,
         repeat=3,
         min_repeat_ms=10,
@@ -308,6 +310,7 @@ def run_dietcode(
         "trees_tried": res.compression.tried if res.compression else [],
         "search": cfg.dietcode_search,
         "features": cfg.dietcode_features,
+        "dispatch_costs": cfg.dispatch_costs,
         "dispatcher_c": res.dispatcher.to_c_source(f"{wl.name}_dispatch"),
         "dispatch_call_seconds": dispatch_s,
         "predicted": {t: res.predicted[t] for t in latency},

@@ -121,6 +121,8 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
         )
         gate.probe("after")
         meta["noise_gate"], meta["noise_sentence"] = gate.to_json(), gate.sentence()
+        for st in studies:
+            st["time_budget"] = args.budget
     meta["load_after"] = load_now()
     return write_report(args.out, args.title or default_title, meta, studies)
 
@@ -147,6 +149,8 @@ def combine(inputs: Sequence[str], out: str, title: str, fraction: float | None)
     for p in parts:
         for st in p["studies"]:
             st.setdefault("host", p["meta"]["host"])
+            if st.get("mode") == "hardware":  # studies written before the budget was recorded in them
+                st.setdefault("time_budget", p["meta"]["args"].get("budget"))
             studies.append(st)
     return write_report(out, title, meta, studies)
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._common import load_sentence, write_csv
-from .stats import SpeedupStat, best_curve, cost_to_target, speedup_stat, study_target
+from .stats import SpeedupStat, best_curve, cost_to_target, speedup_stat, study_target, within_budget
 
 __all__ = ["write_report", "study_stats"]
 
@@ -98,6 +98,19 @@ def _fmt_row(r: dict[str, Any]) -> str:
     return f"{head} | {r['median']:.2f}x | {ci} | {p} | {r['verdict']} |"
 
 
+def _cut_sentence(studies: Sequence[dict[str, Any]]) -> str:
+    """Says where runs were cut at their time budget (``within_budget``), and how many trials that dropped."""
+    budgets = sorted({float(s["time_budget"]) for s in studies if s.get("time_budget")})
+    if not budgets:
+        return ""
+    cut = sum(int(s.get("cut_trials", 0)) for s in studies)
+    return (
+        f" Every run is cut at its budget ({', '.join(f'{b:g}' for b in budgets)} s), so all arms are compared "
+        f"over the same window: {cut} trial(s) that finished after it (a batch begun before the budget ran out) "
+        "are not counted; results.json keeps them."
+    )
+
+
 def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     host = meta["host"]
     lines = [
@@ -124,7 +137,7 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
             "measurements). Partial sweeps are searched as restricted spaces: exactly the recorded configs."
             if meta["mode"] == "replay"
             else "Seconds = the tuner clock (search + build + measurement); best-so-far values are the common "
-            "high-repeat re-measurements of each run's incumbents."
+            "high-repeat re-measurements of each run's incumbents." + _cut_sentence(studies)
         ),
         "",
         "## Workloads",
@@ -228,9 +241,10 @@ def _plot(out: str, studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]
 def write_report(out: str, title: str, meta: dict[str, Any], studies: list[dict[str, Any]]) -> dict[str, Any]:
     """Everything to ``out``; returns the statistics rows and the written files."""
     os.makedirs(out, exist_ok=True)
+    raw, studies = studies, [within_budget(s) for s in studies]  # results.json keeps every trial
     rows = study_stats(studies, meta["schemes"], meta["baseline"], meta["target_fraction"])
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "studies": studies, "stats": rows}, f)
+        json.dump({"meta": meta, "studies": raw, "stats": rows}, f)
     run_rows = []
     for s in studies:
         target = study_target(s, meta["target_fraction"])

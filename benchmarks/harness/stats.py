@@ -4,6 +4,8 @@ intervals (``scipy.stats.bootstrap``) and a paired rank test (``scipy.stats.wilc
 A run that never reaches the target within its budget is censored: its cost counts as its whole budget,
 which makes its speedup a bound in the direction that favours the other scheme (never an invented number).
 Pairs where neither run reached the target carry no information and are left out (and counted).
+A live study compares its runs over the same window: ``within_budget`` cuts every run at the time budget (a tuner
+checks the budget between batches, so a batch of slow candidates can finish past it).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-__all__ = ["best_curve", "cost_to_target", "SpeedupStat", "speedup_stat", "study_target"]
+__all__ = ["best_curve", "cost_to_target", "SpeedupStat", "speedup_stat", "study_target", "within_budget"]
 
 
 def best_curve(run: dict[str, Any], common: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -32,6 +34,29 @@ def best_curve(run: dict[str, Any], common: dict[str, float] | None = None) -> t
             best = max(best, common.get(t["key"], 0.0))
         out.append(best)
     return clocks, np.asarray(out, dtype=np.float64)
+
+
+def within_budget(study: dict[str, Any]) -> dict[str, Any]:
+    """``study`` with every run cut at its ``time_budget`` (tuner-clock seconds; none: unchanged): trials that
+    finished after it are dropped, the run's clock is capped at it, and the common re-measurements keep only
+    the incumbents some run found within it, so the target is what the arms could reach in the same window."""
+    budget = study.get("time_budget")
+    if not budget:
+        return study
+    runs = []
+    for run in study["runs"]:
+        trials = [t for t in run["trials"] if t["clock"] <= budget]
+        best = max((float(t["gflops"]) for t in trials), default=0.0)
+        runs.append(run | {"trials": trials, "clock": min(float(run["clock"]), float(budget)), "best_gflops": best})
+    common = study.get("common_gflops")
+    if common is not None:
+        found = {t["key"] for run in runs for t in run["trials"]}
+        common = {k: v for k, v in common.items() if k in found}
+    return study | {
+        "runs": runs,
+        "common_gflops": common,
+        "cut_trials": sum(len(a["trials"]) - len(b["trials"]) for a, b in zip(study["runs"], runs)),
+    }
 
 
 def cost_to_target(

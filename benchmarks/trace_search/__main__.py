@@ -7,6 +7,11 @@ RFEICostModel, ``ms+search``: ContextualEvolutionarySearch) and with all four (`
 ``TraceSearchTuner`` with XGB and with RFEI + contextual exploration + the adaptive evaluator, and on dense and
 batch-matmul (which have knob templates) the knob tuners XGBTuner and RFEITuner.
 
+Measurement: the noise gate (``benchmarks.noise_gate``) probes the host before the first arm and after the last;
+seeds are interleaved (seed s of every arm before seed s+1, the arm order rotating); when a workload's arms are
+done, every arm's best program is re-timed in turns (``--retime-rounds`` rounds, the median), so a comparison
+of best latencies is not a comparison of the minutes at which the arms ran.
+
 Full run (4 workloads, 10 arms, 32 trials, 1 seed; not timed as a whole: at 32 trials one arm took 17-55 s on
 bmm-bert-nt and, at 16 trials, 30-140 s on dense-1024, so expect most of an hour on a 2-core machine)::
 
@@ -26,13 +31,15 @@ import platform
 import sys
 import tempfile
 import time
+from typing import Any
 
 import adatune
 from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, run_meta
+from ..noise_gate import NoiseGate
 from .report import plot, summarise, write_json, write_markdown
-from .run import ARMS, ArmResult, RunConfig, run_arm
+from .run import ARMS, ArmResult, RunConfig, retime, run_arm
 from .workloads import WORKLOADS, make
 
 
@@ -66,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="start no arm after this many minutes (the ones left are listed as skipped in the summary)",
     )
+    p.add_argument(
+        "--retime-rounds", type=int, default=7, help="rounds of the common re-timing of every arm's best, in turns"
+    )
     p.add_argument("--out", default="benchmarks/results/trace_search")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -94,51 +104,65 @@ def main(argv: list[str] | None = None) -> int:
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
     load_before = load_now()
     target = adatune.target.host()
+    host = adatune.target.describe_host()
     import tvm.s_tir.tensor_intrin  # noqa: F401 - pay MetaSchedule's one-off import before any arm's clock
 
     results: list[ArmResult] = []
     skipped: list[str] = []
+    gate = NoiseGate()  # the probe before every arm and after the common re-timing
+    noise: dict[str, Any] = {}
 
     def write(figures: bool) -> list[str]:
         """Results so far as JSON and summary (after every arm: a run cut off keeps them), plots at the end."""
         rows = summarise(results)
         meta = {
             **run_meta("benchmarks.trace_search", argv, started, t0, load_before),
-            "host": f"{platform.node()} ({adatune.target.describe_host()['model']}, {os.cpu_count()} CPUs)",
+            "host": f"{platform.node()} ({host['model']}, ISA {host.get('isa')}, {os.cpu_count()} CPUs)",
             "target": str(target),
             "tvm": tvm.__version__,
             "trials": args.trials,
             "seeds": args.seeds,
             "config": vars(cfg),
             "skipped": skipped,
+            "noise_gate": noise.get("gate"),
+            "noise_sentence": noise.get("sentence"),
+            "retime_rounds": args.retime_rounds,
         }
         write_json(os.path.join(args.out, "results.json"), meta, results, rows)
         made = plot(args.out, results, rows) if figures and results else []
         write_markdown(os.path.join(args.out, "summary.md"), meta, rows, made)
         return made
 
+    gate.probe("before")
     for name in args.workloads:
         if args.max_minutes is not None and time.perf_counter() - t0 > 60 * args.max_minutes:
             skipped += [f"{name} (all arms)"]
             continue
         wl = make(name, target)
-        for seed in args.seeds:
-            for arm in args.arms:
-                if arm.startswith("knob") and wl.knob_task is None:
-                    continue
+        arms = [a for a in args.arms if not (a.startswith("knob") and wl.knob_task is None)]
+        bests: list[tuple[ArmResult, Any]] = []
+        for k, seed in enumerate(args.seeds):
+            for arm in arms[k % len(arms) :] + arms[: k % len(arms)]:  # the arm order rotates with the seed
                 if args.max_minutes is not None and time.perf_counter() - t0 > 60 * args.max_minutes:
                     skipped.append(f"{name} {arm} seed {seed}")
                     continue
-                res = run_arm(arm, wl, seed, cfg)
+                res, best = run_arm(arm, wl, seed, cfg)
                 results.append(res)
+                if best is not None:
+                    bests.append((res, best))
                 print(
-                    f"{name:>20} seed {seed} {arm:>11}: {res.trials:3d} trials, best "
-                    f"{res.best * 1e3:9.4f} ms (own {res.own_best * 1e3:9.4f}), correct {res.correct}, "
-                    f"build {res.build_per_candidate:.3f} s/cand, wall {res.wall:6.1f} s"
+                    f"{name:>20} seed {seed} {arm:>11}: {res.trials:3d} trials, own best "
+                    f"{res.own_best * 1e3:9.4f} ms, build {res.build_per_candidate:.3f} s/cand, wall {res.wall:6.1f} s"
                     + (f"  ERROR {res.error}" if res.error else ""),
                     flush=True,
                 )
                 write(figures=False)
+        for (res, _), (sec, ok) in zip(bests, retime([m for _, m in bests], wl, rounds=args.retime_rounds)):
+            res.best, res.correct = sec, ok
+            print(f"{name:>20} seed {res.seed} {res.arm:>11}: re-timed {sec * 1e3:9.4f} ms, correct {ok}", flush=True)
+        write(figures=False)
+    gate.probe("after")
+    noise.update(gate=gate.to_json(), sentence=gate.sentence(), passed=gate.passed)
     figures = write(figures=True)
     print(f"wrote {args.out}/results.json, summary.md and {len(figures)} figures")
     return 0

@@ -25,6 +25,7 @@ def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
     """Per (workload, arm): means over seeds of the re-timed best, own best, wall to stock's final best
     (same seed, each arm's own measurements), build seconds per candidate and wall seconds."""
     stock = {(r.workload, r.seed): r.own_best for r in results if r.arm == "ms-stock" and not r.error}
+    knob = {(r.workload, r.seed): r.best for r in results if r.arm == "knob-xgb" and not r.error}
     groups: dict[tuple[str, str], list[ArmResult]] = defaultdict(list)
     for r in results:
         groups[(r.workload, r.arm)].append(r)
@@ -37,10 +38,20 @@ def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
             finite = [v for v in values if math.isfinite(v)]
             return float(np.mean(finite)) if finite else math.inf
 
+        bests = [r.best * 1e3 for r in ok if math.isfinite(r.best)]
+        # the issue's yardstick: the knob template's best (XGB, same trials and seed) over the arm's, per seed
+        vs_knob = [
+            knob[(r.workload, r.seed)] / r.best
+            for r in ok
+            if math.isfinite(r.best) and math.isfinite(knob.get((r.workload, r.seed), math.inf))
+        ]
         rows.append(
             {
                 "workload": workload,
                 "arm": arm,
+                "best_ms_min": min(bests, default=math.inf),
+                "best_ms_max": max(bests, default=math.inf),
+                "speed_vs_knob_xgb": float(np.exp(np.mean(np.log(vs_knob)))) if vs_knob else math.inf,
                 "seeds": len(runs),
                 "failed": len(runs) - len(ok),
                 "trials": mean([float(r.trials) for r in ok]),
@@ -87,11 +98,15 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
         f"Host: {meta['host']}; target `{meta['target']}`; {meta['trials']} trials per arm; seeds "
         f"{meta['seeds']}; started {meta['started']}, took {meta['wall_s']:.0f} s.",
         "",
-        load_sentence(meta) + " Arms ran one after another, so wall-clock and latency figures carry the machine's"
-        " noise.",
+        load_sentence(meta) + " Arms ran one after another (seed s of every arm before seed s+1, the arm order"
+        " rotating), so their wall-clock and own figures carry the machine's drift between them.",
         "",
-        "- **best ms**: each arm's best program re-timed by one in-process evaluator (median of 5 x 10 runs),"
-        " checked against the unscheduled program (**ok**);",
+        *([meta["noise_sentence"], ""] if meta.get("noise_sentence") else []),
+        f"- **best ms**: each arm's best program re-timed by one in-process evaluator, every arm's in turns "
+        f"({meta.get('retime_rounds', 7)} rounds, the median; runs of at least 50 ms per timing), checked against"
+        " the unscheduled program (**ok**); the mean over seeds;",
+        "- **speed vs knob-xgb**: the knob template's re-timed best (XGB, same trials and seed) over the arm's,"
+        " geometric mean over seeds (below 1: slower than the template);",
         "- **own best ms**: the arm's own measurement of it (its runner and evaluator);",
         "- **to stock best s**: wall seconds until the arm's own best reached stock `ms.tune_tir`'s final own"
         " best, same seed (`-`: never; evaluators differ, so read it with the own-best column);",
@@ -105,12 +120,14 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
         lines += [
             f"## {workload}",
             "",
-            "| arm | trials | best ms | ok | own best ms | to stock best s (reached) | build s/cand | wall s |",
-            "|---|---|---|---|---|---|---|---|",
+            "| arm | trials | best ms (min-max) | speed vs knob-xgb | ok | own best ms | to stock best s (reached) "
+            "| build s/cand | wall s |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in group:
             lines.append(
-                f"| {r['arm']} | {_fmt(r['trials'])} | {_fmt(r['best_ms'])} | "
+                f"| {r['arm']} | {_fmt(r['trials'])} | {_fmt(r['best_ms'])} ({_fmt(r['best_ms_min'])}-"
+                f"{_fmt(r['best_ms_max'])}) | {_fmt(r['speed_vs_knob_xgb'], 2)}x | "
                 f"{'yes' if r['all_correct'] else 'no'} | {_fmt(r['own_best_ms'])} | "
                 f"{_fmt(r['time_to_stock_best_s'])} ({r['reached_stock']}) | "
                 f"{_fmt(r['build_s_per_candidate'])} | {_fmt(r['wall_s'])} |"

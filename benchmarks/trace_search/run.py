@@ -3,7 +3,8 @@ tuners, each tuning one workload for the same number of trials with the same see
 
 Every arm reports a curve of (wall seconds since it started, best latency it has measured so far), the wall
 seconds its builds took per candidate (build calls timed around the builder, queueing included), and its best
-program, which ``remeasure`` times again with one common evaluator so the arms' best latencies compare.
+program, which ``retime`` times again with one common evaluator, every arm's in turns, so the arms' best
+latencies compare.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from adatune.tuners._trace import TraceSearchTuner
 
 from .workloads import BenchWorkload
 
-__all__ = ["ARMS", "MS_ARMS", "ArmResult", "RunConfig", "run_arm", "remeasure"]
+__all__ = ["ARMS", "MS_ARMS", "ArmResult", "RunConfig", "run_arm", "retime"]
 
 # ms arms: stock ``tune_tir``, each adatune plug-in alone in an otherwise stock call, and all four together
 PLUGINS = ("builder", "runner", "cost-model", "search")
@@ -229,8 +230,17 @@ def _run_adatune(wl: BenchWorkload, seed: int, cfg: RunConfig, out: ArmResult) -
 
 
 # -- common evaluator ----------------------------------------------------------------------------------
-def remeasure(mod: tvm.IRModule, wl: BenchWorkload, number: int = 10, repeat: int = 5) -> tuple[float, bool]:
-    """(median latency in s, output matches the unscheduled program) for a best program, timed in-process."""
+def retime(
+    mods: Sequence[tvm.IRModule], wl: BenchWorkload, rounds: int = 7, min_repeat_ms: int = 50
+) -> list[tuple[float, bool]]:
+    """(median latency in s, output matches the unscheduled program) for every arm's best program.
+
+    Each program is built once and checked, then all are timed in ``rounds`` rounds, one timing of each per
+    round, the order reversed every other round (``noise_gate.interleaved``): the arms' bests were found at
+    different minutes of a shared machine, and re-timing each right after its arm let the host's drift between
+    arms into the comparison (one seed's trace-XGB best read 49 ms by its runner and 95 ms re-timed)."""
+    from ..noise_gate import interleaved
+
     target = wl.trace_task.target
     dev = tvm.cpu()
     rng = np.random.default_rng(0)
@@ -245,24 +255,28 @@ def remeasure(mod: tvm.IRModule, wl: BenchWorkload, number: int = 10, repeat: in
         return args, lib
 
     ref, _ = run(wl.mod)
-    args, lib = run(mod)
-    correct = all(
-        np.allclose(a.numpy(), r.numpy(), rtol=1e-3, atol=1e-3) for a, r, s in zip(args, ref, specs) if s.is_output
-    )
-    timer = lib.time_evaluator("main", dev, number=number, repeat=repeat, min_repeat_ms=50)
-    return float(np.median(timer(*args).results)), correct
+    correct, timers = [], {}
+    for i, mod in enumerate(mods):
+        try:
+            args, lib = run(mod)
+        except Exception:  # noqa: BLE001 - a best program that no longer builds is reported, not fatal
+            correct.append(False)
+            continue
+        outs = [(a, r) for a, r, s in zip(args, ref, specs) if s.is_output]
+        correct.append(all(np.allclose(a.numpy(), r.numpy(), rtol=1e-3, atol=1e-3) for a, r in outs))
+        timer = lib.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=min_repeat_ms)
+        timers[str(i)] = lambda timer=timer, args=args: float(timer(*args).mean)
+    seconds = interleaved(timers, rounds) if timers else {}
+    return [(float(np.median(seconds[str(i)])) if str(i) in seconds else math.inf, ok) for i, ok in enumerate(correct)]
 
 
-def run_arm(arm: str, wl: BenchWorkload, seed: int, cfg: RunConfig) -> ArmResult:
-    """One arm on one workload and seed; a failure is recorded in ``error``, not raised."""
+def run_arm(arm: str, wl: BenchWorkload, seed: int, cfg: RunConfig) -> tuple[ArmResult, tvm.IRModule | None]:
+    """One arm on one workload and seed, and its best program (``retime`` times them all together); a failure
+    is recorded in ``error``, not raised."""
     out = ArmResult(wl.name, arm, seed)
+    best = None
     try:
-        if arm in MS_ARMS:
-            best = _run_ms(wl, seed, cfg, MS_ARMS[arm], out)
-        else:
-            best = _run_adatune(wl, seed, cfg, out)
-        if best is not None:
-            out.best, out.correct = remeasure(best, wl)
+        best = _run_ms(wl, seed, cfg, MS_ARMS[arm], out) if arm in MS_ARMS else _run_adatune(wl, seed, cfg, out)
     except Exception as err:  # noqa: BLE001 - one broken arm must not lose the others' results
         out.error = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300] if str(err).strip() else ''}"
-    return out
+    return out, best
