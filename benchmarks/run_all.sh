@@ -55,6 +55,11 @@ locked $PY -m benchmarks.kernels_vs_pytorch --stage time --workloads dense-1024 
 locked $PY -m benchmarks.trace_search --workloads softmax-bert dense-1024 --trials 16 --per-iter 8 --batch 8 --max-minutes 9
 locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt --arms ms-stock ms+builder ms+runner ms+cost-model \
   ms+search ms-adatune --trials 32 --per-iter 16 --batch 8 --seeds 0 1 2 --out benchmarks/results/trace_search/plugins
+locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 --arms ms-stock trace-xgb trace-rfei knob-xgb \
+  --trials 16 --per-iter 8 --batch 8 --seeds 0 1 2 --out benchmarks/results/trace_search/seeds3  # ~21 min
+locked $PY -m benchmarks.harness hardware --paper --workloads "dense:M=128,N=768,K=768,space=autotvm" \
+  --schemes XGB+SA RFEI+CSA+AE --seeds 8 --budget 180 --plan-size 16 --batch-size 8 --timeout 60 \
+  --target-fraction 0.9 --out benchmarks/results/large_space/live_paper_qkv_8seeds  # ~55 min
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
 locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~23 min: all six BERT dynamic GEMMs
 locked $PY -m benchmarks.rpc_overhead --out benchmarks/results/rpc_overhead
