@@ -26,14 +26,25 @@ import time
 import tvm
 
 import adatune
-from adatune.dietcode import DISPATCH_COSTS, FEATURE_KINDS, SEARCHES, bert_workloads, validate_range
+from adatune.dietcode import FEATURE_KINDS, SEARCHES, bert_workloads, validate_range
 from adatune.reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, run_meta
 from ..noise_gate import NoiseGate
 from .report import plot, summarise, write_json, write_markdown
-from .run import ARMS, ArmResult, BenchConfig, Retimer, StaticTuner, retime, run_dietcode, run_vendor, serve_padded
+from .run import (
+    ARMS,
+    DISPATCH_COSTS_OPTION,
+    ArmResult,
+    BenchConfig,
+    Retimer,
+    StaticTuner,
+    retime,
+    run_dietcode,
+    run_vendor,
+    serve_padded,
+)
 
 SAMPLED = [5, 24, 43, 62, 81, 100, 119, 128]
 
@@ -62,9 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dispatch-tolerance", type=float, default=0.01, help="predicted loss allowed for fewer kernels")
     p.add_argument(
         "--dispatch-costs",
-        default="measured",
-        choices=list(DISPATCH_COSTS),
-        help="what the sampled T vote on: their measured seconds (the model fills the rest) or predictions only",
+        default=DISPATCH_COSTS_OPTION.default,
+        choices=DISPATCH_COSTS_OPTION.choices,
+        help=DISPATCH_COSTS_OPTION.doc,
     )
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds of every arm at every T")
     p.add_argument("--repeat", type=int, default=3, help="time_evaluator repeats per timing of a TVM kernel")

@@ -41,6 +41,7 @@ __all__ = [
     "ARMS",
     "ArmResult",
     "BenchConfig",
+    "DISPATCH_COSTS_OPTION",
     "Retimer",
     "StaticTuner",
     "retime",
@@ -50,6 +51,8 @@ __all__ = [
 ]
 
 ARMS = ("per-shape", "padded-largest", "buckets", "torch", "numpy", "dietcode")
+#: DietCodeTuner's own declaration of ``dispatch_costs`` (default, choices, doc): the benchmarks' flags read it
+DISPATCH_COSTS_OPTION = next(o for o in DietCodeTuner.declared_options() if o.name == "dispatch_costs")
 
 
 @dataclass
@@ -76,7 +79,7 @@ class BenchConfig:
     dietcode_features: str = "program"
     dispatch_tolerance: float = 0.01
     rounds: int = 5  # interleaved timing rounds of every arm at every T
-    dispatch_costs: str = "measured"  # what the sampled T vote on (adatune.dietcode.DISPATCH_COSTS)
+    dispatch_costs: str = DISPATCH_COSTS_OPTION.default  # what the sampled T vote on
 
 
 @dataclass

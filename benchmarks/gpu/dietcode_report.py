@@ -245,7 +245,7 @@ def random_trials_to(d: dict, within: float = 1.05) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from adatune.dietcode import DISPATCH_COSTS
+    from benchmarks.dietcode.run import DISPATCH_COSTS_OPTION as dispatch_costs
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     p.add_argument("--batch", required=True)
@@ -258,7 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workloads", default="")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--reuse", default="", help="an earlier --out of this report: its runs' choices, not re-tuned")
-    p.add_argument("--dispatch-costs", default="measured", choices=DISPATCH_COSTS, help="what the T vote on")
+    p.add_argument(
+        "--dispatch-costs", default=dispatch_costs.default, choices=dispatch_costs.choices, help=dispatch_costs.doc
+    )
     args = p.parse_args(argv)
     plan, data, meta = load(args.batch, args.results)
     names = [n for n in (args.workloads.split(",") if args.workloads else plan["workloads"]) if n in data]

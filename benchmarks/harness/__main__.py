@@ -121,8 +121,6 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
         )
         gate.probe("after")
         meta["noise_gate"], meta["noise_sentence"] = gate.to_json(), gate.sentence()
-        for st in studies:
-            st["time_budget"] = args.budget
     meta["load_after"] = load_now()
     return write_report(args.out, args.title or default_title, meta, studies)
 

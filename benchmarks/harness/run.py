@@ -301,6 +301,7 @@ def hardware_study(
                 "common_gflops": common,
                 "evaluator": evaluator,
                 "common_evaluator": {"number": evaluator["number"], "repeat": evaluator["common_repeat"]},
+                "time_budget": spec.time_budget,  # the report compares runs within it (stats.within_budget)
                 "runs": runs,
             }
         )

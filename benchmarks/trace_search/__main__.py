@@ -110,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     results: list[ArmResult] = []
     skipped: list[str] = []
     gate = NoiseGate()  # the probe before every arm and after the common re-timing
-    noise: dict[str, Any] = {}
 
     def write(figures: bool) -> list[str]:
         """Results so far as JSON and summary (after every arm: a run cut off keeps them), plots at the end."""
@@ -124,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": args.seeds,
             "config": vars(cfg),
             "skipped": skipped,
-            "noise_gate": noise.get("gate"),
-            "noise_sentence": noise.get("sentence"),
+            "noise_gate": gate.to_json() if gate.readings else None,
+            "noise_sentence": gate.sentence() if gate.readings else None,
             "retime_rounds": args.retime_rounds,
         }
         write_json(os.path.join(args.out, "results.json"), meta, results, rows)
@@ -162,7 +161,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:>20} seed {res.seed} {res.arm:>11}: re-timed {sec * 1e3:9.4f} ms, correct {ok}", flush=True)
         write(figures=False)
     gate.probe("after")
-    noise.update(gate=gate.to_json(), sentence=gate.sentence(), passed=gate.passed)
     figures = write(figures=True)
     print(f"wrote {args.out}/results.json, summary.md and {len(figures)} figures")
     return 0
