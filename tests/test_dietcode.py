@@ -133,7 +133,8 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
 def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
     """A dense GEMM's padded A is a parallel loop of its own before the GEMM (in every tile it was made again per
     column tile); the bmm kernels keep it in the tile; where only rows are padded the accumulators write C
-    directly, with no cropping copy; a placement the kernel cannot take is a clear error."""
+    directly, with no cropping copy; bmm_nt crops its padded output once per call; a placement the kernel cannot
+    take is a clear error."""
     wl = WORKLOADS[kind]
     space = MicroKernelSpace(HOST, "float32", static_k(wl), kind=wl.kind)
     mk = max((k for k in space.kernels if not k.pack), key=lambda k: (k.mt * k.nt, k.kt))
@@ -148,6 +149,10 @@ def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
         assert sch.get(a_loops[0]).kind == tvm.tirx.ForKind.PARALLEL
     columns_padded = wl.kind == "bmm_nt" or wl.dims[1] % mk.nt != 0  # bmm_nt: T is also the column extent
     assert ("C_pad" in blocks) == columns_padded  # the cropping copy (the accumulators' block is C_pad_local)
+    if wl.kind == "bmm_nt":  # its T x T output is cropped once per call, rows in parallel, outside the tiles
+        crop_loops = sch.get_loops(sch.get_sblock("C_pad"))
+        assert not any(sch.get(loop) in gemm_loops for loop in crop_loops)
+        assert sch.get(crop_loops[0]).kind == tvm.tirx.ForKind.PARALLEL
     fresh = lambda: tvm.s_tir.Schedule(wl.prim_func(packed=False))  # noqa: E731
     with pytest.raises(ValueError, match="a_pad must be one of"):
         _schedule_cpu(fresh(), wl, mk, a_pad="everywhere")

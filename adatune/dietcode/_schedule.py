@@ -2,8 +2,9 @@
 
 ``pad_einsum`` pads every axis the tile does not divide (the T axes) to a multiple of the tile. On x86, a dense
 kernel makes A's padded copy once per call, rows in parallel, before the GEMM (a bmm kernel inside each tile);
-where only the rows are padded the accumulators write the real rows straight to C (one guard per row), otherwise
-the padded output is cropped inside each tile (``reverse_compute_at``); B's padded copy (bmm) is its packing
+where only the rows are padded the accumulators write the real rows straight to C (one guard per row); bmm_nt's
+padded T x T output is cropped into C once per call, and any other padded output inside each tile
+(``reverse_compute_at``); B's padded copy (bmm) is its packing
 stage. The register-blocked inner loops run full tiles with no predicate (measured 1.7x faster than predicating
 the compute on this CPU; see the project's dynamic-shape notes). Earlier, A's copy and the crop sat inside every
 tile, which made A again for every column tile (``benchmarks.dietcode.pad_probe`` times the placements).
@@ -23,10 +24,11 @@ def _blocks(sch: tvm.s_tir.Schedule) -> set[str]:
     return {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
 
 
-#: where a padded copy is made: A's in every tile or once per call; the output cropped from a padded tile or
-#: written straight to C by the accumulators (``pad_places`` gives the shipped choice)
+#: where a padded copy is made: A's in every tile or once per call; the output cropped from a padded tile, written
+#: straight to C by the accumulators, or cropped from the whole padded output once per call, rows in parallel (no
+#: guard: its loops run over C's own extents) (``pad_places`` gives the shipped choice)
 A_PAD_PLACES = ("tile", "call")
-CROP_PLACES = ("tile", "direct")
+CROP_PLACES = ("tile", "direct", "call", "call-serial")
 
 
 def _rows_only(wl: DynamicWorkload, mk: MicroKernel) -> bool:
@@ -40,8 +42,18 @@ def pad_places(wl: DynamicWorkload, mk: MicroKernel) -> tuple[str, str]:
     A dense GEMM's padded A is made once per call, rows in parallel: placed in each tile it was made again for
     every column tile (N / nt times); with the direct write, faster in 27 of 30 kernel x T cells on BERT's dense
     shapes (0.975-1.17x). The bmm kernels have one or two column tiles (D = 64), and a copy per call made bmm_nn
-    1.6-2.8x slower (``benchmarks.dietcode.pad_probe``: a gated run and a second one, Xeon)."""
-    return ("call" if wl.kind == "dense" else "tile"), ("direct" if _rows_only(wl, mk) else "tile")
+    1.6-2.8x slower (``benchmarks.dietcode.pad_probe``: a gated run and a second one, Xeon).
+
+    bmm_nt pads both axes of its T x T output. Cropped inside each tile, the copy ran element by element behind a
+    guard on both indices that TVM cannot vectorise; cropped once per call, rows in parallel, its loops run over C's
+    own extents with no guard: in two runs of ``pad_probe --kinds bmm_nt`` (Zen 3, both gates failed) faster at
+    every T >= 64 (1.09-1.29x, 33 kernel x T cells, six kernels), while at T <= 16 its extra parallel launch
+    (about a microsecond) made it 0.79-1.07x of the per-tile crop on calls of 5-50 us; cropping once on one thread
+    (``call-serial``) kept small T level but lost up to 1.2x at T = 128 on two kernels."""
+    a_pad = "call" if wl.kind == "dense" else "tile"
+    if _rows_only(wl, mk):
+        return a_pad, "direct"
+    return a_pad, ("call" if wl.kind == "bmm_nt" else "tile")
 
 
 def _schedule_cpu(
@@ -56,6 +68,7 @@ def _schedule_cpu(
         raise ValueError(f"a_pad must be one of {A_PAD_PLACES} and crop one of {CROP_PLACES}, got {a_pad!r}, {crop!r}")
     shipped_a_pad, shipped_crop = pad_places(wl, mk)
     a_pad_per_tile = (a_pad or shipped_a_pad) == "tile"
+    crop_place = crop or shipped_crop
     blk = sch.get_sblock("C")
     *batch, i, j, k = sch.get_loops(blk)
     sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
@@ -83,7 +96,7 @@ def _schedule_cpu(
     sch.reorder(*batch, outer, inner, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
     sch.reverse_compute_at(acc, iio)
-    if "C_pad" in names and (crop or shipped_crop) == "direct":
+    if "C_pad" in names and crop_place == "direct":
         if not _rows_only(wl, mk):
             raise ValueError(f"{mk} pads {wl.name}'s columns: its output must be cropped per tile")
         # only the rows are padded: the accumulators write the real rows straight to C, one guard per row,
@@ -99,7 +112,7 @@ def _schedule_cpu(
         if "A_pad" in names and a_pad_per_tile:
             sch.compute_at(sch.get_sblock("A_pad"), io)
         if "C_pad" in names:
-            sch.reverse_compute_at(sch.get_sblock("C_pad"), io)
+            _place_crop(sch, crop_place, io)
         sch.parallel(sch.fuse(*batch, jo))
     elif wl.kind == "bmm_nt":  # B is [j, k]: pack it k-major in nr-wide panels so each k step reads whole vectors
         panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
@@ -117,7 +130,7 @@ def _schedule_cpu(
         if "A_pad" in names and a_pad_per_tile:
             sch.compute_at(sch.get_sblock("A_pad"), inner)
         if "C_pad" in names:
-            sch.reverse_compute_at(sch.get_sblock("C_pad"), inner)
+            _place_crop(sch, crop_place, inner)
         sch.parallel(sch.fuse(*batch, outer, inner))
     sch.unroll(iii)
     sch.unroll(ki)
@@ -125,6 +138,16 @@ def _schedule_cpu(
         sch.vectorize(jii)  # vectorize before decompose_reduction, or TIR rejects it
         sch.vectorize(sch.get_loops(acc)[-1])
     sch.decompose_reduction(blk, ko)
+
+
+def _place_crop(sch: tvm.s_tir.Schedule, place: str, tile: tvm.s_tir.LoopRV) -> None:
+    """The padded output's crop into C: inside each tile (``tile``), or once per call over C, rows in parallel
+    (``call``) or on one thread (``call-serial``: no second parallel launch, which costs microseconds at small T)."""
+    crop = sch.get_sblock("C_pad")
+    if place == "call":
+        sch.parallel(sch.fuse(*sch.get_loops(crop)[:-1]))
+    elif place == "tile":
+        sch.reverse_compute_at(crop, tile)
 
 
 def _cooperative_fetch(

@@ -12,20 +12,33 @@ tuners, records, ``apply_history_best`` and resume treat them as they treat knob
 
     task = adatune.task.create("trace/matmul-sampled", (512,), adatune.target.host())
     rules = adatune.trace.TraceTask.from_module(my_prim_func, adatune.target.host())  # no template at all
+    blocked = adatune.trace.TraceTask.from_module(my_prim_func, adatune.target.host(), rules="vector")
 """
 
 from ._candidate import TraceCandidate
 from ._features import StoreFeatures, aggregate_store_features
+from ._rules import RULE_SETS, RuleSet
 from ._space import TraceSpace
-from ._task import PREFIX, RULES_PREFIX, TraceTask, create_trace_task, probabilistic_template, workload
+from ._task import (
+    PREFIX,
+    RULES_PREFIX,
+    VECTOR_RULES_PREFIX,
+    TraceTask,
+    create_trace_task,
+    probabilistic_template,
+    workload,
+)
 
 __all__ = [
     "PREFIX",
     "RULES_PREFIX",
+    "RULE_SETS",
+    "RuleSet",
     "StoreFeatures",
     "TraceCandidate",
     "TraceSpace",
     "TraceTask",
+    "VECTOR_RULES_PREFIX",
     "aggregate_store_features",
     "create_trace_task",
     "probabilistic_template",

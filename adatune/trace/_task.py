@@ -11,6 +11,8 @@ Two ways to get a trace space:
   schedule rules. Task names: ``"trace/rules/name"`` for a function registered with ``@workload("name")`` or
   for a knob template's computation (``"trace/rules/dense.x86"``), and ``"trace/rules/ir-<hash>"`` for a module
   given to ``TraceTask.from_module``, whose records store the module so any process recreates the task.
+  ``"trace/vector-rules/..."`` names the same programs in the ``vector`` rule set (``_rules``: TVM's rules with a
+  register-blocked output tile of whole SIMD vectors).
 
 ``adatune.task.create`` makes all of them once this package is imported.
 """
@@ -39,12 +41,14 @@ from ..task import (
     workload_key,
 )
 from ._candidate import TraceCandidate, module_from_text, module_key, module_to_text
+from ._rules import RULE_SETS, RuleSet, check_rules, space_generator
 from ._space import TraceSpace
 
-__all__ = ["PREFIX", "RULES_PREFIX", "TraceTask", "probabilistic_template", "workload"]
+__all__ = ["PREFIX", "RULES_PREFIX", "VECTOR_RULES_PREFIX", "TraceTask", "probabilistic_template", "workload"]
 
 PREFIX = "trace/"
-RULES_PREFIX = "trace/rules/"
+RULES_PREFIX = RULE_SETS["tvm"].prefix
+VECTOR_RULES_PREFIX = RULE_SETS["vector"].prefix
 
 ModuleLike: TypeAlias = Union[tvm.IRModule, tvm.tirx.PrimFunc]  # noqa: UP007 - tvm classes are untyped
 
@@ -68,6 +72,17 @@ def _short_name(name: str, prefix: str) -> str:
     return name.removeprefix(prefix)
 
 
+def _rule_set_of(name: str) -> RuleSet | None:
+    """The rule set a rule-made task's name starts with, or None (a probabilistic template)."""
+    return next((r for r in RULE_SETS.values() if name.startswith(r.prefix)), None)
+
+
+def _workload_short(name: str) -> str:
+    """A rule-made name without its rule set's prefix (a registered workload answers to every rule set)."""
+    found = _rule_set_of(name) if isinstance(name, str) else None
+    return _short_name(name, found.prefix if found else RULES_PREFIX)
+
+
 def probabilistic_template(name: str, reference: Callable[..., Any] | None = None) -> Callable:
     """Register ``func(*args) -> (schedule, tensors)`` that samples its decisions, as task ``"trace/name"``.
 
@@ -75,8 +90,11 @@ def probabilistic_template(name: str, reference: Callable[..., Any] | None = Non
     candidates; without it the unscheduled program is the reference.
     """
     short = _short_name(name, PREFIX)
-    if short.startswith("rules/"):
-        raise ValueError(f"{name!r}: names under 'trace/rules/' are design spaces from TVM's rules, not templates")
+    if _rule_set_of(PREFIX + short):
+        raise ValueError(
+            f"{name!r}: names under {', '.join(repr(r.prefix) for r in RULE_SETS.values())} are "
+            "rule-made design spaces, not templates"
+        )
     if short in _TEMPLATES:
         raise ValueError(f"a probabilistic template named {short!r} is already registered")
 
@@ -91,7 +109,7 @@ def probabilistic_template(name: str, reference: Callable[..., Any] | None = Non
 def workload(name: str, reference: Callable[..., Any] | None = None) -> Callable:
     """Register ``func(*args)`` returning a PrimFunc, a one-function IRModule or TE tensors (inputs first,
     outputs last) as task ``"trace/rules/name"``, tuned in the design spaces of TVM's schedule rules."""
-    short = _short_name(name, RULES_PREFIX)
+    short = _workload_short(name)
     if short.startswith("ir-"):
         raise ValueError(f"{name!r}: 'ir-' names are reserved for modules given to TraceTask.from_module")
     if short in _WORKLOADS:
@@ -241,39 +259,48 @@ class TraceTask(TuningTask):
         target: _target.TargetLike,
         name: str | None = None,
         reference: Callable[..., Any] | None = None,
+        rules: str = "tvm",
     ) -> TraceTask:
-        """Any PrimFunc or one-function IRModule, in the design spaces of TVM's schedule rules. Its name
-        (``"trace/rules/ir-<hash>"`` unless given) is registered in this process, and its records store the
-        module, so a log recreates the task in any process."""
+        """Any PrimFunc or one-function IRModule, in the design spaces of rule set ``rules`` (``_rules``). Its name
+        (``"trace/rules/ir-<hash>"`` unless given; ``"trace/vector-rules/..."`` in the vector rule set) is
+        registered in this process, and its records store the module, so a log recreates the task in any
+        process."""
+        rule_set = check_rules(rules)
         module = _as_module(mod)
-        short = _short_name(name, RULES_PREFIX) if name else f"ir-{module_key(module)}"
+        short = _workload_short(name) if name else f"ir-{module_key(module)}"
         _MODULES[short] = module
-        task = cls(RULES_PREFIX + short, (), target, module, reference=reference)._storing(module=True)
+        tgt = _target.create(target)
+        task = cls(rule_set.prefix + short, (), tgt, module, space_generator(rules, tgt), reference)
+        task._storing(module=True)
         _TASKS[_cache_key(task.name, (), task.target)] = task
         return task
 
     @classmethod
     def from_rules(cls, name: str, args: Sequence[Any], target: _target.TargetLike) -> TraceTask:
-        """TVM's rule-made design spaces for a registered workload, a knob template's computation, or a module
-        registered by ``from_module``."""
-        short = _short_name(name, RULES_PREFIX)
+        """Rule-made design spaces (the rule set the name's prefix names) for a registered workload, a knob
+        template's computation, or a module registered by ``from_module``."""
+        rule_set = _rule_set_of(name) or RULE_SETS["tvm"]
+        short = _workload_short(name)
+        full = rule_set.prefix + short
         tgt = _target.create(target)
         if short in _WORKLOADS:
             info = _WORKLOADS[short]
             with tgt:
                 mod = info.func(*args)
-            return cls(RULES_PREFIX + short, args, tgt, mod, reference=info.reference)._storing(origin=info.func)
+            generator = space_generator(rule_set.name, tgt)
+            return cls(full, args, tgt, mod, generator, info.reference)._storing(origin=info.func)
         if short in _MODULES:
             if tuple(args):
                 raise ValueError(f"module {short!r} takes no arguments, got {tuple(args)}")
-            return cls(RULES_PREFIX + short, (), tgt, _MODULES[short])._storing(module=True)
+            return cls(full, (), tgt, _MODULES[short], space_generator(rule_set.name, tgt))._storing(module=True)
         if short in registered_templates() or "." in short:
             knob = Task(short, args, tgt)
             task = cls(
-                RULES_PREFIX + short,
+                full,
                 args,
                 tgt,
                 knob.unscheduled_module(),
+                space_generator(rule_set.name, tgt),
                 reference=_knob_reference(knob),
                 flop=knob.flop,
             )
@@ -322,7 +349,7 @@ def create_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target)
     same name, arguments and target give the same task object)."""
     key = _cache_key(name, args, target)
     if key not in _TASKS:
-        if name.startswith(RULES_PREFIX):
+        if _rule_set_of(name):
             _TASKS[key] = TraceTask.from_rules(name, args, target)
         else:
             _TASKS[key] = TraceTask.from_template(name, args, target)
@@ -331,8 +358,9 @@ def create_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target)
 
 def _restore_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target, stored: dict) -> TraceTask:
     """``create_trace_task``, first registering the module a record stored (``from_module`` in another process)."""
-    short = name.removeprefix(RULES_PREFIX)
-    if name.startswith(RULES_PREFIX) and "ir" in stored and short not in _MODULES and short not in _WORKLOADS:
+    rule_set = _rule_set_of(name)
+    short = name.removeprefix(rule_set.prefix) if rule_set else name
+    if rule_set and "ir" in stored and short not in _MODULES and short not in _WORKLOADS:
         _MODULES[short] = module_from_text(stored["ir"])
     return create_trace_task(name, args, target)
 

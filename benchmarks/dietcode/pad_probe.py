@@ -5,7 +5,9 @@ copy was placed inside each parallel tile, so it was made again for every column
 element by element behind a guard (FFN2 at T = 128 with 96-wide tiles: 8 copies of a 1.5 MB operand), and the
 output went through a padded tile and a guarded copy. ``tile`` is that earlier schedule, ``a-once`` makes A's copy
 once per call (rows in parallel, before the GEMM), ``direct`` writes the accumulators' real rows straight to C,
-``a-once+direct`` does both; each row names the variant ``schedule_microkernel`` now ships. Each kernel is timed
+``a-once+direct`` does both, ``crop-once`` (bmm_nt, whose T x T output is padded on both axes) crops the padded
+output into C once per call instead of in every tile; each row names the variant ``schedule_microkernel`` now
+ships. Each kernel is timed
 every way at each T in alternating rounds (a slow minute hits all), framed by the noise gate; dense weights
 pre-packed as a model ships them. Run alone on the machine::
 
@@ -40,20 +42,36 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "a-once": ("call", "tile"),
     "direct": ("tile", "direct"),
     "a-once+direct": ("call", "direct"),
+    "crop-once": ("tile", "call"),  # bmm_nt: the padded T x T output cropped once per call, not per tile
+    "crop-once-serial": ("tile", "call-serial"),  # the same on one thread (no second parallel launch)
 }
 # (kind, dims, kernels): BERT-base's dense GEMMs and attention GEMMs, with tiles of the shipped x86 space
 DEFAULT_CASES: list[tuple[str, tuple[int, int], list[str]]] = [
     ("dense", (768, 2304), ["cpu:64x96x4/8x32", "cpu:32x64x4/4x64"]),
     ("dense", (3072, 768), ["cpu:64x96x4/8x32", "cpu:32x64x4/4x64"]),
     ("dense", (768, 3072), ["cpu:64x96x4/8x32", "cpu:16x32x8/8x16"]),
-    ("bmm_nt", (12, 64), ["cpu:32x32x4/8x16"]),
+    (
+        "bmm_nt",
+        (12, 64),
+        [
+            "cpu:32x32x4/8x16",
+            "cpu:64x32x8/4x16",
+            "cpu:40x16x8/5x16",
+            "cpu:2x4x4/2x4",
+            "cpu:12x16x4/6x16",
+            "cpu:96x32x4/6x16/column",
+        ],
+    ),
     ("bmm_nn", (12, 64), ["cpu:32x64x4/8x32"]),
 ]
 
 
 def variants_of(wl: DynamicWorkload) -> list[str]:
-    """The variants a workload can take (bmm_nt pads its columns too: its output is always cropped per tile)."""
-    return [v for v, (_, crop) in VARIANTS.items() if crop == "tile" or wl.kind != "bmm_nt"]
+    """The variants a workload can take: bmm_nt pads its columns too, so its output is cropped (per tile or once
+    per call), never written directly; the once-per-call crop is probed on bmm_nt only."""
+    if wl.kind == "bmm_nt":
+        return [v for v, (_, crop) in VARIANTS.items() if crop != "direct"]
+    return [v for v, (_, crop) in VARIANTS.items() if not crop.startswith("call")]
 
 
 def shipped_variant(wl: DynamicWorkload, mk: MicroKernel) -> str:
@@ -76,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--t", nargs="+", type=int, default=[8, 33, 64, 100, 128])
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--kinds", nargs="+", default=None, help="GEMM kinds to probe (default: all)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     tgt = _target.host()
@@ -86,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     gate.probe("before")
     rows = []
     for kind, dims, keys in DEFAULT_CASES:
+        if args.kinds and kind not in args.kinds:
+            continue
         wl = DynamicWorkload(f"{kind}_{dims[0]}x{dims[1]}", kind, dims)
         if kind == "dense":
             wl = dataclasses.replace(wl, b_panel=weight_panel(tgt, wl.dtype, dims[1]))
@@ -150,8 +171,9 @@ def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float]
         "",
         "Variants (where A's padded copy is made / where the output is cropped): `tile` (in every tile / from a "
         "padded tile: the earlier schedule), `a-once` (once per call / tile), `direct` (tile / the accumulators "
-        "write the real rows straight to C), `a-once+direct` (both). `shipped`: what `schedule_microkernel` now "
-        "makes for that GEMM kind; bmm_nt pads its columns too, so its output is always cropped per tile.",
+        "write the real rows straight to C), `a-once+direct` (both), `crop-once` (bmm_nt only: the padded output "
+        "cropped into C once per call, rows in parallel). `shipped`: what `schedule_microkernel` now makes for "
+        "that GEMM kind; bmm_nt pads its columns too, so its output is never written directly.",
         "",
         "| workload | kernel | T | " + " | ".join(f"{v} (ms)" for v in VARIANTS) + " | shipped | old / shipped |",
         "|---|---|---:|" + "---:|" * len(VARIANTS) + "---|---:|",

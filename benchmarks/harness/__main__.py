@@ -28,7 +28,13 @@ def add_run_args(p: argparse.ArgumentParser, schemes: Sequence[str], out: str, b
     """Flags every study that tunes takes (the ablation and ReLeASE presets reuse them with their defaults)."""
     p.add_argument("--schemes", nargs="+", default=list(schemes), help=f"from: {', '.join(SCHEMES)}")
     p.add_argument("--baseline", default=baseline)
-    p.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1")
+    p.add_argument("--seeds", type=int, default=20, help="how many seeds: first-seed .. first-seed+N-1")
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the first seed (a confirmatory study takes seeds no earlier study used)",
+    )
     p.add_argument("--trials", type=int, default=256, help="measurements per run")
     p.add_argument("--plan-size", type=int, default=32, help="measurements between model refits")
     p.add_argument("--batch-size", type=int, default=8)
@@ -93,7 +99,7 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
         raise ValueError(f"the baseline {args.baseline!r} must be one of the schemes run ({', '.join(schemes)})")
     coef = getattr(args, "min_converge_coef", 0.1)
     spec = RunSpec(args.trials, None, args.plan_size, args.batch_size, args.num_threads, coef)
-    seeds = list(range(args.seeds))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     meta = _meta(args, mode) | {"schemes": schemes, "baseline": args.baseline, "target_fraction": args.target_fraction}
     if mode == "replay":
         os.makedirs(args.out, exist_ok=True)

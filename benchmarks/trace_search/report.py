@@ -89,6 +89,12 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _speed(value: Any) -> str:
+    """A ratio to the knob template, or a dash where the workload has no template (not "-x")."""
+    text = _fmt(value, 2)
+    return text if text in ("-", "None") else f"{text}x"
+
+
 def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], figures: list[str]) -> None:
     lines = [
         "# Trace search benchmark",
@@ -127,7 +133,7 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
         for r in group:
             lines.append(
                 f"| {r['arm']} | {_fmt(r['trials'])} | {_fmt(r['best_ms'])} ({_fmt(r['best_ms_min'])}-"
-                f"{_fmt(r['best_ms_max'])}) | {_fmt(r['speed_vs_knob_xgb'], 2)}x | "
+                f"{_fmt(r['best_ms_max'])}) | {_speed(r['speed_vs_knob_xgb'])} | "
                 f"{'yes' if r['all_correct'] else 'no'} | {_fmt(r['own_best_ms'])} | "
                 f"{_fmt(r['time_to_stock_best_s'])} ({r['reached_stock']}) | "
                 f"{_fmt(r['build_s_per_candidate'])} | {_fmt(r['wall_s'])} |"

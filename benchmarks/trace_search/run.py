@@ -39,7 +39,8 @@ MS_ARMS: dict[str, frozenset[str]] = {
     **{f"ms+{p}": frozenset({p}) for p in PLUGINS},
     "ms-adatune": frozenset(PLUGINS),
 }
-ARMS = (*MS_ARMS, "trace-xgb", "trace-rfei", "knob-xgb", "knob-rfei")
+# trace-*-vector: TraceSearchTuner in the ``vector`` rule set (adatune.trace._rules) of the same program
+ARMS = (*MS_ARMS, "trace-xgb", "trace-rfei", "trace-xgb-vector", "trace-rfei-vector", "knob-xgb", "knob-rfei")
 
 
 @dataclass
@@ -193,6 +194,12 @@ def _tuner(arm: str, wl: BenchWorkload, seed: int, cfg: RunConfig) -> Tuner:
     makers: dict[str, Callable[[], Tuner]] = {
         "trace-xgb": lambda: TraceSearchTuner(wl.trace_task, cost_model="xgb", plan_size=cfg.per_iter, seed=seed),
         "trace-rfei": lambda: TraceSearchTuner(wl.trace_task, cost_model="rfei", plan_size=cfg.per_iter, seed=seed),
+        "trace-xgb-vector": lambda: TraceSearchTuner(
+            wl.task_in("vector"), cost_model="xgb", plan_size=cfg.per_iter, seed=seed
+        ),
+        "trace-rfei-vector": lambda: TraceSearchTuner(
+            wl.task_in("vector"), cost_model="rfei", plan_size=cfg.per_iter, seed=seed
+        ),
         "knob-xgb": lambda: XGBTuner(wl.knob_task, plan_size=cfg.per_iter, seed=seed),  # type: ignore[arg-type]
         "knob-rfei": lambda: RFEITuner(wl.knob_task, plan_size=cfg.per_iter, seed=seed),  # type: ignore[arg-type]
     }
@@ -200,7 +207,7 @@ def _tuner(arm: str, wl: BenchWorkload, seed: int, cfg: RunConfig) -> Tuner:
 
 
 def _run_adatune(wl: BenchWorkload, seed: int, cfg: RunConfig, out: ArmResult) -> tvm.IRModule | None:
-    adaptive = out.arm.endswith("rfei")
+    adaptive = "rfei" in out.arm
     builder = _TimedAdatuneBuilder(adatune.LocalBuilder(timeout=cfg.timeout, n_parallel=cfg.n_parallel))
     runner = adatune.LocalRunner(number=cfg.number, repeat=cfg.repeat, timeout=cfg.timeout)
     option = adatune.measure_option(builder, runner, min_converge_coef=cfg.min_converge_coef if adaptive else None)

@@ -73,6 +73,12 @@ class BenchWorkload:
     def mod(self) -> tvm.IRModule:
         return self.trace_task.unscheduled_module()
 
+    def task_in(self, rules: str) -> TraceTask:
+        """The same program's trace task in rule set ``rules`` (``adatune.trace.RULE_SETS``)."""
+        prefix = adatune.trace.RULE_SETS[rules].prefix
+        short = self.trace_task.name.removeprefix(adatune.trace.RULES_PREFIX)
+        return cast(TraceTask, adatune.task.create(prefix + short, self.trace_task.args, self.trace_task.target))
+
 
 def make(name: str, target: tvm.target.Target) -> BenchWorkload:
     knob = None

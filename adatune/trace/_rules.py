@@ -1,0 +1,83 @@
+"""Which schedule rules make a rule-made trace space: TVM's own, or TVM's with a register-blocked output tile.
+
+TVM's default CPU rules tile every spatial axis into factors sampled from all its divisors, so at a budget of a few
+dozen trials most candidates have an innermost output tile that is not a whole number of vectors (3, 7, 64...),
+and the vectorised write-back and the FMA loop run partly scalar. The ``vector`` rule set keeps every other rule
+of TVM's (inlining, rfactor, parallel/vectorise/unroll, compute locations, the postprocessors and mutators) and
+replaces its multi-level tiling by TVM's ``MultiLevelTilingWideVector``, which holds the innermost tile of the
+output's innermost spatial axis at a fixed vector length and samples the rest: the register block that adatune's
+x86 knob templates are built around (``nr`` = whole vectors of the target's SIMD width), with every other innermost
+factor at most the accumulator rows the vector registers hold. An axis the vector length does not divide gets a
+guarded tail (TVM's rule splits it imperfectly); one no longer than the vector length stays whole and innermost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+from .. import target as _target
+
+__all__ = ["RULE_SETS", "RuleSet", "space_generator"]
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A named set of design-space rules (declared once: names, docs and task-name prefixes come from here)."""
+
+    name: str
+    prefix: str  # task names of this rule set start with it
+    doc: str
+
+
+RULE_SETS: dict[str, RuleSet] = {
+    "tvm": RuleSet("tvm", "trace/rules/", "TVM's default schedule rules, postprocessors and mutators for the target"),
+    "vector": RuleSet(
+        "vector",
+        "trace/vector-rules/",
+        "TVM's rules with the output's innermost spatial tile held at VECTORS_PER_ROW whole SIMD vectors "
+        "(LLVM targets only)",
+    ),
+}
+
+#: vectors of the target's SIMD width in the innermost output tile: the knob templates' usual ``nr`` (two
+#: vectors: one broadcast of A feeds two FMAs)
+VECTORS_PER_ROW = 2
+
+
+def check_rules(rules: str) -> RuleSet:
+    if rules not in RULE_SETS:
+        raise ValueError(f"unknown rule set {rules!r}; choose one of {', '.join(RULE_SETS)}")
+    return RULE_SETS[rules]
+
+
+def _vector_rules(target: tvm.target.Target) -> list[ms.ScheduleRule]:
+    if target.kind.name != "llvm":
+        raise ValueError(f"the 'vector' rule set tiles for CPU SIMD registers; target {target.kind.name!r} has none")
+    cpu = _target.cpu_info(target)
+    bits = cpu.vector_bits * VECTORS_PER_ROW
+    rules = list(ms.ScheduleRule.create("llvm"))
+    tiling = [k for k, r in enumerate(rules) if type(r).__name__ == "MultiLevelTiling"]
+    if len(tiling) != 1:  # TVM changed its defaults: say so rather than tune a space nobody meant
+        raise RuntimeError(f"expected one MultiLevelTiling among TVM's default LLVM rules, found {len(tiling)}")
+    rules[tiling[0]] = ms.schedule_rule.MultiLevelTilingWideVector(
+        structure="SSRSRS",  # TVM's default CPU structure, kept
+        vector_length_in_bits=bits,
+        # an innermost factor beyond the accumulator rows the registers hold spills them in every FMA step
+        max_innermost_factor=cpu.vector_registers // VECTORS_PER_ROW,
+        reuse_read=None,
+        reuse_write=ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global"),
+    )
+    return rules
+
+
+def space_generator(rules: str, target: tvm.target.Target) -> ms.SpaceGenerator:
+    """A post-order-apply space generator with rule set ``rules`` for ``target``."""
+    check_rules(rules)
+    if rules == "tvm":
+        return ms.space_generator.PostOrderApply()
+    return ms.space_generator.PostOrderApply(
+        sch_rules=_vector_rules(target), postprocs="from-target", mutator_probs="from-target"
+    )

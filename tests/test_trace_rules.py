@@ -1,0 +1,77 @@
+"""Rule sets of rule-made trace spaces: TVM's own and ``vector`` (a register-blocked output tile of whole vectors)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te
+
+import adatune
+import adatune.trace
+from adatune.target import vector_lanes
+from adatune.trace import TraceTask
+from adatune.trace._rules import VECTORS_PER_ROW
+
+
+@adatune.trace.workload("test-rules-matmul", reference=lambda a, b: a @ b)
+def matmul(n: int):
+    a = te.placeholder((n, n), name="A")
+    b = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def _vectorized_extents(mod: tvm.IRModule) -> list[int]:
+    return [int(x) for x in re.findall(r"T\.vectorized\((\d+)\)", str(mod))]
+
+
+def test_vector_rules_hold_the_output_tile_at_whole_vectors_and_compute_correctly():
+    tgt = adatune.target.host()
+    vector = adatune.task.create(adatune.trace.VECTOR_RULES_PREFIX + "test-rules-matmul", (64,), tgt)
+    plain = adatune.task.create(adatune.trace.RULES_PREFIX + "test-rules-matmul", (64,), tgt)
+    assert isinstance(vector, TraceTask) and vector is not plain
+    assert vector.name == "trace/vector-rules/test-rules-matmul"
+    assert vector.space.size < plain.space.size  # the innermost output tile is fixed, not sampled
+    width = VECTORS_PER_ROW * vector_lanes(tgt)
+    rng = np.random.default_rng(0)
+    cands = vector.space.random_candidates(rng, 6)
+    assert len(cands) == 6
+    x = rng.standard_normal((64, 64)).astype("float32")
+    y = rng.standard_normal((64, 64)).astype("float32")
+    for n, cand in enumerate(cands):
+        mod = vector.scheduled_module(cand)
+        extents = _vectorized_extents(mod)
+        assert extents and all(e % width == 0 for e in extents), (width, extents)
+        again = vector.candidate_from_json(json.loads(json.dumps(cand.to_json())))
+        assert again.key == cand.key
+        if n < 2:  # two of them built and run
+            lib = tvm.tirx.build(mod, tgt)
+            args = [tvm.runtime.tensor(x), tvm.runtime.tensor(y), tvm.runtime.tensor(np.zeros((64, 64), "float32"))]
+            lib["main"](*args)
+            np.testing.assert_allclose(args[-1].numpy(), x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_a_module_in_the_vector_rule_set_is_named_for_it_and_restored_by_that_name():
+    tgt = adatune.target.host()
+    task = TraceTask.from_module(matmul(32), tgt, rules="vector")
+    assert task.name.startswith("trace/vector-rules/ir-")
+    assert adatune.task.create(task.name, (), tgt) is task
+    plain = TraceTask.from_module(matmul(32), tgt)
+    assert plain.name == "trace/rules/" + task.name.removeprefix("trace/vector-rules/")
+    restored = adatune.task.restore(task.name, (), tgt, task.workload_json())
+    assert restored.space.size == task.space.size
+
+
+def test_unknown_rule_sets_and_targets_without_simd_are_refused():
+    with pytest.raises(ValueError, match="unknown rule set 'blocked'.*tvm, vector"):
+        TraceTask.from_module(matmul(32), adatune.target.host(), rules="blocked")
+    cuda = tvm.target.Target("nvidia/nvidia-a100", host=adatune.target.host())
+    with pytest.raises(ValueError, match="'vector' rule set tiles for CPU SIMD registers"):
+        TraceTask.from_module(matmul(32), cuda, rules="vector")
+    with pytest.raises(ValueError, match="rule-made design spaces, not templates"):
+        adatune.trace.probabilistic_template("trace/vector-rules/x")
