@@ -68,6 +68,8 @@ locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 conv2d-
   --out benchmarks/results/trace_search/vector_rules
 locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 --arms trace-rfei trace-rfei-vector knob-xgb \
   --trials 16 --per-iter 8 --batch 8 --seeds 0 1 2 --out benchmarks/results/trace_search/vector_rules_rfei
+locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 --arms trace-xgb trace-xgb-vector knob-xgb \
+  --trials 16 --per-iter 8 --batch 8 --seeds 3 4 5 --out benchmarks/results/trace_search/vector_rules_seeds345
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
 locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~23 min: all six BERT dynamic GEMMs
 locked $PY -m benchmarks.rpc_overhead --out benchmarks/results/rpc_overhead
