@@ -32,24 +32,26 @@ class RuleSet:
     doc: str
 
 
-RULE_SETS: dict[str, RuleSet] = {
-    "tvm": RuleSet("tvm", "trace/rules/", "TVM's default schedule rules, postprocessors and mutators for the target"),
-    "vector": RuleSet(
-        "vector",
-        "trace/vector-rules/",
-        "TVM's rules with the output's innermost spatial tile held at VECTORS_PER_ROW whole SIMD vectors "
-        "(LLVM targets only)",
-    ),
-}
-
 #: vectors of the target's SIMD width in the innermost output tile: the knob templates' usual ``nr`` (two
 #: vectors: one broadcast of A feeds two FMAs)
 VECTORS_PER_ROW = 2
 
 
+RULE_SETS: dict[str, RuleSet] = {
+    "tvm": RuleSet("tvm", "trace/rules/", "TVM's default schedule rules, postprocessors and mutators for the target"),
+    "vector": RuleSet(
+        "vector",
+        "trace/vector-rules/",
+        f"TVM's rules with the output's innermost spatial tile held at {VECTORS_PER_ROW} whole SIMD vectors "
+        "(LLVM targets only)",
+    ),
+}
+
+
 def check_rules(rules: str) -> RuleSet:
     if rules not in RULE_SETS:
-        raise ValueError(f"unknown rule set {rules!r}; choose one of {', '.join(RULE_SETS)}")
+        docs = "; ".join(f"{r.name}: {r.doc}" for r in RULE_SETS.values())
+        raise ValueError(f"unknown rule set {rules!r}; choose one of {', '.join(RULE_SETS)} ({docs})")
     return RULE_SETS[rules]
 
 
