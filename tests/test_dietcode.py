@@ -114,6 +114,9 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
     assert bool(column) == (kind == "bmm_nt")
     assert (by_size[0].nr == 1) == (kind == "bmm_nt")  # bmm_nt's columns are T: tiles narrower than a vector
     picks += [column[0], column[-1]] if column else []
+    crop_tile = [k for k in by_size if k.crop]  # bmm_nt: the output cropped inside each tile, not once per call
+    assert bool(crop_tile) == (kind == "bmm_nt")
+    picks += [crop_tile[0], crop_tile[-1], next(k for k in crop_tile if k.pack)] if crop_tile else []
     names = [f"k{i}" for i in range(len(picks))]
     lib = tvm.compile(tvm.IRModule({n: microkernel_func(wl, k, n) for n, k in zip(names, picks)}), target=HOST)
     text = microkernel_func(wl, picks[1]).script()
@@ -133,11 +136,11 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
 def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
     """A dense GEMM's padded A is a parallel loop of its own before the GEMM (in every tile it was made again per
     column tile); the bmm kernels keep it in the tile; where only rows are padded the accumulators write C
-    directly, with no cropping copy; bmm_nt crops its padded output once per call; a placement the kernel cannot
-    take is a clear error."""
+    directly, with no cropping copy; bmm_nt crops its padded output once per call, or in each tile where its kernel
+    says so; a placement the kernel cannot take is a clear error."""
     wl = WORKLOADS[kind]
     space = MicroKernelSpace(HOST, "float32", static_k(wl), kind=wl.kind)
-    mk = max((k for k in space.kernels if not k.pack), key=lambda k: (k.mt * k.nt, k.kt))
+    mk = max((k for k in space.kernels if not k.pack and not k.crop), key=lambda k: (k.mt * k.nt, k.kt))
     sch = schedule_microkernel(wl, mk)
     blocks = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
     once = wl.kind == "dense"
@@ -153,6 +156,12 @@ def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
         crop_loops = sch.get_loops(sch.get_sblock("C_pad"))
         assert not any(sch.get(loop) in gemm_loops for loop in crop_loops)
         assert sch.get(crop_loops[0]).kind == tvm.tirx.ForKind.PARALLEL
+        in_tile = schedule_microkernel(wl, dataclasses.replace(mk, crop="tile"))
+        tile_loops = {in_tile.get(loop) for loop in in_tile.get_loops(in_tile.get_sblock("C_update"))}
+        assert any(in_tile.get(loop) in tile_loops for loop in in_tile.get_loops(in_tile.get_sblock("C_pad")))
+    else:
+        with pytest.raises(ValueError, match="only bmm_nt kernels do"):
+            schedule_microkernel(wl, dataclasses.replace(mk, crop="tile"))
     fresh = lambda: tvm.s_tir.Schedule(wl.prim_func(packed=False))  # noqa: E731
     with pytest.raises(ValueError, match="a_pad must be one of"):
         _schedule_cpu(fresh(), wl, mk, a_pad="everywhere")
@@ -165,9 +174,14 @@ def test_microkernel_keys_round_trip_and_bad_keys_are_named() -> None:
     space = MicroKernelSpace(HOST, "float32", 16, kind="bmm_nt")  # column-packed and sub-vector kernels too
     for mk in space.kernels:
         assert MicroKernel.from_key(mk.key) == mk
-    for bad in ("cpu:64x96/8x32", "cpu", "cpu:8x8x1/8x8/column/x", "cpu:axbxc/1x1"):
+    assert {(k.pack, k.crop) for k in space.kernels} == {("", ""), ("column", ""), ("", "tile"), ("column", "tile")}
+    assert MicroKernel.from_key("cpu:8x8x1/8x4/column/crop-tile") == MicroKernel("cpu", 8, 8, 1, 8, 4, "column", "tile")
+    assert space.decode(MicroKernel("cpu", 8, 8, 1, 8, 4, crop="tile").to_json()).crop == "tile"
+    for bad in ("cpu:64x96/8x32", "cpu", "cpu:8x8x1/8x8/column/x", "cpu:axbxc/1x1", "cpu:8x8x1/8x4/crop-tile/column"):
         with pytest.raises(ValueError, match="not a micro-kernel key"):
             MicroKernel.from_key(bad)
+    with pytest.raises(ValueError, match="crops with crop=''"):
+        MicroKernel("cpu", 8, 8, 1, 8, 4, crop="somewhere")
 
 
 # ---------------------------------------------------------------------- dispatch

@@ -9,7 +9,7 @@ CUDA) that shape T needs and ``M`` the cores or SMs:
   (1: none of it is hidden; 0: all of it is) and is fitted with scipy on the measurements.
 - ``f_MK`` depends on the micro-kernel alone; one regressor (xgboost) learns it from every measured shape
   at once, with labels divided by ``f_occ`` and ``f_pad`` so that all shapes speak about the same quantity.
-  Its inputs are the kernel program's features (``features="program"``, TVM's extractor) or the twelve
+  Its inputs are the kernel program's features (``features="program"``, TVM's extractor) or the
   hand-made tile features (``"hand"``, the baseline); see ``_program``.
 """
 

@@ -1,4 +1,4 @@
-"""f_MK's inputs: the features of a micro-kernel's program, as TVM extracts them, or twelve hand-made ones.
+"""f_MK's inputs: the features of a micro-kernel's program, as TVM extracts them, or hand-made ones.
 
 DietCode learns f_MK from the micro-kernel's own program. Here the program is the workload scheduled with the
 kernel at the smallest T that one tile covers without padding (``unit_extent``), so it holds exactly one row
@@ -44,7 +44,7 @@ def unit_extent(wl: DynamicWorkload, mk: MicroKernel) -> int:
 
 
 class HandFeatures:
-    """The space's own twelve tile features (``MicroKernelSpace.featurize``)."""
+    """The space's own hand-made tile features (``MicroKernelSpace.featurize``)."""
 
     def __init__(self, space: MicroKernelSpace):
         self.space = space

@@ -3,8 +3,8 @@
 ``pad_einsum`` pads every axis the tile does not divide (the T axes) to a multiple of the tile. On x86, a dense
 kernel makes A's padded copy once per call, rows in parallel, before the GEMM (a bmm kernel inside each tile);
 where only the rows are padded the accumulators write the real rows straight to C (one guard per row); bmm_nt's
-padded T x T output is cropped into C once per call, and any other padded output inside each tile
-(``reverse_compute_at``); B's padded copy (bmm) is its packing
+padded T x T output is cropped into C once per call or inside each tile, as its kernel's ``crop`` says, and any
+other padded output inside each tile (``reverse_compute_at``); B's padded copy (bmm) is its packing
 stage. The register-blocked inner loops run full tiles with no predicate (measured 1.7x faster than predicating
 the compute on this CPU; see the project's dynamic-shape notes). Earlier, A's copy and the crop sat inside every
 tile, which made A again for every column tile (``benchmarks.dietcode.pad_probe`` times the placements).
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tvm
 
-from ._space import PACK_COLUMN, MicroKernel
+from ._space import CROP_TILE, PACK_COLUMN, MicroKernel
 from ._workloads import DynamicWorkload
 
 __all__ = ["schedule_microkernel", "microkernel_func"]
@@ -49,11 +49,19 @@ def pad_places(wl: DynamicWorkload, mk: MicroKernel) -> tuple[str, str]:
     own extents with no guard: in two runs of ``pad_probe --kinds bmm_nt`` (Zen 3, both gates failed) faster at
     every T >= 64 (1.09-1.29x, 33 kernel x T cells, six kernels), while at T <= 16 its extra parallel launch
     (about a microsecond) made it 0.79-1.07x of the per-tile crop on calls of 5-50 us; cropping once on one thread
-    (``call-serial``) kept small T level but lost up to 1.2x at T = 128 on two kernels."""
+    (``call-serial``) kept small T level but lost up to 1.2x at T = 128 on two kernels. So the crop is the
+    kernel's own field (``mk.crop``: ``""`` once per call, ``"tile"`` in each tile), and each T votes for the kernel
+    that times fastest there, crop included."""
     a_pad = "call" if wl.kind == "dense" else "tile"
+    if mk.crop and wl.kind != "bmm_nt":
+        raise ValueError(
+            f"{mk} chooses where its T x T output is cropped, which only bmm_nt kernels do; {wl.name} is {wl.kind}"
+        )
     if _rows_only(wl, mk):
         return a_pad, "direct"
-    return a_pad, ("call" if wl.kind == "bmm_nt" else "tile")
+    if wl.kind == "bmm_nt":
+        return a_pad, ("tile" if mk.crop == CROP_TILE else "call")
+    return a_pad, "tile"
 
 
 def _schedule_cpu(
@@ -202,8 +210,10 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel) -> tvm.s_tir.Sche
     if mk.device == "cpu":
         _schedule_cpu(sch, wl, mk)
     elif mk.device == "cuda":
-        if mk.pack:
-            raise ValueError(f"CUDA micro-kernels stage B in shared memory; {mk} asks for an x86 B packing")
+        if mk.pack or mk.crop:
+            raise ValueError(
+                f"CUDA micro-kernels stage B in shared memory and crop per block; {mk} asks for x86 options"
+            )
         if wl.b_panel:
             raise ValueError(f"CUDA micro-kernels read B row-major; {wl.name} packs it (b_panel={wl.b_panel})")
         _schedule_cuda(sch, wl, mk)

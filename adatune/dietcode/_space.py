@@ -10,8 +10,12 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
   than a vector (``_small_kernels``) for the small T, and holds each kernel twice, ``pack=""`` packing all of B
   into k-major panels once per call (a parallel loop of its own before the GEMM) and ``pack="column"`` packing
   each column tile's panel inside that tile, with column tiles parallel and row tiles serial within them, so
-  the panel is packed once and the call has one parallel region; which pays depends on T and the tile, so the
-  search chooses.
+  the panel is packed once; which pays depends on T and the tile, so the search chooses. Each is held twice
+  again: the padded T x T output cropped into C once per call, rows in parallel over C's own extents
+  (``crop=""``: vectorised, but one more parallel region), or inside each tile behind a guard on both indices
+  (``crop="tile"``: element by element, no extra launch). Once per call ran 1.09-1.29x faster at T >= 64 and
+  0.79-1.07x at T <= 16, where the extra launch weighs on 5-50 us calls (``benchmarks.dietcode.pad_probe``), so
+  each T's vote picks.
 - CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp, at most the block
   limit), each accumulating ``mr x nr`` outputs in registers; the ``mt x kt`` and ``kt x nt`` operand tiles
   staged in shared memory must fit it.
@@ -35,9 +39,11 @@ from ..target import CpuInfo, cpu_info
 from ..target import create as create_target
 from ..templates._x86 import fits_registers, register_tiles
 
-__all__ = ["PACK_COLUMN", "MicroKernel", "MicroKernelSpace", "SM80_LIMITS", "device_of", "weight_panel"]
+__all__ = ["CROP_TILE", "PACK_COLUMN", "MicroKernel", "MicroKernelSpace", "SM80_LIMITS", "device_of", "weight_panel"]
 
 PACK_COLUMN = "column"
+CROP_TILE = "tile"
+_CROP_SUFFIX = "crop-tile"  # the key's suffix for crop="tile" (a bare "tile" would read as a tile size)
 
 
 def device_of(target: tvm.target.Target) -> Any:
@@ -61,37 +67,52 @@ class MicroKernel:
     mr: int
     nr: int
     pack: str = ""  # x86 bmm_nt: "" packs B once per call, "column" inside each column tile (see the module doc)
+    crop: str = ""  # x86 bmm_nt: "" crops the padded output once per call, "tile" inside each tile
+
+    def __post_init__(self) -> None:
+        if self.pack not in ("", PACK_COLUMN) or self.crop not in ("", CROP_TILE):
+            raise ValueError(
+                f"a micro-kernel packs B with pack='' or {PACK_COLUMN!r} and crops with crop='' or {CROP_TILE!r}, "
+                f"got pack={self.pack!r}, crop={self.crop!r}"
+            )
 
     @property
     def key(self) -> str:
-        return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}" + (
-            f"/{self.pack}" if self.pack else ""
-        )
+        suffix = (f"/{self.pack}" if self.pack else "") + (f"/{_CROP_SUFFIX}" if self.crop == CROP_TILE else "")
+        return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}{suffix}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": "microkernel",
-            "device": self.device,
-            "mt": self.mt,
-            "nt": self.nt,
-            "kt": self.kt,
-            "mr": self.mr,
-            "nr": self.nr,
-        } | ({"pack": self.pack} if self.pack else {})
+        return (
+            {
+                "kind": "microkernel",
+                "device": self.device,
+                "mt": self.mt,
+                "nt": self.nt,
+                "kt": self.kt,
+                "mr": self.mr,
+                "nr": self.nr,
+            }
+            | ({"pack": self.pack} if self.pack else {})
+            | ({"crop": self.crop} if self.crop else {})
+        )
 
     @classmethod
     def from_key(cls, key: str) -> MicroKernel:
-        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column``), in a space or not."""
+        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column``, ``.../column/crop-tile``), in a space
+        or not."""
+        bad = f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32, cpu:8x8x1/8x4/column/crop-tile)"
         try:
             device, rest = key.split(":")
-            tile, reg, *pack = rest.split("/")
+            tile, reg, *options = rest.split("/")
             mt, nt, kt = (int(x) for x in tile.split("x"))
             mr, nr = (int(x) for x in reg.split("x"))
         except ValueError as err:
-            raise ValueError(f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32)") from err
-        if len(pack) > 1:
-            raise ValueError(f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32)")
-        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "")
+            raise ValueError(bad) from err
+        crop = CROP_TILE if options[-1:] == [_CROP_SUFFIX] else ""
+        pack = options[:-1] if crop else options
+        if len(pack) > 1 or pack not in ([], [PACK_COLUMN]):
+            raise ValueError(bad)
+        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop)
 
     @property
     def threads(self) -> int:
@@ -195,6 +216,7 @@ class MicroKernelSpace(CandidateSpace):
         "log2_panel_bytes",
         "panel_over_cache",
         "pack_column",
+        "crop_tile",
     )
 
     def __init__(
@@ -215,6 +237,7 @@ class MicroKernelSpace(CandidateSpace):
             if kind == "bmm_nt":
                 self.kernels += _small_kernels(self.info, dtype)
                 self.kernels += [dataclasses.replace(k, pack=PACK_COLUMN) for k in self.kernels]
+                self.kernels += [dataclasses.replace(k, crop=CROP_TILE) for k in self.kernels]
             self.cores = self.info.cores
             self.cache_bytes = self.info.l2_bytes
         else:
@@ -249,9 +272,9 @@ class MicroKernelSpace(CandidateSpace):
         return [pool[int(i)] for i in idx]
 
     def mutate(self, candidates: Sequence[Any], rng: np.random.Generator) -> list[Any]:
-        """A neighbour shares all but one field (tile, step or register tile) with its origin."""
+        """A neighbour shares all but one field (tile, step, register tile, packing or crop) with its origin."""
         out = []
-        fields = ("mt", "nt", "kt", "mr", "nr", "pack")
+        fields = ("mt", "nt", "kt", "mr", "nr", "pack", "crop")
         for cand in candidates:
             neighbours = [k for k in self.kernels if sum(getattr(k, f) != getattr(cand, f) for f in fields) == 1]
             out.append(neighbours[int(rng.integers(len(neighbours)))] if neighbours else cand)
@@ -278,6 +301,7 @@ class MicroKernelSpace(CandidateSpace):
                     math.log2(panel),
                     panel / self.cache_bytes,
                     float(k.pack == PACK_COLUMN),
+                    float(k.crop == CROP_TILE),
                 ]
             )
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(self.FEATURE_NAMES))
@@ -288,7 +312,7 @@ class MicroKernelSpace(CandidateSpace):
         try:
             k = MicroKernel(
                 str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]), int(data["mr"]),
-                int(data["nr"]), str(data.get("pack", "")),
+                int(data["nr"]), str(data.get("pack", "")), str(data.get("crop", "")),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed micro-kernel record {data!r}: {err}") from err
