@@ -63,6 +63,9 @@ locked $PY -m benchmarks.harness hardware --paper --workloads "dense:M=128,N=768
 locked $PY -m benchmarks.harness hardware --paper --workloads "dense:M=128,N=768,K=768,space=autotvm" \
   --schemes XGB+SA RFEI+CSA+AE --seeds 8 --first-seed 8 --budget 180 --plan-size 16 --batch-size 8 --timeout 60 \
   --target-fraction 0.8 --out benchmarks/results/large_space/live_paper_qkv_confirm80  # ~53 min
+locked $PY -m benchmarks.harness hardware --paper --workloads "dense:M=128,N=768,K=768,space=autotvm" \
+  --schemes XGB+SA RFEI+CSA+AE --seeds 8 --first-seed 16 --budget 300 --plan-size 16 --batch-size 8 --timeout 60 \
+  --target-fraction 0.8 --out benchmarks/results/large_space/live_paper_qkv_budget300  # ~86 min
 locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 conv2d-bias-relu-L6 \
   --arms trace-xgb trace-xgb-vector knob-xgb --trials 16 --per-iter 8 --batch 8 --seeds 0 1 2 \
   --out benchmarks/results/trace_search/vector_rules
@@ -72,5 +75,9 @@ locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 --arms 
   --trials 16 --per-iter 8 --batch 8 --seeds 3 4 5 --out benchmarks/results/trace_search/vector_rules_seeds345
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
 locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~23 min: all six BERT dynamic GEMMs
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode \
+  --out benchmarks/results/dietcode/zen3_scores_crop_vote  # ~4 min: bmm NT with the crop chosen per kernel
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 1 \
+  --out benchmarks/results/dietcode/zen3_scores_crop_vote_seed1  # ~4 min: the same on a second seed
 locked $PY -m benchmarks.rpc_overhead --out benchmarks/results/rpc_overhead
 locked $PY -m benchmarks.models  # ~55 min: ResNet-18 and BERT-base, XGB and RFEI+AE, 10 min each

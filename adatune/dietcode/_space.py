@@ -110,7 +110,7 @@ class MicroKernel:
             raise ValueError(bad) from err
         crop = CROP_TILE if options[-1:] == [_CROP_SUFFIX] else ""
         pack = options[:-1] if crop else options
-        if len(pack) > 1 or pack not in ([], [PACK_COLUMN]):
+        if pack not in ([], [PACK_COLUMN]):
             raise ValueError(bad)
         return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop)
 
