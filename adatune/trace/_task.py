@@ -79,7 +79,7 @@ def _rule_set_of(name: str) -> RuleSet | None:
 
 def _workload_short(name: str) -> str:
     """A rule-made name without its rule set's prefix (a registered workload answers to every rule set)."""
-    found = _rule_set_of(name) if isinstance(name, str) else None
+    found = _rule_set_of(name) if isinstance(name, str) else None  # a bad name gets _short_name's clear error
     return _short_name(name, found.prefix if found else RULES_PREFIX)
 
 
@@ -358,9 +358,8 @@ def create_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target)
 
 def _restore_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target, stored: dict) -> TraceTask:
     """``create_trace_task``, first registering the module a record stored (``from_module`` in another process)."""
-    rule_set = _rule_set_of(name)
-    short = name.removeprefix(rule_set.prefix) if rule_set else name
-    if rule_set and "ir" in stored and short not in _MODULES and short not in _WORKLOADS:
+    short = _workload_short(name)
+    if _rule_set_of(name) and "ir" in stored and short not in _MODULES and short not in _WORKLOADS:
         _MODULES[short] = module_from_text(stored["ir"])
     return create_trace_task(name, args, target)
 
