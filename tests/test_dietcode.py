@@ -45,7 +45,7 @@ from adatune.dietcode import (
     validate_range,
 )
 from adatune.dietcode._range_task import seconds_at
-from adatune.dietcode._schedule import _schedule_cpu
+from adatune.dietcode._schedule import _schedule_cpu, padding_units
 from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
 from adatune.dispatch import CompiledDispatcher, ShapeDispatcher
@@ -130,6 +130,37 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
             c = tvm.runtime.tensor(np.full(want.shape, np.nan, np.float32), dev)
             lib[name](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t)
             assert _close(c.numpy(), want), f"{mk} wrong at T={t}"
+
+
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_t_axes_pad_to_the_register_tile_behind_guards_outside_the_vector_loops(kind: str) -> None:
+    """A T axis is padded to the register tile, not the whole tile (a 24-row tile at T = 25 computes 30 rows, not
+    48); the part-full last tile skips whole register tiles, so no guard sits on the unrolled rows or the vector
+    lanes; ``f_pad`` counts exactly the work the schedule pads to."""
+    wl = WORKLOADS[kind]
+    space = MicroKernelSpace(HOST, "float32", static_k(wl), kind=wl.kind)
+    mk = max((k for k in space.kernels if k.mt > k.mr and k.nt > k.nr), key=lambda k: (k.mt * k.nt, k.kt))
+    rows, cols, red = padding_units(wl, mk)
+    assert rows == mk.mr and red == mk.kt and cols == (mk.nr if wl.kind == "bmm_nt" else mk.nt)
+    assert padding_units(wl, dataclasses.replace(mk, device="cuda")) == (mk.mt, mk.nt, mk.kt)
+    sch = schedule_microkernel(wl, mk)
+    loops = sch.get_loops(sch.get_sblock("C_update"))
+    realize = sch.get(loops[-1]).body
+    guarded = {v.name for v in tvm.tirx.analysis.undefined_vars(realize.predicate)}
+    inner = {sch.get(loop).loop_var.name for loop in loops[-2:]}  # the register tile's rows and lanes
+    assert guarded and not guarded & inner, realize.predicate
+    func = sch.mod["main"]
+    for t in (mk.mt + 1, 2 * mk.mt - 1):
+        fixed = tvm.s_tir.Schedule(func.specialize({func.params[3]: t}))
+        shapes = {b.name: [int(x) for x in b.shape] for b in fixed.get(fixed.get_sblock("root")).alloc_buffers}
+        padded_rows = math.ceil(t / mk.mr) * mk.mr
+        assert shapes["A_pad"][0 if wl.kind == "dense" else 1] == padded_rows
+        _, m, n, k = wl.gemm_extents(t)
+        want = padded_rows * math.ceil(n / cols) * cols * math.ceil(k / red) * red / (m * n * k)
+        assert f_pad(wl, mk, t) == pytest.approx(want)
+        if wl.kind == "bmm_nt":
+            assert shapes["C_pad"][1:] == [padded_rows, math.ceil(t / mk.nr) * mk.nr]
+    assert f_pad(wl, mk, mk.mt + 1) < f_pad(wl, dataclasses.replace(mk, device="cuda"), mk.mt + 1)
 
 
 @pytest.mark.parametrize("kind", list(WORKLOADS))
@@ -236,7 +267,7 @@ def test_f_pad_and_tiles_on_hand_examples() -> None:
     dense = DynamicWorkload("d", "dense", (32, 48))
     mk = MicroKernel("cpu", 8, 16, 4, 4, 8)
     assert f_pad(dense, mk, 16) == 1.0  # 16 x 48 x 32: every axis divides
-    assert f_pad(dense, mk, 10) == pytest.approx(16 / 10)  # rows 10 -> 16
+    assert f_pad(dense, mk, 10) == pytest.approx(12 / 10)  # rows 10 -> 12: the register tile (4 rows), not the tile
     assert num_tiles(dense, mk, 10) == 2 * 3
     assert num_tiles(dense, mk, 1) == 1 * 3
     odd = MicroKernel("cpu", 8, 32, 5, 4, 8)

@@ -147,9 +147,10 @@ def test_evolutionary_search_proposes_unmeasured_kernels_the_model_ranks_high(fe
     unmeasured = [i for i, k in enumerate(model.space.kernels) if k.key not in seen]
     best = per_flop[unmeasured].min(axis=0)
     index = {k.key: i for i, k in enumerate(model.space.kernels)}
-    for chosen in (picks, every):  # each shape's pick is within 10% of the best unmeasured prediction
-        got = per_flop[[index[k.key] for k in chosen]].min(axis=0)
-        assert np.all(got <= 1.1 * best)
+    others = [propose_kernels(model, model.space, shapes, measured, 8, seen, np.random.default_rng(s)) for s in (1, 2)]
+    for chosen in (picks, *others, every):  # each shape's pick is within 10% of the best unmeasured prediction,
+        got = per_flop[[index[k.key] for k in chosen]].min(axis=0)  # on every seed (fitness: the best T's quality)
+        assert np.all(got <= 1.1 * best), np.round(got / best, 3)
     assert np.allclose(per_flop[[index[k.key] for k in every]].min(axis=0), best)
     with pytest.raises(ValueError, match="unknown micro-kernel search"):
         propose_kernels(model, model.space, shapes, measured, 8, seen, np.random.default_rng(0), "annealing")

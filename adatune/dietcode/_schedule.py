@@ -1,6 +1,12 @@
 """Applying a micro-kernel to a dynamic GEMM with local padding.
 
-``pad_einsum`` pads every axis the tile does not divide (the T axes) to a multiple of the tile. On x86, a dense
+``pad_einsum`` pads every axis the tile does not divide (the T axes). On x86 a T axis is padded only to a
+multiple of the register tile (``mr`` rows, ``nr`` columns), not of the whole tile: a tile that T leaves part-full
+runs just the register tiles that hold real rows or columns, behind one guard per register tile, outside the
+unrolled and vectorised loops (``padding_units``). Padding to the whole tile computed up to 2.8x the real work
+(a 16x128 tile at T = 49: 64 x 128 for 49 x 49) and ran 1.1-2.8x slower at T between tile multiples, 0.96-1.04x
+at multiples (``benchmarks.dietcode.pad_probe --variants tile-pad``, see the README). CUDA pads to the thread
+block's tile. On x86, a dense
 kernel makes A's padded copy once per call, rows in parallel, before the GEMM (a bmm kernel inside each tile);
 where only the rows are padded the accumulators write the real rows straight to C (one guard per row); bmm_nt's
 padded T x T output is cropped into C once per call or inside each tile, as its kernel's ``crop`` says, and any
@@ -17,7 +23,7 @@ import tvm
 from ._space import CROP_TILE, PACK_COLUMN, MicroKernel
 from ._workloads import DynamicWorkload
 
-__all__ = ["schedule_microkernel", "microkernel_func"]
+__all__ = ["schedule_microkernel", "microkernel_func", "padding_units"]
 
 
 def _blocks(sch: tvm.s_tir.Schedule) -> set[str]:
@@ -29,6 +35,29 @@ def _blocks(sch: tvm.s_tir.Schedule) -> set[str]:
 #: guard: its loops run over C's own extents) (``pad_places`` gives the shipped choice)
 A_PAD_PLACES = ("tile", "call")
 CROP_PLACES = ("tile", "direct", "call", "call-serial")
+#: what a T axis is padded to a multiple of on x86: the register tile (shipped) or the whole tile (the paper's local
+#: padding, kept for ``benchmarks.dietcode.pad_extent_probe``)
+PAD_TO = ("register", "tile")
+
+
+def padding_units(wl: DynamicWorkload, mk: MicroKernel) -> tuple[int, int, int]:
+    """What ``mk`` pads each GEMM axis of ``wl`` (rows, columns, reduction) to a multiple of: on x86 a T axis
+    to the register tile, a static axis to the tile (it divides the static extents the space offers), the
+    reduction to ``kt``; on CUDA every axis to the thread block's tile."""
+    if mk.device != "cpu":
+        return mk.mt, mk.nt, mk.kt
+    rows, cols, _ = wl.dynamic_axes()
+    return (mk.mr if rows else mk.mt), (mk.nr if cols else mk.nt), mk.kt
+
+
+def _tile_split(
+    sch: tvm.s_tir.Schedule, loop: tvm.s_tir.LoopRV, tile: int, reg: int
+) -> tuple[tvm.s_tir.LoopRV, tvm.s_tir.LoopRV, tvm.s_tir.LoopRV]:
+    """(tiles, register tiles within a tile, one register tile) of an axis padded to ``reg``: where the tile
+    does not divide the padded extent, the guard TVM adds is on the register-tile index, not on the lanes."""
+    regs, inner = sch.split(loop, [None, reg])
+    tiles, within = sch.split(regs, [None, tile // reg])
+    return tiles, within, inner
 
 
 def _rows_only(wl: DynamicWorkload, mk: MicroKernel) -> bool:
@@ -70,16 +99,22 @@ def _schedule_cpu(
     mk: MicroKernel,
     a_pad: str | None = None,
     crop: str | None = None,
+    pad_to: str = "register",
 ) -> None:
-    """``a_pad`` / ``crop``: placements other than ``pad_places``'s, for ``benchmarks.dietcode.pad_probe``."""
-    if a_pad not in (None, *A_PAD_PLACES) or crop not in (None, *CROP_PLACES):
-        raise ValueError(f"a_pad must be one of {A_PAD_PLACES} and crop one of {CROP_PLACES}, got {a_pad!r}, {crop!r}")
+    """``a_pad`` / ``crop`` / ``pad_to``: placements and padding other than the shipped ones, for the probes
+    ``benchmarks.dietcode.pad_probe`` and ``pad_extent_probe``."""
+    if a_pad not in (None, *A_PAD_PLACES) or crop not in (None, *CROP_PLACES) or pad_to not in PAD_TO:
+        raise ValueError(
+            f"a_pad must be one of {A_PAD_PLACES}, crop one of {CROP_PLACES} and pad_to one of {PAD_TO}, "
+            f"got {a_pad!r}, {crop!r}, {pad_to!r}"
+        )
     shipped_a_pad, shipped_crop = pad_places(wl, mk)
     a_pad_per_tile = (a_pad or shipped_a_pad) == "tile"
     crop_place = crop or shipped_crop
     blk = sch.get_sblock("C")
     *batch, i, j, k = sch.get_loops(blk)
-    sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
+    units = padding_units(wl, mk) if pad_to == "register" else (mk.mt, mk.nt, mk.kt)
+    sch.pad_einsum(blk, [1] * len(batch) + list(units))
     names = _blocks(sch)
     if wl.b_panel:  # pad the einsum first (it needs plain indices), then read B from its packed panels
         if wl.b_panel % mk.nr:
@@ -88,8 +123,8 @@ def _schedule_cpu(
             )
         wl.pack_b_layout(sch, sch.get_sblock("B_pad") if "B_pad" in names else blk)
     *batch, i, j, k = sch.get_loops(blk)
-    io, iio, iii = sch.split(i, [None, mk.mt // mk.mr, mk.mr])
-    jo, jio, jii = sch.split(j, [None, mk.nt // mk.nr, mk.nr])
+    io, iio, iii = _tile_split(sch, i, mk.mt, mk.mr)
+    jo, jio, jii = _tile_split(sch, j, mk.nt, mk.nr)
     ko, ki = sch.split(k, [None, mk.kt])
     column = mk.pack == PACK_COLUMN
     if column and wl.kind != "bmm_nt":
