@@ -3,10 +3,11 @@
 ``pad_einsum`` pads every axis the tile does not divide (the T axes). On x86 a T axis is padded only to a
 multiple of the register tile (``mr`` rows, ``nr`` columns), not of the whole tile: a tile that T leaves part-full
 runs just the register tiles that hold real rows or columns, behind one guard per register tile, outside the
-unrolled and vectorised loops (``padding_units``). Padding to the whole tile computed up to 2.8x the real work
-(a 16x128 tile at T = 49: 64 x 128 for 49 x 49) and ran 1.1-2.8x slower at T between tile multiples, 0.96-1.04x
-at multiples (``benchmarks.dietcode.pad_probe --variants tile-pad``, see the README). CUDA pads to the thread
-block's tile. On x86, a dense
+unrolled and vectorised loops (``padding_units``). Padding to the whole tile computed up to 3.4x the real work
+(a 16x128 tile at T = 49: 64 x 128 for 49 x 49); against it, register-tile padding ran faster in 67 of 69 kernel x
+T cells between tile multiples (geomean 1.44x) and cost 0.91-1.07x at multiples, geomean 0.976x, where the guards
+are all it adds (``benchmarks.dietcode.pad_extent_probe``, one run, gate failed; see the README). CUDA pads to the
+thread block's tile. On x86, a dense
 kernel makes A's padded copy once per call, rows in parallel, before the GEMM (a bmm kernel inside each tile);
 where only the rows are padded the accumulators write the real rows straight to C (one guard per row); bmm_nt's
 padded T x T output is cropped into C once per call or inside each tile, as its kernel's ``crop`` says, and any
