@@ -15,10 +15,8 @@ the guards (where padding to the tile wastes nothing) shows beside the saving. R
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
-import statistics
 import time
 from typing import Any
 
@@ -31,12 +29,13 @@ import tvm  # noqa: E402
 
 import adatune  # noqa: F401, E402 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import target as _target  # noqa: E402
-from adatune.dietcode import DynamicWorkload, MicroKernel, weight_panel  # noqa: E402
+from adatune.dietcode import DynamicWorkload, MicroKernel  # noqa: E402
 from adatune.dietcode._schedule import PAD_TO, _schedule_cpu  # noqa: E402
-from adatune.target import describe_host, one_blas_thread, size_tvm_thread_pool  # noqa: E402
+from adatune.target import describe_host, size_tvm_thread_pool  # noqa: E402
 
 from .._common import load_now, write_csv  # noqa: E402
-from ..noise_gate import NoiseGate, interleaved  # noqa: E402
+from ..noise_gate import NoiseGate  # noqa: E402
+from .pad_probe import probe_workload, time_variants  # noqa: E402
 
 # (name, kind, dims, kernels): BERT-base's GEMMs with kernels the Zen 3 runs deployed (results/dietcode)
 DEFAULT_CASES: list[tuple[str, str, tuple[int, int], list[str]]] = [
@@ -69,7 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     tgt = _target.host()
-    dev = tvm.cpu(0)
     rng = np.random.default_rng(0)
     load_before, started = load_now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     gate = NoiseGate()
@@ -78,25 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, kind, dims, keys in DEFAULT_CASES:
         if args.workloads and name not in args.workloads:
             continue
-        wl = DynamicWorkload(name, kind, dims)
-        if kind == "dense":
-            wl = dataclasses.replace(wl, b_panel=weight_panel(tgt, wl.dtype, dims[1]))
+        wl = probe_workload(name, kind, dims, tgt)
         for key in keys:
             mk = MicroKernel.from_key(key)
             libs = {v: build(wl, mk, v, tgt) for v in PAD_TO}
             for t in args.t:
-                a, b = wl.random_inputs(t, rng)
-                with one_blas_thread():
-                    want = wl.reference(a, b)
-                c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], wl.dtype), dev)
-                call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t]
-                timers = {}
-                for v, lib in libs.items():
-                    lib["main"](*call)
-                    np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{key} {v} T={t}")
-                    f = lib.mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
-                    timers[v] = lambda f=f, call=call: float(f(*call).mean)
-                med = {v: statistics.median(x) for v, x in interleaved(timers, args.rounds).items()}
+                med = time_variants(wl, libs, t, rng, args.rounds, key)
                 _, m, n, k = wl.gemm_extents(t)
                 at_multiple = m % mk.mt == 0 and n % mk.nt == 0 and k % mk.kt == 0
                 row = {"workload": name, "kernel": key, "T": t, "tile_multiple": at_multiple}

@@ -80,6 +80,34 @@ def shipped_variant(wl: DynamicWorkload, mk: MicroKernel) -> str:
     return next(v for v in variants_of(wl) if VARIANTS[v] == places)
 
 
+def probe_workload(name: str, kind: str, dims: tuple[int, int], tgt: Any) -> DynamicWorkload:
+    """The workload a probe times: dense weights pre-packed in the target's panels, as a model ships them."""
+    wl = DynamicWorkload(name, kind, dims)
+    if kind == "dense":
+        wl = dataclasses.replace(wl, b_panel=weight_panel(tgt, wl.dtype, dims[1]))
+    return wl
+
+
+def time_variants(
+    wl: DynamicWorkload, libs: dict[str, Any], t: int, rng: np.random.Generator, rounds: int, label: str
+) -> dict[str, float]:
+    """Median seconds of each compiled variant at ``T = t``, each checked against numpy first, timed in
+    alternating rounds (one ``time_evaluator`` reading of >= 30 ms per variant per round)."""
+    dev = tvm.cpu(0)
+    a, b = wl.random_inputs(t, rng)
+    with one_blas_thread():
+        want = wl.reference(a, b)
+    c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], wl.dtype), dev)
+    call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t]  # b comes packed (b_panel)
+    timers = {}
+    for v, lib in libs.items():
+        lib["main"](*call)
+        np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{label} {v} T={t}")
+        f = lib.mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
+        timers[v] = lambda f=f, call=call: float(f(*call).mean)
+    return {v: statistics.median(x) for v, x in interleaved(timers, rounds).items()}
+
+
 def build(wl: DynamicWorkload, mk: MicroKernel, variant: str, tgt: Any) -> Any:
     """The variant's compiled library."""
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
@@ -98,7 +126,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     tgt = _target.host()
-    dev = tvm.cpu(0)
     rng = np.random.default_rng(0)
     load_before, started = load_now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     gate = NoiseGate()
@@ -107,27 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     for kind, dims, keys in DEFAULT_CASES:
         if args.kinds and kind not in args.kinds:
             continue
-        wl = DynamicWorkload(f"{kind}_{dims[0]}x{dims[1]}", kind, dims)
-        if kind == "dense":
-            wl = dataclasses.replace(wl, b_panel=weight_panel(tgt, wl.dtype, dims[1]))
+        wl = probe_workload(f"{kind}_{dims[0]}x{dims[1]}", kind, dims, tgt)
         for key in keys:
             mk = MicroKernel.from_key(key)
             libs = {v: build(wl, mk, v, tgt) for v in variants_of(wl)}
             shipped = shipped_variant(wl, mk)
             for t in args.t:
-                a, b = wl.random_inputs(t, rng)
-                with one_blas_thread():
-                    want = wl.reference(a, b)
-                c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], wl.dtype), dev)
-                call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t]  # b comes packed (b_panel)
-                timers = {}
-                for v, lib in libs.items():
-                    lib["main"](*call)
-                    np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{key} {v} T={t}")
-                    f = lib.mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
-                    timers[v] = lambda f=f, call=call: float(f(*call).mean)
-                times = interleaved(timers, args.rounds)
-                med = {v: statistics.median(x) for v, x in times.items()}
+                med = time_variants(wl, libs, t, rng, args.rounds, key)
                 row = {"workload": wl.name, "kernel": key, "T": t, "shipped": shipped}
                 row |= {f"{v}_ms": med[v] * 1e3 for v in libs} | {"old_over_shipped": med["tile"] / med[shipped]}
                 rows.append(row)
