@@ -82,9 +82,9 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --see
 locked $PY -m benchmarks.dietcode.pad_extent_probe \
   --out benchmarks/results/dietcode/pad_extent_probe  # ~3 min: T padded to the tile or to the register tile
 locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode \
-  --out benchmarks/results/dietcode/zen3_regpad  # ~23 min: the six GEMMs padded to the register tile
+  --out benchmarks/results/dietcode/zen3_regpad  # ~21 min: the six GEMMs padded to the register tile
 locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode --seed 1 \
-  --out benchmarks/results/dietcode/zen3_regpad_seed1  # ~21 min: the same on a second seed
+  --out benchmarks/results/dietcode/zen3_regpad_seed1  # ~22 min: the same on a second seed
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen3/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen3_regpad  # ~12 min: dynamic BERT-base as one module (needs models_zen3's log)
