@@ -85,6 +85,9 @@ locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores cont
   --out benchmarks/results/dietcode/zen3_regpad  # ~21 min: the six GEMMs padded to the register tile
 locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode --seed 1 \
   --out benchmarks/results/dietcode/zen3_regpad_seed1  # ~22 min: the same on a second seed
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6x64x4/6x16/column \
+  cpu:24x16x1/6x16/column cpu:12x64x4/12x8/column cpu:24x8x4/12x8/column cpu:8x64x4/8x8/column \
+  --out benchmarks/results/dietcode/kernel_probe_one_vector  # ~1 min: one-vector register tiles on scores
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen3/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen3_regpad  # ~12 min: dynamic BERT-base as one module (needs models_zen3's log)

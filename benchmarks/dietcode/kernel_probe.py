@@ -1,0 +1,106 @@
+"""A/B probe (not a test): several DietCode micro-kernels on one GEMM, timed against each other in turns.
+
+For a question of the space rather than of the schedule: would a kernel the space does not hold (say a register
+tile one vector wide, whose columns pad to 8 lanes instead of 16) serve some T better than the kernel deployed
+there? Each kernel is built with the shipped schedule (any valid key, in the space or not), checked against numpy
+at every T, and timed in alternating rounds with the others (a slow minute hits all), framed by the noise gate.
+Run alone on the machine::
+
+    python -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6x64x4/6x16/column \\
+        cpu:24x8x4/12x8/column --out benchmarks/results/dietcode/kernel_probe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+import tvm
+
+import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
+from adatune import target as _target
+from adatune.dietcode import MicroKernel, schedule_microkernel
+from adatune.target import describe_host, size_tvm_thread_pool
+
+from .._common import load_now, write_csv
+from ..noise_gate import NoiseGate
+from .pad_extent_probe import DEFAULT_CASES
+from .pad_probe import probe_workload, time_variants
+
+WORKLOADS = {name: (kind, dims) for name, kind, dims, _ in DEFAULT_CASES}
+
+
+def main(argv: list[str] | None = None) -> int:
+    size_tvm_thread_pool()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="scores")
+    p.add_argument("--kernels", nargs="+", required=True, help="micro-kernel keys, e.g. cpu:24x8x4/12x8/column")
+    p.add_argument("--t", nargs="+", type=int, default=[48, 49, 56, 64, 65, 68, 72, 80, 81, 88, 96, 100, 112, 128])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    tgt = _target.host()
+    kind, dims = WORKLOADS[args.workload]
+    wl = probe_workload(args.workload, kind, dims, tgt)
+    libs = {}
+    for key in args.kernels:
+        with tgt:
+            libs[key] = tvm.compile(schedule_microkernel(wl, MicroKernel.from_key(key)).mod, target=tgt)
+    rng = np.random.default_rng(0)
+    load_before, started = load_now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    gate = NoiseGate()
+    gate.probe("before")
+    rows = []
+    for t in args.t:
+        med = time_variants(wl, libs, t, rng, args.rounds, args.workload)
+        best = min(med, key=lambda k: med[k])
+        rows.append({"T": t} | {f"{k}_us": v * 1e6 for k, v in med.items()} | {"fastest": best})
+        print(f"T={t:>3}: " + ", ".join(f"{k} {v * 1e6:8.1f} us" for k, v in med.items()) + f"; fastest {best}")
+    gate.probe("after")
+    print(gate.sentence())
+    if args.out:
+        _write(args.out, rows, args.kernels, gate, load_before, started, argv)
+    return 0
+
+
+def _write(
+    out: str, rows: list[dict], kernels: list[str], gate: NoiseGate, load_before: list[float], started: str, argv: Any
+) -> None:
+    os.makedirs(out, exist_ok=True)
+    write_csv(os.path.join(out, "kernel_probe.csv"), rows)
+    meta: dict[str, Any] = {
+        "command": "python -m benchmarks.dietcode.kernel_probe " + " ".join(argv or []),
+        "host": describe_host(),
+        "started": started,
+        "load_before": load_before,
+        "load_after": load_now(),
+        "noise_gate": gate.to_json(),
+    }
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    host = meta["host"]
+    lines = [
+        "# DietCode micro-kernels on one GEMM, timed in turns",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); started {started}; 1-minute load "
+        f"{load_before[0]:.2f} before, {meta['load_after'][0]:.2f} after. Each cell: median of alternating rounds, "
+        "each round one `time_evaluator` reading (>= 30 ms) of each kernel (µs per call).",
+        "",
+        gate.sentence(),
+        "",
+        "| T | " + " | ".join(f"`{k}`" for k in kernels) + " | fastest |",
+        "|---:|" + "---:|" * len(kernels) + "---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['T']} | " + " | ".join(f"{r[f'{k}_us']:.1f}" for k in kernels) + f" | `{r['fastest']}` |")
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines + [""]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
