@@ -24,12 +24,12 @@ import tvm
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import target as _target
 from adatune.dietcode import MicroKernel, schedule_microkernel
-from adatune.target import describe_host, size_tvm_thread_pool
+from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, write_csv
 from ..noise_gate import NoiseGate
 from .pad_extent_probe import DEFAULT_CASES
-from .pad_probe import probe_workload, time_variants
+from .pad_probe import probe_meta, probe_workload, time_variants
 
 WORKLOADS = {name: (kind, dims) for name, kind, dims, _ in DEFAULT_CASES}
 
@@ -72,14 +72,7 @@ def _write(
 ) -> None:
     os.makedirs(out, exist_ok=True)
     write_csv(os.path.join(out, "kernel_probe.csv"), rows)
-    meta: dict[str, Any] = {
-        "command": "python -m benchmarks.dietcode.kernel_probe " + " ".join(argv or []),
-        "host": describe_host(),
-        "started": started,
-        "load_before": load_before,
-        "load_after": load_now(),
-        "noise_gate": gate.to_json(),
-    }
+    meta = probe_meta("benchmarks.dietcode.kernel_probe", argv, started, load_before, gate)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     host = meta["host"]

@@ -31,11 +31,11 @@ import adatune  # noqa: F401, E402 - sizes TVM's thread pool to the physical cor
 from adatune import target as _target  # noqa: E402
 from adatune.dietcode import DynamicWorkload, MicroKernel  # noqa: E402
 from adatune.dietcode._schedule import PAD_TO, _schedule_cpu  # noqa: E402
-from adatune.target import describe_host, size_tvm_thread_pool  # noqa: E402
+from adatune.target import size_tvm_thread_pool  # noqa: E402
 
 from .._common import load_now, write_csv  # noqa: E402
 from ..noise_gate import NoiseGate  # noqa: E402
-from .pad_probe import probe_workload, time_variants  # noqa: E402
+from .pad_probe import probe_meta, probe_workload, time_variants  # noqa: E402
 
 # (name, kind, dims, kernels): BERT-base's GEMMs with kernels the Zen 3 runs deployed (results/dietcode)
 DEFAULT_CASES: list[tuple[str, str, tuple[int, int], list[str]]] = [
@@ -124,14 +124,7 @@ def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float]
     _plot(os.path.join(out, "pad_extent_probe.png"), rows)
     between = [r["tile_over_register"] for r in rows if not r["tile_multiple"]]
     at = [r["tile_over_register"] for r in rows if r["tile_multiple"]]
-    meta: dict[str, Any] = {
-        "command": "python -m benchmarks.dietcode.pad_extent_probe " + " ".join(argv or []),
-        "host": describe_host(),
-        "started": started,
-        "load_before": load_before,
-        "load_after": load_now(),
-        "noise_gate": gate.to_json(),
-    }
+    meta = probe_meta("benchmarks.dietcode.pad_extent_probe", argv, started, load_before, gate)
     summary = {"geomean_between_multiples": _geo(between), "geomean_at_multiples": _geo(at)}
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "rows": rows} | summary, f, indent=1)

@@ -20,7 +20,9 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -108,6 +110,18 @@ def time_variants(
     return {v: statistics.median(x) for v, x in interleaved(timers, rounds).items()}
 
 
+def probe_meta(prog: str, argv: Any, started: str, load_before: list[float], gate: NoiseGate) -> dict[str, Any]:
+    """A probe's results.json ``meta``: the command that reproduces it, the host, the load and the noise gate."""
+    return {
+        "command": f"python -m {prog} " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "host": describe_host(),
+        "started": started,
+        "load_before": load_before,
+        "load_after": load_now(),
+        "noise_gate": gate.to_json(),
+    }
+
+
 def build(wl: DynamicWorkload, mk: MicroKernel, variant: str, tgt: Any) -> Any:
     """The variant's compiled library."""
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
@@ -162,14 +176,7 @@ def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float]
     write_csv(os.path.join(out, "pad_probe.csv"), rows)
     ratios = [r["old_over_shipped"] for r in rows]
     geo = float(np.exp(np.mean(np.log(ratios))))
-    meta: dict[str, Any] = {
-        "command": "python -m benchmarks.dietcode.pad_probe " + " ".join(argv or []),
-        "host": describe_host(),
-        "started": started,
-        "load_before": load_before,
-        "load_after": load_now(),
-        "noise_gate": gate.to_json(),
-    }
+    meta = probe_meta("benchmarks.dietcode.pad_probe", argv, started, load_before, gate)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "rows": rows, "geomean_old_over_shipped": geo}, f, indent=1)
     host = meta["host"]
