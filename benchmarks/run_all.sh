@@ -79,6 +79,11 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode \
   --out benchmarks/results/dietcode/zen3_scores_crop_vote  # ~4 min: bmm NT with the crop chosen per kernel
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 1 \
   --out benchmarks/results/dietcode/zen3_scores_crop_vote_seed1  # ~4 min: the same on a second seed
+locked $PY -m benchmarks.dietcode.pad_probe --out benchmarks/results/dietcode/pad_probe  # ~2 min: where A is padded
+locked $PY -m benchmarks.dietcode.pad_probe --kinds bmm_nt --t 16 64 100 113 124 128 \
+  --out benchmarks/results/dietcode/crop_probe  # ~2 min: where bmm NT's output is cropped
+locked $PY -m benchmarks.dietcode.pad_probe --kinds bmm_nt --t 1 2 8 16 64 113 128 \
+  --out benchmarks/results/dietcode/crop_probe_serial  # ~3 min: the same down to T = 1, with the crop on one thread
 locked $PY -m benchmarks.dietcode.pad_extent_probe \
   --out benchmarks/results/dietcode/pad_extent_probe  # ~3 min: T padded to the tile or to the register tile
 locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode \
