@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from typing import Any
 
 import numpy as np
@@ -26,10 +25,10 @@ from adatune import target as _target
 from adatune.dietcode import MicroKernel, schedule_microkernel
 from adatune.target import size_tvm_thread_pool
 
-from .._common import load_now, write_csv
+from .._common import write_csv
 from ..noise_gate import NoiseGate
 from .pad_extent_probe import DEFAULT_CASES
-from .pad_probe import probe_meta, probe_workload, time_variants
+from .pad_probe import open_gate, probe_meta, probe_workload, time_variants
 
 WORKLOADS = {name: (kind, dims) for name, kind, dims, _ in DEFAULT_CASES}
 
@@ -51,9 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         with tgt:
             libs[key] = tvm.compile(schedule_microkernel(wl, MicroKernel.from_key(key)).mod, target=tgt)
     rng = np.random.default_rng(0)
-    load_before, started = load_now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    gate = NoiseGate()
-    gate.probe("before")
+    gate, load_before, started = open_gate()
     rows = []
     for t in args.t:
         med = time_variants(wl, libs, t, rng, args.rounds, args.workload)

@@ -33,6 +33,7 @@ import tvm
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import target as _target
 from adatune.dietcode import DynamicWorkload, MicroKernel, schedule_microkernel, weight_panel
+from adatune.dietcode._schedule import _tile_split, padding_units
 from adatune.dietcode._space import PACK_COLUMN
 from adatune.target import one_blas_thread, size_tvm_thread_pool
 
@@ -46,11 +47,11 @@ def _tiled(wl: DynamicWorkload, mk: MicroKernel) -> tuple[tvm.s_tir.Schedule, Ca
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
     blk = sch.get_sblock("C")
     *batch, i, j, k = sch.get_loops(blk)
-    sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
+    sch.pad_einsum(blk, [1] * len(batch) + list(padding_units(wl, mk)))  # padded as the shipped schedule pads
     names = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
     *batch, i, j, k = sch.get_loops(blk)
-    io, iio, iii = sch.split(i, [None, mk.mt // mk.mr, mk.mr])
-    jo, jio, jii = sch.split(j, [None, mk.nt // mk.nr, mk.nr])
+    io, iio, iii = _tile_split(sch, i, mk.mt, mk.mr)
+    jo, jio, jii = _tile_split(sch, j, mk.nt, mk.nr)
     ko, ki = sch.split(k, [None, mk.kt])
     sch.reorder(*batch, io, jo, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, "local")

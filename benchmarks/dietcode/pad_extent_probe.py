@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from typing import Any
 
 import matplotlib
@@ -33,9 +32,9 @@ from adatune.dietcode import DynamicWorkload, MicroKernel  # noqa: E402
 from adatune.dietcode._schedule import PAD_TO, _schedule_cpu  # noqa: E402
 from adatune.target import size_tvm_thread_pool  # noqa: E402
 
-from .._common import load_now, write_csv  # noqa: E402
+from .._common import write_csv  # noqa: E402
 from ..noise_gate import NoiseGate  # noqa: E402
-from .pad_probe import probe_meta, probe_workload, time_variants  # noqa: E402
+from .pad_probe import open_gate, probe_meta, probe_workload, time_variants  # noqa: E402
 
 # (name, kind, dims, kernels): BERT-base's GEMMs with kernels the Zen 3 runs deployed (results/dietcode)
 DEFAULT_CASES: list[tuple[str, str, tuple[int, int], list[str]]] = [
@@ -69,9 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     tgt = _target.host()
     rng = np.random.default_rng(0)
-    load_before, started = load_now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    gate = NoiseGate()
-    gate.probe("before")
+    gate, load_before, started = open_gate()
     rows = []
     for name, kind, dims, keys in DEFAULT_CASES:
         if args.workloads and name not in args.workloads:

@@ -110,6 +110,14 @@ def time_variants(
     return {v: statistics.median(x) for v, x in interleaved(timers, rounds).items()}
 
 
+def open_gate() -> tuple[NoiseGate, list[float], str]:
+    """A probe's start: its noise gate with the first reading taken, the load before and the start time."""
+    load_before, started = load_now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    gate = NoiseGate()
+    gate.probe("before")
+    return gate, load_before, started
+
+
 def probe_meta(prog: str, argv: Any, started: str, load_before: list[float], gate: NoiseGate) -> dict[str, Any]:
     """A probe's results.json ``meta``: the command that reproduces it, the host, the load and the noise gate."""
     return {
@@ -141,9 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     tgt = _target.host()
     rng = np.random.default_rng(0)
-    load_before, started = load_now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    gate = NoiseGate()
-    gate.probe("before")
+    gate, load_before, started = open_gate()
     rows = []
     for kind, dims, keys in DEFAULT_CASES:
         if args.kinds and kind not in args.kinds:
