@@ -93,6 +93,20 @@ locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores cont
 locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6x64x4/6x16/column \
   cpu:24x16x1/6x16/column cpu:12x64x4/12x8/column cpu:24x8x4/12x8/column cpu:8x64x4/8x8/column \
   --out benchmarks/results/dietcode/kernel_probe_one_vector  # ~1 min: one-vector register tiles on scores
+locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode \
+  --out benchmarks/results/dietcode/zen4_regpad  # ~20 min: the six GEMMs on an AVX-512 Zen 4
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:14x192x8/14x32/column \
+  cpu:20x192x8/10x32/column cpu:24x64x4/24x16/column cpu:16x64x4/16x16/column cpu:28x64x4/28x16/column \
+  cpu:12x128x4/12x16/column cpu:24x16x4/24x16/column --t 9 12 16 20 24 34 41 48 65 72 80 97 104 113 \
+  --out benchmarks/results/dietcode/zen4_kernel_probe_one_vector  # ~1 min: one-vector tiles between multiples of 32
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:14x192x8/14x32/column \
+  cpu:20x192x8/10x32/column cpu:2x192x4/2x64/column cpu:16x64x4/16x16/column cpu:12x128x4/12x16/column \
+  cpu:20x128x4/20x16/column cpu:12x64x8/12x16/column --t 32 56 64 88 96 120 128 \
+  --out benchmarks/results/dietcode/zen4_kernel_probe_one_vector_multiples  # ~1 min: the same at multiples
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode \
+  --out benchmarks/results/dietcode/zen4_scores_one_vector  # ~5 min: scores with one-vector tiles in its space
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 1 \
+  --out benchmarks/results/dietcode/zen4_scores_one_vector_seed1  # ~5 min: the same on a second seed
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen3/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen3_regpad  # ~12 min: dynamic BERT-base as one module (needs models_zen3's log)

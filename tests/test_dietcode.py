@@ -114,6 +114,9 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
     assert bool(column) == (kind == "bmm_nt")
     assert (by_size[0].nr == 1) == (kind == "bmm_nt")  # bmm_nt's columns are T: tiles narrower than a vector
     picks += [column[0], column[-1]] if column else []
+    one_vector = [k for k in by_size if k.nr == adatune.target.vector_lanes(HOST)]  # bmm_nt: T padded to one vector
+    assert bool(one_vector) == (kind == "bmm_nt")
+    picks += [one_vector[0], max(one_vector, key=lambda k: k.mr)] if one_vector else []
     crop_tile = [k for k in by_size if k.crop]  # bmm_nt: the output cropped inside each tile, not once per call
     assert bool(crop_tile) == (kind == "bmm_nt")
     picks += [crop_tile[0], crop_tile[-1], next(k for k in crop_tile if k.pack)] if crop_tile else []
@@ -199,6 +202,18 @@ def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
     if columns_padded:
         with pytest.raises(ValueError, match="cropped per tile"):
             _schedule_cpu(fresh(), wl, mk, crop="direct")
+
+
+def test_a_neighbour_differs_from_its_kernel_in_exactly_one_field() -> None:
+    """The evolutionary search's mutation, on the largest space (bmm_nt: one-vector, sub-vector, packed and
+    cropped kernels)."""
+    space = MicroKernelSpace(HOST, "float32", 64, kind="bmm_nt")
+    fields = ("mt", "nt", "kt", "mr", "nr", "pack", "crop")
+    rng = np.random.default_rng(0)
+    kernels = space.random_candidates(rng, 64)
+    for kernel, mutant in zip(kernels, space.mutate(kernels, rng)):
+        assert mutant.key in space
+        assert sum(getattr(kernel, f) != getattr(mutant, f) for f in fields) == 1, (kernel, mutant)
 
 
 def test_microkernel_keys_round_trip_and_bad_keys_are_named() -> None:

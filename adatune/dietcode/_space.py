@@ -6,7 +6,8 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
 - x86: ``mr x nr`` is the register-blocked accumulator tile (``nr`` a multiple of the SIMD width) that fits
   the vector register file with enough independent FMA chains (``templates._x86.register_tiles``); ``mt``,
   ``nt`` are small multiples of it whose operand panels fit L2; ``kt`` is the unrolled reduction step.
-- x86 ``bmm_nt`` (B = K read along its rows, T both its rows and its columns): the space adds tiles narrower
+- x86 ``bmm_nt`` (B = K read along its rows, T both its rows and its columns): the space adds register tiles one
+  vector wide (``_one_vector_tiles``), whose columns pad to one vector instead of two or more, and tiles narrower
   than a vector (``_small_kernels``) for the small T, and holds each kernel twice, ``pack=""`` packing all of B
   into k-major panels once per call (a parallel loop of its own before the GEMM) and ``pack="column"`` packing
   each column tile's panel inside that tile, with column tiles parallel and row tiles serial within them, so
@@ -37,7 +38,7 @@ from ..devices import DeviceLimits, limits_for_target, profile
 from ..space._candidate import CandidateSpace
 from ..target import CpuInfo, cpu_info
 from ..target import create as create_target
-from ..templates._x86 import fits_registers, register_tiles
+from ..templates._x86 import FMA_CHAINS, fits_registers, register_tiles
 
 __all__ = ["CROP_TILE", "PACK_COLUMN", "MicroKernel", "MicroKernelSpace", "SM80_LIMITS", "device_of", "weight_panel"]
 
@@ -132,6 +133,18 @@ def _register_tiles(info: CpuInfo) -> set[tuple[int, int]]:
     return register_tiles(range(1, info.vector_registers - 1), range(1, 5), info)
 
 
+def _one_vector_tiles(info: CpuInfo) -> set[tuple[int, int]]:
+    """(rows, 1) accumulator tiles with ``FMA_CHAINS`` rows or more, for GEMMs whose columns are T (``bmm_nt``).
+
+    ``register_tiles`` drops them (a k step loads one broadcast per FMA), and on an AVX2 Zen 3 they ran 1.1-1.9x
+    slower on scores (``benchmarks/results/dietcode/kernel_probe_one_vector``). But a T axis pads to the register
+    tile's width: on an AVX-512 Zen 4, where a two-vector tile pads T to 32 columns, 12x16 and 16x16 tiles ran
+    1.1-1.6x faster than the deployed 14x32 and 10x32 tiles at 12 of 14 T between multiples of 32 and level
+    (0.93-1.06x) at multiples (``benchmarks/results/dietcode/zen4_kernel_probe_one_vector*``). So the space holds
+    them and the measured votes decide per host."""
+    return {(rows, 1) for rows in range(FMA_CHAINS, info.vector_registers) if fits_registers(rows, 1, info)}
+
+
 def weight_panel(target: Any, dtype: str, n: int) -> int:
     """Panel width a dense weight with ``n`` columns is packed in for ``target``'s micro-kernels: the least
     common multiple of every register-tile width of the space (so every kernel reads whole vectors from one
@@ -144,10 +157,9 @@ def weight_panel(target: Any, dtype: str, n: int) -> int:
     return width if n % width == 0 else 0
 
 
-def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> list[MicroKernel]:
+def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None, tiles: set[tuple[int, int]]) -> list[MicroKernel]:
     lanes = info.lanes(dtype)
     nbytes = tvm.DataType(dtype).bits // 8
-    tiles = _register_tiles(info)
     out = []
     # tiles up to 128 rows and 3 or 6 register tiles wide: on a 2-core AVX-512 Xeon, 64x96 tiles of 8x32
     # registers ran 225-280 GFLOPS on BERT's dense GEMMs at T = 64 and 128, where the best tiles of the
@@ -233,7 +245,10 @@ class MicroKernelSpace(CandidateSpace):
         if self.device == "cpu":
             self.info: CpuInfo | None = cpu_info(target)
             self.device_limits: DeviceLimits | None = None
-            self.kernels = _cpu_kernels(self.info, dtype, static_k)
+            tiles = _register_tiles(self.info)
+            if kind == "bmm_nt":
+                tiles |= _one_vector_tiles(self.info)
+            self.kernels = _cpu_kernels(self.info, dtype, static_k, tiles)
             if kind == "bmm_nt":
                 self.kernels += _small_kernels(self.info, dtype)
                 self.kernels += [dataclasses.replace(k, pack=PACK_COLUMN) for k in self.kernels]
@@ -250,6 +265,18 @@ class MicroKernelSpace(CandidateSpace):
         if not self.kernels:
             raise ValueError(f"no micro-kernel fits target {target} (dtype {dtype})")
         self._by_key = {k.key: k for k in self.kernels}
+        self._order = {k.key: i for i, k in enumerate(self.kernels)}
+        self._neighbours: dict[tuple[int, tuple[Any, ...]], list[MicroKernel]] = {}
+        for k in self.kernels:  # kernels that differ in field i only share the key (i, the other fields)
+            values = self._fields(k)
+            for i in range(len(values)):
+                self._neighbours.setdefault((i, values[:i] + values[i + 1 :]), []).append(k)
+
+    _MUTABLE: ClassVar[tuple[str, ...]] = ("mt", "nt", "kt", "mr", "nr", "pack", "crop")
+
+    @classmethod
+    def _fields(cls, k: MicroKernel) -> tuple[Any, ...]:
+        return tuple(getattr(k, f) for f in cls._MUTABLE)
 
     @property
     def size(self) -> int:
@@ -274,9 +301,15 @@ class MicroKernelSpace(CandidateSpace):
     def mutate(self, candidates: Sequence[Any], rng: np.random.Generator) -> list[Any]:
         """A neighbour shares all but one field (tile, step, register tile, packing or crop) with its origin."""
         out = []
-        fields = ("mt", "nt", "kt", "mr", "nr", "pack", "crop")
         for cand in candidates:
-            neighbours = [k for k in self.kernels if sum(getattr(k, f) != getattr(cand, f) for f in fields) == 1]
+            values = self._fields(cand)
+            neighbours = [
+                k
+                for i in range(len(values))
+                for k in self._neighbours.get((i, values[:i] + values[i + 1 :]), [])
+                if k.key != cand.key
+            ]  # in the order of the space, as a scan of it would give them, so a seed picks the same neighbour
+            neighbours.sort(key=lambda k: self._order[k.key])
             out.append(neighbours[int(rng.integers(len(neighbours)))] if neighbours else cand)
         return out
 
