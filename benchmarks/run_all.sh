@@ -107,6 +107,16 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode \
   --out benchmarks/results/dietcode/zen4_scores_one_vector  # ~5 min: scores with one-vector tiles in its space
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 1 \
   --out benchmarks/results/dietcode/zen4_scores_one_vector_seed1  # ~5 min: the same on a second seed
+locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --fast-math \
+  --out benchmarks/results/models_zen4  # ~14 min: static BERT-base on Zen 4 (its log feeds the next run)
+locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
+  --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen4  # ~10 min: exact GELU; the static model built without fast math
+locked $PY -m benchmarks.dynamic_model --fast-math --check-t 1 8 16 32 62 64 96 128 \
+  --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen4_fastmath  # ~10 min: both models with fast math, as the log was tuned
+locked $PY -m benchmarks.kernels_vs_pytorch --workloads dense-1024 conv2d-resnet18-L6 --seeds 0 1 2 --trials 128 \
+  --out benchmarks/results/kernels_vs_pytorch_zen4  # ~4 min: tuned kernels against PyTorch on Zen 4
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen3/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen3_regpad  # ~12 min: dynamic BERT-base as one module (needs models_zen3's log)

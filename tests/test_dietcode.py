@@ -228,6 +228,11 @@ def test_microkernel_keys_round_trip_and_bad_keys_are_named() -> None:
             MicroKernel.from_key(bad)
     with pytest.raises(ValueError, match="crops with crop=''"):
         MicroKernel("cpu", 8, 8, 1, 8, 4, crop="somewhere")
+    # a one-column register tile has nothing to pack per column tile (such kernels failed to build in TVM 0.27)
+    assert not [k for k in space.kernels if k.pack and k.nr == 1]
+    wl = DynamicWorkload("one_column", "bmm_nt", (2, 16), (1, 8))
+    with pytest.raises(ValueError, match="one column wide"):
+        schedule_microkernel(wl, MicroKernel.from_key("cpu:4x2x8/2x1/column"))
 
 
 # ---------------------------------------------------------------------- dispatch

@@ -130,6 +130,8 @@ def _schedule_cpu(
     column = mk.pack == PACK_COLUMN
     if column and wl.kind != "bmm_nt":
         raise ValueError(f"{mk} packs B per column tile, which only bmm_nt kernels do; {wl.name} is {wl.kind}")
+    if column and mk.nr == 1:
+        raise ValueError(f"{mk} is one column wide: it reads B's rows as they are, nothing to pack per column tile")
     # a pre-packed dense weight is walked column tile by column tile, each tile's row tiles in turn, so a
     # B panel is read from memory once and reused from cache by every row tile (rows-first read all of B once
     # per row tile); with 12 distinct weights, as in a 12-layer model, 11-21% faster in 5 of 6 kernel x BERT
