@@ -107,6 +107,8 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode \
   --out benchmarks/results/dietcode/zen4_scores_one_vector  # ~5 min: scores with one-vector tiles in its space
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 1 \
   --out benchmarks/results/dietcode/zen4_scores_one_vector_seed1  # ~5 min: the same on a second seed
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 2 \
+  --out benchmarks/results/dietcode/zen4_scores_one_vector_seed2  # ~4 min: a third seed
 locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --fast-math \
   --out benchmarks/results/models_zen4  # ~14 min: static BERT-base on Zen 4 (its log feeds the next run)
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
