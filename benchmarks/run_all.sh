@@ -111,6 +111,8 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --see
   --out benchmarks/results/dietcode/zen4_scores_one_vector_seed2  # ~4 min: a third seed
 locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --fast-math \
   --out benchmarks/results/models_zen4  # ~14 min: static BERT-base on Zen 4 (its log feeds the next run)
+locked $PY -m benchmarks.models --models resnet18 --arms rfei-ae --budget-min 10 --checkpoints 2 \
+  --out benchmarks/results/models_zen4_resnet18  # ~13 min: ResNet-18 on Zen 4
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen4  # ~10 min: exact GELU; the static model built without fast math
