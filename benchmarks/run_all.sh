@@ -109,6 +109,8 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --see
   --out benchmarks/results/dietcode/zen4_scores_one_vector_seed1  # ~5 min: the same on a second seed
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 2 \
   --out benchmarks/results/dietcode/zen4_scores_one_vector_seed2  # ~4 min: a third seed
+locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode --seed 1 \
+  --out benchmarks/results/dietcode/zen4_six_seed1  # ~17 min: the six GEMMs on a second seed, final space
 locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --fast-math \
   --out benchmarks/results/models_zen4  # ~14 min: static BERT-base on Zen 4 (its log feeds the next run)
 locked $PY -m benchmarks.models --models resnet18 --arms rfei-ae --budget-min 10 --checkpoints 2 \
