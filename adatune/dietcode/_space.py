@@ -138,10 +138,11 @@ def _one_vector_tiles(info: CpuInfo) -> set[tuple[int, int]]:
 
     ``register_tiles`` drops them (a k step loads one broadcast per FMA), and on an AVX2 Zen 3 they ran 1.1-1.9x
     slower on scores (``benchmarks/results/dietcode/kernel_probe_one_vector``). But a T axis pads to the register
-    tile's width: on an AVX-512 Zen 4, where a two-vector tile pads T to 32 columns, 12x16 and 16x16 tiles ran
-    1.1-1.6x faster than the deployed 14x32 and 10x32 tiles at 12 of 14 T between multiples of 32 and level
-    (0.93-1.06x) at multiples (``benchmarks/results/dietcode/zen4_kernel_probe_one_vector*``). So the space holds
-    them and the measured votes decide per host."""
+    tile's width: on an AVX-512 Zen 4, where a two-vector tile pads T to 32 columns, the best one-vector tile
+    (12x16 or 16x16) ran 1.02-1.84x faster than the best two-vector one (14x32, 10x32) at 13 of 14 T between
+    multiples of 32, and the two-vector tiles took 0.97-1.15x its time where both pad T alike
+    (``benchmarks/results/dietcode/zen4_kernel_probe_one_vector*``). So the space holds them and the measured
+    votes decide per host."""
     return {(rows, 1) for rows in range(FMA_CHAINS, info.vector_registers) if fits_registers(rows, 1, info)}
 
 
