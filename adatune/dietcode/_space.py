@@ -254,7 +254,7 @@ class MicroKernelSpace(CandidateSpace):
                 self.kernels += _small_kernels(self.info, dtype)
                 # a one-column register tile reads B's rows as they lie (k-major already): nothing to pack per
                 # column tile, and TVM 0.27 failed to build those kernels wherever the tile held more than one
-                # column ("cannot make uint from negative value", 3 of 24 kernels failed on Zen 4's scores runs)
+                # column ("cannot make uint from negative value": one of 24 measured in each of three scores runs)
                 self.kernels += [dataclasses.replace(k, pack=PACK_COLUMN) for k in self.kernels if k.nr > 1]
                 self.kernels += [dataclasses.replace(k, crop=CROP_TILE) for k in self.kernels]
             self.cores = self.info.cores
