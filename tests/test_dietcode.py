@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import shutil
 import subprocess
 import warnings
@@ -53,7 +54,7 @@ from adatune.records import load_from_file
 
 T_RANGE = (1, 40)
 HOST = adatune.target.host()
-PANEL = weight_panel(HOST, "float32", 576)  # 576 columns: a multiple of every x86 panel width (48, 96, 192)
+PANEL = weight_panel(HOST, "float32", 576)  # one SIMD vector (8 or 16 fp32 lanes): 576 is a multiple of both
 WORKLOADS = {
     "dense": DynamicWorkload("t_dense", "dense", (24, 40), T_RANGE),
     "dense_packed": DynamicWorkload("t_dense_packed", "dense", (24, 576), T_RANGE, b_panel=PANEL),
@@ -392,8 +393,30 @@ def test_packed_weights_round_trip_and_bad_panels_are_named(deployed: dict[str, 
     assert DynamicWorkload.from_json(wl.to_json()) == wl
     old_record = ["t_dense", "dense", [24, 40], [1, 40], "float32"]  # written before weights were packed
     assert DynamicWorkload.from_json(old_record) == WORKLOADS["dense"]
-    assert weight_panel(HOST, "float32", 40) == 0  # no panel width divides 40 columns: B stays [K, N]
+    assert PANEL == adatune.target.vector_lanes(HOST)
+    assert weight_panel(HOST, "float32", 36) == 0  # no vector width divides 36 columns: B stays [K, N]
     assert weight_panel(CUDA_SM80, "float32", 576) == 0
+
+
+def test_register_tiles_wider_than_a_panel_read_one_vector_from_each() -> None:
+    """A weight is packed in one-vector panels; a register tile of several vectors reads one contiguous vector
+    from each of its panels per k step (no vector wider than a panel, so no gather) and stays correct."""
+    wl = WORKLOADS["dense_packed"]
+    space = MicroKernelSpace(HOST, "float32", static_k(wl), kind=wl.kind)
+    wide = max(space.kernels, key=lambda k: (k.nr, k.mr))
+    assert wide.nr > PANEL and wide.nr % PANEL == 0
+    text = microkernel_func(wl, wide).script()
+    lanes = {int(x) for x in re.findall(r"T\.vectorized\((?:T\.int\d+\()?(\d+)", text)}
+    assert lanes == {PANEL}
+    lib = tvm.compile(tvm.IRModule({"main": microkernel_func(wl, wide)}), target=HOST)
+    rng = np.random.default_rng(5)
+    for t in (1, 5, 17, 40):
+        a, b = wl.random_inputs(t, rng)
+        c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], np.float32))
+        lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c, t)
+        assert _close(c.numpy(), wl.reference(a, b)), f"{wide} at T={t}"
+    with pytest.raises(ValueError, match="neither tile"):
+        schedule_microkernel(dataclasses.replace(wl, b_panel=3 * PANEL), wide)
 
 
 # ---------------------------------------------------------------------- records

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import warnings
 from typing import Any
 
@@ -138,7 +139,7 @@ def test_dispatch_among_several_micro_kernels_happens_inside_the_module(
     multi = {}
     for name, res in block_results.items():
         panel = res.workload.b_panel
-        pool = [k for k in space.kernels if not panel or panel % k.nr == 0]
+        pool = [k for k in space.kernels if not panel or panel % k.nr == 0 or k.nr % panel == 0]
         picks = {k.mt: k for k in pool}  # kernels of distinct row tiles: different padding per T
         kernels = list(picks.values())[:3]
         assert len(kernels) == 3
@@ -210,27 +211,80 @@ def test_bad_dynamic_specs_raise_value_errors(dynamic: dict, message: str) -> No
         am.from_torch(_MLP(), [torch.randn(2, 4, 32)], dynamic=dynamic)
 
 
-def test_generic_schedule_parallelises_and_vectorises_a_symbolic_layer_norm() -> None:
-    t = tvm.tirx.Var("T", "int64")
-    x = relax.Var("x", relax.TensorType([t, 64], "float32"))
-    g, b = relax.const(np.ones(64, np.float32)), relax.const(np.zeros(64, np.float32))
+def _legalised(build: Any, shape: list[Any]) -> tvm.tirx.PrimFunc:
+    """The PrimFunc LegalizeOps makes of ``build(x)`` on a float32 ``x`` of ``shape`` (symbolic axes allowed)."""
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
-        out = bb.emit(relax.op.nn.layer_norm(x, g, b, axes=[-1]))
-        bb.emit_func_output(out)
+        bb.emit_func_output(bb.emit(build(x)))
     mod = relax.transform.LegalizeOps()(bb.get())
-    func = next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    return next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+
+
+def _loops_in_parallel_loop(func: tvm.tirx.PrimFunc) -> list[str]:
+    """The headers of the loops nested in ``func``'s one parallel loop, read off its TVMScript by indentation."""
+    lines = func.script().splitlines()
+    (start,) = [i for i, line in enumerate(lines) if "T.parallel(" in line]
+    depth = len(lines[start]) - len(lines[start].lstrip())
+    inside = []
+    for line in lines[start + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) <= depth:
+            break
+        if line.lstrip().startswith("for "):
+            inside.append(line.strip())
+    return inside
+
+
+def _run(func: tvm.tirx.PrimFunc, *arrays: np.ndarray) -> np.ndarray:
+    """Build ``func`` for this host and run it; its last argument is the output, shaped like the first input."""
+    lib = tvm.tirx.build(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), _target.host())
+    out = tvm.runtime.tensor(np.zeros_like(arrays[0]))
+    lib["main"](*(tvm.runtime.tensor(a) for a in arrays), out)
+    return out.numpy()
+
+
+def test_generic_schedule_parallelises_and_vectorises_a_symbolic_layer_norm() -> None:
+    t = tvm.tirx.Var("T", "int64")
+    g, b = relax.const(np.ones(64, np.float32)), relax.const(np.zeros(64, np.float32))
+    func = _legalised(lambda x: relax.op.nn.layer_norm(x, g, b, axes=[-1]), [t, 64])
     scheduled, changed = am.schedule_generic(func, lanes=16)
     text = scheduled.script()
-    assert changed and "T.parallel" in text and "T.vectorized" in text
-    lib = tvm.compile(tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}), target=_target.host())
+    assert changed and text.count("T.parallel") == 1 and "T.vectorized" in text
+    # the mean and variance over the 64 hidden units are accumulated as 16-lane vectors, then summed once
+    assert "_rf" in text
     for n in (1, 5, 33):
         xs = np.random.default_rng(n).standard_normal((n, 64)).astype(np.float32)
         want = (xs - xs.mean(-1, keepdims=True)) / np.sqrt(xs.var(-1, keepdims=True) + 1e-5)
-        y = tvm.runtime.tensor(np.zeros_like(xs))
-        ones, zeros = (tvm.runtime.tensor(np.full(64, v, np.float32)) for v in (1, 0))
-        lib["main"](tvm.runtime.tensor(xs), ones, zeros, y)
-        np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
+        ones, zeros = np.ones(64, np.float32), np.zeros(64, np.float32)
+        np.testing.assert_allclose(_run(scheduled, xs, ones, zeros), want, rtol=1e-4, atol=1e-4)
+
+
+def test_generic_schedule_computes_a_symbolic_softmax_row_by_row() -> None:
+    """A softmax over T (BERT's attention scores, [heads, T, T]): one parallel loop over the rows, each computing
+    its max, exponentials and sum inside it; right at T that 16 lanes do not divide (its reductions over T
+    must stay guarded)."""
+    t = tvm.tirx.Var("T", "int64")
+    scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.nn.softmax(x, -1), [3, t, t]), lanes=16)
+    assert changed and scheduled.script().count("T.parallel") == 1
+    inside = _loops_in_parallel_loop(scheduled)
+    assert len(inside) >= 4  # max, exponentials, sum and the normalised write, each over one row's T columns
+    for n in (1, 5, 17, 62):
+        xs = np.random.default_rng(n).standard_normal((3, n, n)).astype(np.float32)
+        e = np.exp(xs - xs.max(-1, keepdims=True))
+        np.testing.assert_allclose(_run(scheduled, xs), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("hidden", [24, 40])
+def test_generic_schedule_keeps_the_innermost_loop_out_of_the_parallel_fusion(hidden: int) -> None:
+    """An element-wise op whose hidden size the 16 lanes do not divide: the rows run in parallel and each row's
+    columns in a loop of their own, so no element pays a division to find its row and column."""
+    t = tvm.tirx.Var("T", "int64")
+    scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.tanh(x), [t, hidden]), lanes=16)
+    assert changed
+    (column,) = _loops_in_parallel_loop(scheduled)
+    assert re.search(rf"range\((T\.int64\()?{hidden}\)?\)", column)
+    xs = np.random.default_rng(hidden).standard_normal((7, hidden)).astype(np.float32)
+    np.testing.assert_allclose(_run(scheduled, xs), np.tanh(xs), rtol=1e-5, atol=1e-6)
 
 
 def test_dynamic_workloads_needs_a_dynamic_model() -> None:

@@ -118,9 +118,10 @@ def _schedule_cpu(
     sch.pad_einsum(blk, [1] * len(batch) + list(units))
     names = _blocks(sch)
     if wl.b_panel:  # pad the einsum first (it needs plain indices), then read B from its packed panels
-        if wl.b_panel % mk.nr:
+        if wl.b_panel % mk.nr and mk.nr % wl.b_panel:
             raise ValueError(
-                f"{mk} reads {mk.nr}-wide vectors, which do not tile {wl.name}'s {wl.b_panel}-column panels"
+                f"{mk} reads {mk.nr}-wide register tiles, which neither tile {wl.name}'s {wl.b_panel}-column "
+                "panels nor are made of them"
             )
         wl.pack_b_layout(sch, sch.get_sblock("B_pad") if "B_pad" in names else blk)
     *batch, i, j, k = sch.get_loops(blk)
@@ -181,9 +182,24 @@ def _schedule_cpu(
     sch.unroll(iii)
     sch.unroll(ki)
     if mk.nr > 1:  # a one-column tile (bmm_nt at small T) has nothing to vectorize
-        sch.vectorize(jii)  # vectorize before decompose_reduction, or TIR rejects it
-        sch.vectorize(sch.get_loops(acc)[-1])
+        # vectorize before decompose_reduction, or TIR rejects it
+        panels = _panel_split(sch, jii, wl, mk)
+        sch.vectorize(panels[-1])
+        sch.vectorize(_panel_split(sch, sch.get_loops(acc)[-1], wl, mk)[-1])
     sch.decompose_reduction(blk, ko)
+
+
+def _panel_split(
+    sch: tvm.s_tir.Schedule, loop: tvm.s_tir.LoopRV, wl: DynamicWorkload, mk: MicroKernel
+) -> list[tvm.s_tir.LoopRV]:
+    """A register tile's column loop as (panels, columns of one panel) where the tile spans several of a packed
+    weight's panels (the outer loop unrolled: each k step reads one contiguous vector from each panel), else
+    as it is."""
+    if not wl.b_panel or mk.nr <= wl.b_panel:
+        return [loop]
+    outer, inner = sch.split(loop, [None, wl.b_panel])
+    sch.unroll(outer)
+    return [outer, inner]
 
 
 def _place_crop(sch: tvm.s_tir.Schedule, place: str, tile: tvm.s_tir.LoopRV) -> None:
