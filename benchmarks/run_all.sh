@@ -128,3 +128,11 @@ locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --out benchmarks/results/dynamic_bert_zen3_regpad  # ~12 min: dynamic BERT-base as one module (needs models_zen3's log)
 locked $PY -m benchmarks.rpc_overhead --out benchmarks/results/rpc_overhead
 locked $PY -m benchmarks.models  # ~55 min: ResNet-18 and BERT-base, XGB and RFEI+AE, 10 min each
+locked $PY -m benchmarks.dynamic_model --fast-math --check-t 1 8 16 32 62 64 96 128 \
+  --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen4_generic  # ~10 min: generic schedules fused per row (panels still 192)
+locked $PY -m benchmarks.dietcode.panel_probe \
+  --out benchmarks/results/dietcode/panel_probe/output.txt  # ~4 min: dense weights in 192-, tile- or vector-wide panels
+locked $PY -m benchmarks.dynamic_model --fast-math --check-t 1 8 16 32 62 64 96 128 \
+  --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen4_vector_panels  # ~10 min: and dense weights in one-vector panels
