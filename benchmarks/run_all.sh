@@ -136,3 +136,8 @@ locked $PY -m benchmarks.dietcode.panel_probe \
 locked $PY -m benchmarks.dynamic_model --fast-math --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen4_vector_panels  # ~10 min: and dense weights in one-vector panels
+locked $PY -m benchmarks.dynamic_model --fast-math --seed 1 --check-t 1 8 16 32 62 64 96 128 \
+  --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen4_vector_panels_seed1  # ~11 min: the same on a second seed
+locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 --arms torch dietcode \
+  --out benchmarks/results/dietcode/zen4_vector_panels  # ~13 min: the dense GEMMs with one-vector weight panels
