@@ -274,6 +274,22 @@ def test_generic_schedule_computes_a_symbolic_softmax_row_by_row() -> None:
         np.testing.assert_allclose(_run(scheduled, xs), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+def test_generic_schedule_does_not_redo_a_reduction_over_the_rows_in_every_row() -> None:
+    """``y[t, c] = x[t, c] - mean_t x[t, c]``: every row needs the whole mean; computed inside the row loop each row
+    would redo it (T times the work), so the mean keeps a loop nest of its own and the rows one parallel loop."""
+    t = tvm.tirx.Var("T", "int64")
+    x = tvm.te.placeholder((t, 24), "float32", name="x")
+    r = tvm.te.reduce_axis((0, t), name="r")
+    total = tvm.te.compute((24,), lambda c: tvm.te.sum(x[r, c], axis=r), name="total")
+    y = tvm.te.compute((t, 24), lambda i, c: x[i, c] - total[c] / tvm.tirx.Cast("float32", t), name="y")
+    scheduled, changed = am.schedule_generic(tvm.te.create_prim_func([x, y]), lanes=16)
+    text = scheduled.script()
+    assert changed and text.count("T.parallel") == 2  # the mean's columns, then the rows: two loop nests
+    for n in (1, 6, 33):
+        xs = np.random.default_rng(n).standard_normal((n, 24)).astype(np.float32)
+        np.testing.assert_allclose(_run(scheduled, xs), xs - xs.mean(0), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("hidden", [24, 40])
 def test_generic_schedule_keeps_the_innermost_loop_out_of_the_parallel_fusion(hidden: int) -> None:
     """An element-wise op whose hidden size the 16 lanes do not divide: the rows run in parallel and each row's

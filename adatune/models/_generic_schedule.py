@@ -7,7 +7,8 @@ every T. Per function:
 1. element-wise intermediates with a single consumer are inlined into it (one pass over memory instead of two);
 2. row fusion: the output block's loops but the innermost are fused into one parallel loop over rows, and every
    other block (a softmax's max, exponentials and sum; a layer norm's mean and variance) is computed inside it,
-   for that row only, so a row's data is read from cache rather than from a whole tensor written before;
+   for that row only, so a row's data is read from cache rather than from a whole tensor written before
+   (not where a row would need a block whole, as a mean over the rows: each row would redo it);
 3. where a block cannot be moved there, it gets its own parallel loop over its leading data-parallel loops;
 4. a reduction over a constant extent that the SIMD width divides (a layer norm's mean and variance over the
    hidden size) is factored (``rfactor``) into one vector of partial results, accumulated a vector at a time,
@@ -127,6 +128,19 @@ def _rfactor(sch: tvm.s_tir.Schedule, name: str, lanes: int) -> tuple[tvm.s_tir.
     return (factored, found[0]) if factored is not None else None
 
 
+def _iterations(sch: tvm.s_tir.Schedule, name: str, probe: int = 64) -> int:
+    """How many times the block runs, with every symbolic extent set to ``probe``: placed inside a row loop, a
+    block that each row needs whole (a mean over the rows) would run once per row, which ``_fuse_rows`` refuses."""
+    count = 1
+    for loop in sch.get_loops(sch.get_sblock(name)):
+        extent = sch.get(loop).extent
+        analyzer = tvm.sym.Analyzer()
+        for var in tirx.analysis.undefined_vars(extent):
+            analyzer.bind(var, probe)
+        count *= int(analyzer.simplify(extent))
+    return count
+
+
 def _fuse_rows(sch: tvm.s_tir.Schedule, names: list[str], partials: set[str], lanes: int) -> tvm.s_tir.Schedule | None:
     """Step 2 of the module docstring: every block of ``names`` computed inside the last one's parallel row
     loop, the ``partials`` of factored reductions with their lanes innermost; None where a block cannot be
@@ -137,9 +151,12 @@ def _fuse_rows(sch: tvm.s_tir.Schedule, names: list[str], partials: set[str], la
         return None
 
     def place(s: tvm.s_tir.Schedule) -> None:
+        work = {name: _iterations(s, name) for name in producers}
         row = s.fuse(*rows) if len(rows) > 1 else rows[0]
         for name in reversed(producers):
             s.compute_at(s.get_sblock(name), row, preserve_unit_loops=False)
+            if _iterations(s, name) > work[name]:  # each row would redo work other rows share (a mean over T)
+                raise ValueError(f"{name} computed per row repeats work")
             if name in partials:  # compute_at orders its loops as the block's iterators: lanes, then reduction
                 *_, lanes_loop, reduction = s.get_loops(s.get_sblock(name))
                 s.reorder(reduction, lanes_loop)
