@@ -141,3 +141,6 @@ locked $PY -m benchmarks.dynamic_model --fast-math --seed 1 --check-t 1 8 16 32 
   --out benchmarks/results/dynamic_bert_zen4_vector_panels_seed1  # ~11 min: the same on a second seed
 locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 --arms torch dietcode \
   --out benchmarks/results/dietcode/zen4_vector_panels  # ~13 min: the dense GEMMs with one-vector weight panels
+locked $PY -m benchmarks.dietcode --workloads scores context qkv ffn2 --arms per-shape padded-largest torch numpy \
+  dietcode --static-trials 64 --static-converge 24 \
+  --out benchmarks/results/dietcode/zen4_paper_search  # ~39 min: against per-shape tuning to convergence, Zen 4
