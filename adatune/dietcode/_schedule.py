@@ -183,8 +183,7 @@ def _schedule_cpu(
     sch.unroll(ki)
     if mk.nr > 1:  # a one-column tile (bmm_nt at small T) has nothing to vectorize
         # vectorize before decompose_reduction, or TIR rejects it
-        panels = _panel_split(sch, jii, wl, mk)
-        sch.vectorize(panels[-1])
+        sch.vectorize(_panel_split(sch, jii, wl, mk)[-1])
         sch.vectorize(_panel_split(sch, sch.get_loops(acc)[-1], wl, mk)[-1])
     sch.decompose_reduction(blk, ko)
 

@@ -156,7 +156,7 @@ def weight_panel(target: Any, dtype: str, n: int) -> int:
     kernel), one-vector panels ran seven deployed BERT kernels 1.12-1.64x faster at T = 1, 1.11-1.49x at T = 16,
     0.95-1.24x at T = 64 and 0.99-1.09x at T = 128, and 0.91-1.08x (geomean 0.99x) of panels exactly as wide as
     each tile, which one shared layout cannot give every kernel (``benchmarks.dietcode.panel_probe``, Zen 4, one
-    run, gate failed on drift; an earlier run of the same comparison agreed)."""
+    run, gate failed on drift)."""
     tgt = create_target(target)
     if str(tgt.kind.name) != "llvm":
         return 0  # CUDA kernels stage B through shared memory from its row-major layout

@@ -23,16 +23,15 @@ import numpy as np
 import tvm
 
 import adatune
-from adatune.dietcode import DynamicWorkload, MicroKernel
+from adatune.dietcode import DynamicWorkload, MicroKernel, microkernel_func
 from adatune.dietcode._space import _register_tiles
-from adatune.dietcode._task import MicroKernelTask
 from adatune.reference import time_callable
 from adatune.target import cpu_info, describe_host, size_tvm_thread_pool
 
 from .._common import load_now
 from ..noise_gate import NoiseGate
 
-#: (K, N) of BERT-base's dense layers and kernels the dynamic BERT and six-GEMM runs deployed at T = 1 .. 128
+#: (K, N) of BERT-base's dense layers and kernels the dynamic BERT and six-GEMM runs deployed on Zen 4 (AVX-512)
 DEFAULT_CASES = [
     "768x768:cpu:16x256x2/4x64,cpu:64x192x4/8x32,cpu:4x192x4/2x64",
     "3072x768:cpu:16x64x1/8x32,cpu:8x64x2/8x32",
@@ -47,14 +46,15 @@ def _widths(tgt: Any, mk: MicroKernel) -> dict[str, int]:
 
 
 def _kernel(tgt: Any, k: int, n: int, t: int, mk: MicroKernel, w: int, weights: int) -> tuple[Any, ...]:
-    """The kernel built for panel width ``w``, checked against numpy, with its arguments (``weights`` packed B)."""
+    """The kernel built for panel width ``w`` at ``T = t``, checked against numpy, with its arguments (``weights``
+    packed B)."""
     wl = DynamicWorkload(f"dense_{k}x{n}", "dense", (k, n), (1, 128), b_panel=w)
-    task = MicroKernelTask(wl, t, tgt)
+    func = microkernel_func(wl, mk)
+    f = tvm.tirx.build(tvm.IRModule({"main": func.specialize({func.params[3]: t})}), tgt)["main"]
     rng = np.random.default_rng(0)
     a = rng.standard_normal((t, k)).astype("float32")
     raw = [rng.standard_normal((k, n)).astype("float32") for _ in range(weights)]
     c = tvm.runtime.tensor(np.zeros((t, n), "float32"))
-    f = tvm.tirx.build(task.scheduled_module(mk), tgt)["main"]
     bs = [tvm.runtime.tensor(wl.pack_b(b)) for b in raw]
     f(tvm.runtime.tensor(a), bs[0], c)
     np.testing.assert_allclose(c.numpy(), a @ raw[0], rtol=1e-3, atol=1e-3)
