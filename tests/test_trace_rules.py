@@ -1,4 +1,5 @@
-"""Rule sets of rule-made trace spaces: TVM's own and ``vector`` (a register-blocked output tile of whole vectors)."""
+"""Rule sets of rule-made trace spaces: TVM's own, ``vector`` (a register-blocked output tile of whole vectors) and
+``packed`` (``vector`` plus the vectorised operand offered in panels)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,21 @@ def matmul(n: int):
     k = te.reduce_axis((0, n), name="k")
     c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
     return te.create_prim_func([a, b, c])
+
+
+@adatune.trace.workload("test-rules-bmm-nt", reference=lambda a, b: np.einsum("zik,zjk->zij", a, b))
+def bmm_nt(batch: int, n: int, k: int):
+    a = te.placeholder((batch, n, k), name="A")
+    b = te.placeholder((batch, n, k), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((batch, n, n), lambda z, i, j: te.sum(a[z, i, r] * b[z, j, r], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def _packing_spaces(task: TraceTask) -> list[int]:
+    return [
+        i for i, tr in enumerate(task.space.design_spaces) if any(s.kind.name == "TransformLayout" for s in tr.insts)
+    ]
 
 
 def _vectorized_extents(mod: tvm.IRModule) -> list[int]:
@@ -73,5 +89,49 @@ def test_unknown_rule_sets_and_targets_without_simd_are_refused():
     cuda = tvm.target.Target("nvidia/nvidia-a100", host=adatune.target.host())
     with pytest.raises(ValueError, match="'vector' rule set tiles for CPU SIMD registers"):
         TraceTask.from_module(matmul(32), cuda, rules="vector")
+    with pytest.raises(ValueError, match="'packed' rule set tiles for CPU SIMD registers"):
+        TraceTask.from_module(matmul(32), cuda, rules="packed")
     with pytest.raises(ValueError, match="rule-made design spaces, not templates"):
         adatune.trace.probabilistic_template("trace/vector-rules/x")
+
+
+@pytest.mark.parametrize(
+    ("workload", "args", "panels"),
+    [
+        # NT: B[z, j, k] is read with a stride of K along the vectorised j; packed as [z, j // P, k, j % P]
+        ("test-rules-bmm-nt", (2, 64, 24), lambda p: (2, 64 // p, 24, p)),
+        # NN: B[k, j] is contiguous along j but a tile's columns lie a row apart; packed as [j // P, k, j % P]
+        ("test-rules-matmul", (64,), lambda p: (64 // p, 64, p)),
+    ],
+)
+def test_packed_rules_offer_the_vectorised_operand_in_panels_and_compute_correctly(workload, args, panels):
+    tgt = adatune.target.host()
+    width = VECTORS_PER_ROW * vector_lanes(tgt)
+    vector = adatune.task.create(adatune.trace.VECTOR_RULES_PREFIX + workload, args, tgt)
+    packed = adatune.task.create("trace/packed-rules/" + workload, args, tgt)
+    assert isinstance(packed, TraceTask) and packed.name == "trace/packed-rules/" + workload
+    n_vector = len(vector.space.design_spaces)
+    # every design space of the vector rules, once as it was and once reading the panels
+    assert len(packed.space.design_spaces) == 2 * n_vector
+    assert _packing_spaces(vector) == [] and len(_packing_spaces(packed)) == n_vector
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(tuple(int(d) for d in s.shape)).astype("float32") for s in packed.arg_specs[:-1]]
+    expected = packed.reference_outputs(inputs)[0]
+    shape = ", ".join(str(d) for d in panels(width))
+    for space in _packing_spaces(packed)[:2]:
+        cand = packed.space.sample(space, seed=3)
+        mod = packed.scheduled_module(cand)
+        assert f"alloc_buffer(({shape}))" in mod.script(), (shape, mod.script())
+        lib = tvm.tirx.build(mod, tgt)
+        out = tvm.runtime.tensor(np.zeros(expected.shape, "float32"))
+        lib["main"](*(tvm.runtime.tensor(x) for x in inputs), out)
+        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_packed_rules_leave_an_operand_the_panels_do_not_divide_as_it_is():
+    tgt = adatune.target.host()
+    width = VECTORS_PER_ROW * vector_lanes(tgt)
+    n = 5 * width // 2  # the panels would need a padded tail
+    packed = adatune.task.create("trace/packed-rules/test-rules-matmul", (n,), tgt)
+    vector = adatune.task.create(adatune.trace.VECTOR_RULES_PREFIX + "test-rules-matmul", (n,), tgt)
+    assert _packing_spaces(packed) == [] and len(packed.space.design_spaces) == len(vector.space.design_spaces)

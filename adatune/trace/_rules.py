@@ -9,6 +9,10 @@ output's innermost spatial axis at a fixed vector length and samples the rest: t
 x86 knob templates are built around (``nr`` = whole vectors of the target's SIMD width), with every other innermost
 factor at most the accumulator rows the vector registers hold. An axis the vector length does not divide gets a
 guarded tail (TVM's rule splits it imperfectly); one no longer than the vector length stays whole and innermost.
+
+The ``packed`` rule set is ``vector`` plus :class:`~._pack_rule.PackOperandPanels` before the tiling: every GEMM-like
+block is also offered with the operand its vectorised axis walks copied into panels one register tile wide, the
+layout the knob templates' ``pack_b`` reads.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from .. import target as _target
+from ._pack_rule import PackOperandPanels
 
 __all__ = ["RULE_SETS", "RuleSet", "space_generator"]
 
@@ -45,6 +50,12 @@ RULE_SETS: dict[str, RuleSet] = {
         f"TVM's rules with the output's innermost spatial tile held at {VECTORS_PER_ROW} whole SIMD vectors "
         "(LLVM targets only)",
     ),
+    "packed": RuleSet(
+        "packed",
+        "trace/packed-rules/",
+        "the vector rules, each GEMM-like block also offered with its vectorised operand packed per call into "
+        "panels one register tile wide (LLVM targets only)",
+    ),
 }
 
 
@@ -55,15 +66,19 @@ def check_rules(rules: str) -> RuleSet:
     return RULE_SETS[rules]
 
 
-def _vector_rules(target: tvm.target.Target) -> list[ms.ScheduleRule]:
+def _vector_rules(target: tvm.target.Target, pack: bool = False) -> list[ms.ScheduleRule]:
     if target.kind.name != "llvm":
-        raise ValueError(f"the 'vector' rule set tiles for CPU SIMD registers; target {target.kind.name!r} has none")
+        name = "packed" if pack else "vector"
+        raise ValueError(f"the {name!r} rule set tiles for CPU SIMD registers; target {target.kind.name!r} has none")
     cpu = _target.cpu_info(target)
     bits = cpu.vector_bits * VECTORS_PER_ROW
     rules = list(ms.ScheduleRule.create("llvm"))
     tiling = [k for k, r in enumerate(rules) if type(r).__name__ == "MultiLevelTiling"]
     if len(tiling) != 1:  # TVM changed its defaults: say so rather than tune a space nobody meant
         raise RuntimeError(f"expected one MultiLevelTiling among TVM's default LLVM rules, found {len(tiling)}")
+    if pack:  # before the tiling, so that the tiled block reads the panels
+        rules.insert(tiling[0], PackOperandPanels(panel_bits=bits))
+        tiling[0] += 1
     rules[tiling[0]] = ms.schedule_rule.MultiLevelTilingWideVector(
         structure="SSRSRS",  # TVM's default CPU structure, kept
         vector_length_in_bits=bits,
@@ -81,5 +96,5 @@ def space_generator(rules: str, target: tvm.target.Target) -> ms.SpaceGenerator:
     if rules == "tvm":
         return ms.space_generator.PostOrderApply()
     return ms.space_generator.PostOrderApply(
-        sch_rules=_vector_rules(target), postprocs="from-target", mutator_probs="from-target"
+        sch_rules=_vector_rules(target, pack=rules == "packed"), postprocs="from-target", mutator_probs="from-target"
     )

@@ -40,7 +40,18 @@ MS_ARMS: dict[str, frozenset[str]] = {
     "ms-adatune": frozenset(PLUGINS),
 }
 # trace-*-vector: TraceSearchTuner in the ``vector`` rule set (adatune.trace._rules) of the same program
-ARMS = (*MS_ARMS, "trace-xgb", "trace-rfei", "trace-xgb-vector", "trace-rfei-vector", "knob-xgb", "knob-rfei")
+# trace-*-packed: the same in the ``packed`` rule set (vector rules + the vectorised operand packed into panels)
+ARMS = (
+    *MS_ARMS,
+    "trace-xgb",
+    "trace-rfei",
+    "trace-xgb-vector",
+    "trace-rfei-vector",
+    "trace-xgb-packed",
+    "trace-rfei-packed",
+    "knob-xgb",
+    "knob-rfei",
+)
 
 
 @dataclass
@@ -199,6 +210,12 @@ def _tuner(arm: str, wl: BenchWorkload, seed: int, cfg: RunConfig) -> Tuner:
         ),
         "trace-rfei-vector": lambda: TraceSearchTuner(
             wl.task_in("vector"), cost_model="rfei", plan_size=cfg.per_iter, seed=seed
+        ),
+        "trace-xgb-packed": lambda: TraceSearchTuner(
+            wl.task_in("packed"), cost_model="xgb", plan_size=cfg.per_iter, seed=seed
+        ),
+        "trace-rfei-packed": lambda: TraceSearchTuner(
+            wl.task_in("packed"), cost_model="rfei", plan_size=cfg.per_iter, seed=seed
         ),
         "knob-xgb": lambda: XGBTuner(wl.knob_task, plan_size=cfg.per_iter, seed=seed),  # type: ignore[arg-type]
         "knob-rfei": lambda: RFEITuner(wl.knob_task, plan_size=cfg.per_iter, seed=seed),  # type: ignore[arg-type]
