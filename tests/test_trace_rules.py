@@ -36,10 +36,54 @@ def bmm_nt(batch: int, n: int, k: int):
     return te.create_prim_func([a, b, c])
 
 
+def _conv_reference(data, weight):
+    _, ci, hw, _ = data.shape
+    k = weight.shape[-1]
+    padded = np.pad(data, ((0, 0), (0, 0), (k // 2, k // 2), (k // 2, k // 2)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (k, k), axis=(2, 3))  # n, ci, y, x, ky, kx
+    return np.einsum("ncyxab,fcab->nfyx", windows, weight)
+
+
+@adatune.trace.workload("test-rules-conv", reference=_conv_reference)
+def conv(ci: int, hw: int, co: int, k: int):
+    data = te.placeholder((1, ci, hw, hw), name="data")
+    weight = te.placeholder((co, ci, k, k), name="weight")
+    p, size = k // 2, hw + 2 * (k // 2)
+    padded = te.compute(
+        (1, ci, size, size),
+        lambda b, c, y, x: te.if_then_else(
+            te.all(y >= p, y < hw + p, x >= p, x < hw + p), data[b, c, y - p, x - p], 0.0
+        ),
+        name="pad",
+    )
+    rc, ry, rx = te.reduce_axis((0, ci), "rc"), te.reduce_axis((0, k), "ry"), te.reduce_axis((0, k), "rx")
+    out = te.compute(
+        (1, co, hw, hw),
+        lambda b, f, y, x: te.sum(padded[b, rc, y + ry, x + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]),
+        name="conv",
+    )
+    return te.create_prim_func([data, weight, out])
+
+
+def _spaces_with(task: TraceTask, instruction: str) -> list[int]:
+    return [i for i, tr in enumerate(task.space.design_spaces) if any(s.kind.name == instruction for s in tr.insts)]
+
+
 def _packing_spaces(task: TraceTask) -> list[int]:
-    return [
-        i for i, tr in enumerate(task.space.design_spaces) if any(s.kind.name == "TransformLayout" for s in tr.insts)
-    ]
+    return _spaces_with(task, "TransformLayout")
+
+
+def _check_against_reference(task: TraceTask, cand, seed: int = 1) -> str:
+    """Build ``cand``, run it on random inputs, compare with the task's numpy reference; the module's script."""
+    rng = np.random.default_rng(seed)
+    inputs = [rng.standard_normal(tuple(int(d) for d in s.shape)).astype("float32") for s in task.arg_specs[:-1]]
+    expected = task.reference_outputs(inputs)[0]
+    mod = task.scheduled_module(cand)
+    lib = tvm.tirx.build(mod, task.target)
+    out = tvm.runtime.tensor(np.zeros(expected.shape, "float32"))
+    lib["main"](*(tvm.runtime.tensor(x) for x in inputs), out)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-3)
+    return mod.script()
 
 
 def _vectorized_extents(mod: tvm.IRModule) -> list[int]:
@@ -114,18 +158,10 @@ def test_packed_rules_offer_the_vectorised_operand_in_panels_and_compute_correct
     # every design space of the vector rules, once as it was and once reading the panels
     assert len(packed.space.design_spaces) == 2 * n_vector
     assert _packing_spaces(vector) == [] and len(_packing_spaces(packed)) == n_vector
-    rng = np.random.default_rng(1)
-    inputs = [rng.standard_normal(tuple(int(d) for d in s.shape)).astype("float32") for s in packed.arg_specs[:-1]]
-    expected = packed.reference_outputs(inputs)[0]
     shape = ", ".join(str(d) for d in panels(width))
     for space in _packing_spaces(packed)[:2]:
-        cand = packed.space.sample(space, seed=3)
-        mod = packed.scheduled_module(cand)
-        assert f"alloc_buffer(({shape}))" in mod.script(), (shape, mod.script())
-        lib = tvm.tirx.build(mod, tgt)
-        out = tvm.runtime.tensor(np.zeros(expected.shape, "float32"))
-        lib["main"](*(tvm.runtime.tensor(x) for x in inputs), out)
-        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-4)
+        script = _check_against_reference(packed, packed.space.sample(space, seed=3))
+        assert f"alloc_buffer(({shape}))" in script, (shape, script)
 
 
 def test_packed_rules_leave_an_operand_the_panels_do_not_divide_as_it_is():
@@ -135,3 +171,18 @@ def test_packed_rules_leave_an_operand_the_panels_do_not_divide_as_it_is():
     packed = adatune.task.create("trace/packed-rules/test-rules-matmul", (n,), tgt)
     vector = adatune.task.create(adatune.trace.VECTOR_RULES_PREFIX + "test-rules-matmul", (n,), tgt)
     assert _packing_spaces(packed) == [] and len(packed.space.design_spaces) == len(vector.space.design_spaces)
+
+
+def test_packed_rules_offer_a_convolution_its_output_channels_as_the_vector_and_compute_correctly():
+    tgt = adatune.target.host()
+    width = VECTORS_PER_ROW * vector_lanes(tgt)
+    args = (8, 6, 2 * width, 3)  # 6 output columns take no whole vector tile; the channels take two
+    vector = adatune.task.create(adatune.trace.VECTOR_RULES_PREFIX + "test-rules-conv", args, tgt)
+    packed = adatune.task.create("trace/packed-rules/test-rules-conv", args, tgt)
+    relaid = _spaces_with(packed, "TransformBlockLayout")
+    assert _spaces_with(vector, "TransformBlockLayout") == []
+    assert len(relaid) == len(vector.space.design_spaces) == len(packed.space.design_spaces) // 2
+    for space in relaid[:2]:
+        script = _check_against_reference(packed, packed.space.sample(space, seed=2))
+        assert f"alloc_buffer((1, 2, 6, 6, {width}))" in script  # the output accumulated in NCHW[P]c
+        assert f"alloc_buffer((2, 8, 3, 3, {width}))" in script  # the weight in panels of output channels

@@ -10,9 +10,10 @@ x86 knob templates are built around (``nr`` = whole vectors of the target's SIMD
 factor at most the accumulator rows the vector registers hold. An axis the vector length does not divide gets a
 guarded tail (TVM's rule splits it imperfectly); one no longer than the vector length stays whole and innermost.
 
-The ``packed`` rule set is ``vector`` plus :class:`~._pack_rule.PackOperandPanels` before the tiling: every GEMM-like
-block is also offered with the operand its vectorised axis walks copied into panels one register tile wide, the
-layout the knob templates' ``pack_b`` reads.
+The ``packed`` rule set is ``vector`` plus the two layout rules of ``_layout_rules`` before the tiling: every
+GEMM-like block is also offered with the operand its vectorised axis walks copied into panels one register tile wide
+(the layout the knob templates' ``pack_b`` reads), and a block whose output's innermost extent the tile does not
+divide (an NCHW convolution) with its output channels innermost instead, its weight packed alike.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from .. import target as _target
-from ._pack_rule import PackOperandPanels
+from ._layout_rules import PackOperandPanels, VectorizeOutputChannels
 
 __all__ = ["RULE_SETS", "RuleSet", "space_generator"]
 
@@ -54,7 +55,8 @@ RULE_SETS: dict[str, RuleSet] = {
         "packed",
         "trace/packed-rules/",
         "the vector rules, each GEMM-like block also offered with its vectorised operand packed per call into "
-        "panels one register tile wide (LLVM targets only)",
+        "panels one register tile wide, or where the output's innermost extent takes no whole tiles, with its "
+        "output channels innermost and its weight packed alike (LLVM targets only)",
     ),
 }
 
@@ -76,9 +78,9 @@ def _vector_rules(target: tvm.target.Target, pack: bool = False) -> list[ms.Sche
     tiling = [k for k, r in enumerate(rules) if type(r).__name__ == "MultiLevelTiling"]
     if len(tiling) != 1:  # TVM changed its defaults: say so rather than tune a space nobody meant
         raise RuntimeError(f"expected one MultiLevelTiling among TVM's default LLVM rules, found {len(tiling)}")
-    if pack:  # before the tiling, so that the tiled block reads the panels
-        rules.insert(tiling[0], PackOperandPanels(panel_bits=bits))
-        tiling[0] += 1
+    if pack:  # before the tiling, so that it tiles the re-laid block
+        rules[tiling[0] : tiling[0]] = [VectorizeOutputChannels(panel_bits=bits), PackOperandPanels(panel_bits=bits)]
+        tiling[0] += 2
     rules[tiling[0]] = ms.schedule_rule.MultiLevelTilingWideVector(
         structure="SSRSRS",  # TVM's default CPU structure, kept
         vector_length_in_bits=bits,

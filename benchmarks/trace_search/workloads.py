@@ -1,9 +1,9 @@
-"""The benchmark's four CPU workloads, each as one unscheduled PrimFunc every arm tunes.
+"""The benchmark's five CPU workloads, each as one unscheduled PrimFunc every arm tunes.
 
-dense-1024 and bmm-bert-nt are adatune's built-in workloads (their knob templates' computations, so the knob
-tuners run on the very same program); the fused conv2d + bias + ReLU (ResNet-18 L6: 28x28, 128 -> 128, 3x3,
-stride 1, pad 1) and the row softmax of BERT-base attention scores (12 heads x 128 queries, 128 keys) have no
-knob template and are written in TE here (no topi).
+dense-1024, bmm-bert-nt and conv2d-resnet18-L6 (NCHW, 28x28, 128 -> 128, 3x3) are adatune's built-in workloads
+(their knob templates' computations, so the knob tuners run on the very same program); the fused conv2d + bias +
+ReLU (ResNet-18 L6, stride 1, pad 1) and the row softmax of BERT-base attention scores (12 heads x 128 queries, 128
+keys) have no knob template and are written in TE here (no topi).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from adatune.trace import TraceTask
 
 __all__ = ["BenchWorkload", "WORKLOADS", "make"]
 
-WORKLOADS = ("dense-1024", "bmm-bert-nt", "conv2d-bias-relu-L6", "softmax-bert")
+WORKLOADS = ("dense-1024", "bmm-bert-nt", "conv2d-resnet18-L6", "conv2d-bias-relu-L6", "softmax-bert")
+_KNOB_WORKLOADS = ("dense-1024", "bmm-bert-nt", "conv2d-resnet18-L6")
 
 
 @adatune.trace.workload("bench/conv2d-bias-relu")
@@ -82,7 +83,7 @@ class BenchWorkload:
 
 def make(name: str, target: tvm.target.Target) -> BenchWorkload:
     knob = None
-    if name in ("dense-1024", "bmm-bert-nt"):
+    if name in _KNOB_WORKLOADS:
         knob = adatune.workloads.get(name).create_task(target)
         trace = adatune.task.create(adatune.trace.RULES_PREFIX + knob.name, knob.args, target)
     elif name == "conv2d-bias-relu-L6":
