@@ -73,6 +73,13 @@ locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 --arms 
   --trials 16 --per-iter 8 --batch 8 --seeds 0 1 2 --out benchmarks/results/trace_search/vector_rules_rfei
 locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 --arms trace-xgb trace-xgb-vector knob-xgb \
   --trials 16 --per-iter 8 --batch 8 --seeds 3 4 5 --out benchmarks/results/trace_search/vector_rules_seeds345
+# the packed rule set (layout rules: operand panels, channels innermost), Zen 4
+locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 --arms trace-xgb-vector trace-xgb-packed \
+  trace-rfei-packed knob-xgb --trials 16 --per-iter 8 --batch 8 --seeds 0 1 2 \
+  --out benchmarks/results/trace_search/packed_rules_zen4  # ~11 min
+locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 conv2d-resnet18-L6 --arms trace-xgb-vector \
+  trace-xgb-packed trace-rfei-packed knob-xgb --trials 16 --per-iter 8 --batch 8 --seeds 0 1 2 3 4 \
+  --out benchmarks/results/trace_search/layout_rules_zen4  # ~30 min
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
 locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~23 min: all six BERT dynamic GEMMs
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode \

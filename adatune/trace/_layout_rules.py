@@ -138,7 +138,12 @@ class _LayoutRule(ms.schedule_rule.PyScheduleRule):
         stmt = sch.get(block)
         if not _gemm_like(stmt):
             return [sch]
-        relaid = self._relaid(sch, block, stmt)
+        try:
+            relaid = self._relaid(sch, block, stmt)
+        except tvm.s_tir.ScheduleError:
+            # a primitive refused the re-layout (a block an earlier rule already factored, whose bindings are no
+            # longer its loops): the rule does not apply there; the discarded copy was the only thing changed
+            return [sch]
         return [sch] if relaid is None else [sch, relaid]
 
     def _relaid(self, sch: tvm.s_tir.Schedule, block: Any, stmt: Any) -> tvm.s_tir.Schedule | None:

@@ -25,7 +25,9 @@ Smoke run::
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import math
 import os
 import platform
 import sys
@@ -77,13 +79,46 @@ def _parser() -> argparse.ArgumentParser:
         "--retime-rounds", type=int, default=7, help="rounds of the common re-timing of every arm's best, in turns"
     )
     p.add_argument("--out", default="benchmarks/results/trace_search")
+    p.add_argument(
+        "--resummarise",
+        action="store_true",
+        help="measure nothing: rewrite OUT's summary.md from its results.json (after the report changed)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def resummarise(out: str) -> int:
+    """Rewrite ``out``'s summary from its results.json with today's report (the figures are kept as they are)."""
+    with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+        stored = json.load(f)
+    floats = ("own_best", "best", "build_per_candidate")
+    results = [
+        ArmResult(
+            **{
+                **run,
+                "curve": [tuple(point) for point in run["curve"]],
+                **{k: math.inf if run[k] is None and k != "build_per_candidate" else run[k] for k in floats},
+            }
+        )
+        for run in stored["runs"]
+    ]
+    for r in results:
+        if r.build_per_candidate is None:
+            r.build_per_candidate = math.nan
+    rows = summarise(results)
+    figures = sorted(f for f in os.listdir(out) if f.endswith(".png"))
+    write_json(os.path.join(out, "results.json"), stored["meta"], results, rows)
+    write_markdown(os.path.join(out, "summary.md"), stored["meta"], rows, figures)
+    print(f"rewrote {out}/summary.md from its results.json")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     args = _parser().parse_args(argv)
+    if args.resummarise:
+        return resummarise(args.out)
     if args.trials < 1 or args.per_iter < 1 or args.batch < 1 or not args.seeds:
         print("trials, per-iter and batch must be positive and at least one seed given", file=sys.stderr)
         return 2

@@ -9,16 +9,27 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from .._common import load_sentence
 from .run import ArmResult
 
-__all__ = ["summarise", "write_json", "write_markdown", "plot"]
+__all__ = ["geomean_interval", "summarise", "write_json", "write_markdown", "plot"]
 
 
 def _time_to_reach(curve: list[tuple[float, float]], goal: float) -> float:
     """Wall seconds until the curve's best latency is at most ``goal`` (inf if never)."""
     return next((t for t, best in curve if best <= goal), math.inf)
+
+
+def geomean_interval(ratios: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Geometric mean of per-seed ratios and its t-interval (on the logs; nan bounds under two seeds)."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    centre = float(np.exp(logs.mean()))
+    if len(logs) < 2:
+        return centre, math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + level / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs)))
+    return centre, float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
 
 
 def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
@@ -45,13 +56,15 @@ def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
             for r in ok
             if math.isfinite(r.best) and math.isfinite(knob.get((r.workload, r.seed), math.inf))
         ]
+        speed, low, high = geomean_interval(vs_knob) if vs_knob else (math.inf, math.nan, math.nan)
         rows.append(
             {
                 "workload": workload,
                 "arm": arm,
                 "best_ms_min": min(bests, default=math.inf),
                 "best_ms_max": max(bests, default=math.inf),
-                "speed_vs_knob_xgb": float(np.exp(np.mean(np.log(vs_knob)))) if vs_knob else math.inf,
+                "speed_vs_knob_xgb": speed,
+                "speed_vs_knob_xgb_ci95": [low, high],
                 "seeds": len(runs),
                 "failed": len(runs) - len(ok),
                 "trials": mean([float(r.trials) for r in ok]),
@@ -89,10 +102,15 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _speed(value: Any) -> str:
-    """A ratio to the knob template, or a dash where the workload has no template (not "-x")."""
+def _speed(value: Any, interval: Any = None) -> str:
+    """A ratio to the knob template with its interval, or a dash where the workload has no template (not "-x")."""
     text = _fmt(value, 2)
-    return text if text in ("-", "None") else f"{text}x"
+    if text in ("-", "None"):
+        return text
+    low, high = interval if interval else (None, None)
+    if isinstance(low, float) and isinstance(high, float) and math.isfinite(low) and math.isfinite(high):
+        return f"{text}x [{low:.2f}, {high:.2f}]"
+    return f"{text}x"
 
 
 def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], figures: list[str]) -> None:
@@ -112,7 +130,7 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
         f"({meta.get('retime_rounds', 7)} rounds, the median; runs of at least 50 ms per timing), checked against"
         " the unscheduled program (**ok**); the mean over seeds;",
         "- **speed vs knob-xgb**: the knob template's re-timed best (XGB, same trials and seed) over the arm's,"
-        " geometric mean over seeds (below 1: slower than the template);",
+        " geometric mean over seeds with its 95% t-interval (below 1: slower than the template);",
         "- **own best ms**: the arm's own measurement of it (its runner and evaluator);",
         "- **to stock best s**: wall seconds until the arm's own best reached stock `ms.tune_tir`'s final own"
         " best, same seed (`-`: never; evaluators differ, so read it with the own-best column);",
@@ -133,7 +151,7 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
         for r in group:
             lines.append(
                 f"| {r['arm']} | {_fmt(r['trials'])} | {_fmt(r['best_ms'])} ({_fmt(r['best_ms_min'])}-"
-                f"{_fmt(r['best_ms_max'])}) | {_speed(r['speed_vs_knob_xgb'])} | "
+                f"{_fmt(r['best_ms_max'])}) | {_speed(r['speed_vs_knob_xgb'], r.get('speed_vs_knob_xgb_ci95'))} | "
                 f"{'yes' if r['all_correct'] else 'no'} | {_fmt(r['own_best_ms'])} | "
                 f"{_fmt(r['time_to_stock_best_s'])} ({r['reached_stock']}) | "
                 f"{_fmt(r['build_s_per_candidate'])} | {_fmt(r['wall_s'])} |"

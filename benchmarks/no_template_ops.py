@@ -1,0 +1,413 @@
+"""Operators with no knob template, tuned by trace search, against PyTorch per operator, timed in turns.
+
+Any model outside the zoo depends on trace search for its layer norms, softmaxes, depthwise convolutions and
+pooling. Four such operators at model sizes, written in TE here (no topi), each registered as a trace workload
+with a numpy reference:
+
+- ``layer-norm``: BERT-base's, 128 tokens x 768, learnt scale and shift, eps 1e-12;
+- ``softmax``: BERT-base attention scores, 12 heads x 128 queries over 128 keys;
+- ``depthwise-conv``: MobileNet-V1's 3x3 depthwise convolution at 56x56 with 128 channels, stride 1, pad 1;
+- ``max-pool``: ResNet-18's stem pooling, 3x3 stride 2 pad 1 over 64 x 112 x 112.
+
+Per operator, seed and rule set (``adatune.trace.RULE_SETS``): ``TraceSearchTuner`` (XGBoost) measures
+``--trials`` candidates. Then every best program (built once and checked against numpy) and PyTorch's operator
+(``torch.nn.functional`` on the machine's physical cores) are timed in ``--rounds`` rounds of turns, each timing
+the mean of calls filling at least ``--min-ms``; the median round is the latency. The noise gate frames the run.
+
+    python -m benchmarks.no_template_ops --out benchmarks/results/no_template_ops
+
+Writes results.json, results.csv, summary.md and speed.png under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import tvm
+from tvm import te
+
+import adatune
+import adatune.trace
+from adatune.reference import physical_cores
+from adatune.target import size_tvm_thread_pool
+from adatune.trace import RULE_SETS, TraceTask
+from adatune.tuners import TraceSearchTuner
+
+from ._common import load_now, load_sentence, run_meta, settled, write_csv
+from .noise_gate import NoiseGate, interleaved
+from .trace_search.report import geomean_interval
+
+OPS = ("layer-norm", "softmax", "depthwise-conv", "max-pool")
+_NAMES = {op: f"no-template/{op}" for op in OPS}
+
+
+# -- the operators (TE) and their numpy references ---------------------------------------------------------
+def _layer_norm_ref(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-12) * gamma + beta
+
+
+@adatune.trace.workload(_NAMES["layer-norm"], reference=_layer_norm_ref)
+def layer_norm(rows: int, cols: int) -> tvm.tirx.PrimFunc:
+    x = te.placeholder((rows, cols), name="x")
+    gamma, beta = te.placeholder((cols,), name="gamma"), te.placeholder((cols,), name="beta")
+    k1, k2 = te.reduce_axis((0, cols), "k1"), te.reduce_axis((0, cols), "k2")
+    total = te.compute((rows,), lambda i: te.sum(x[i, k1], axis=k1), name="total")
+    squares = te.compute(
+        (rows,),
+        lambda i: te.sum((x[i, k2] - total[i] / cols) * (x[i, k2] - total[i] / cols), axis=k2),
+        name="squares",
+    )
+    out = te.compute(
+        (rows, cols),
+        lambda i, j: (x[i, j] - total[i] / cols) * te.rsqrt(squares[i] / cols + 1e-12) * gamma[j] + beta[j],
+        name="out",
+    )
+    return te.create_prim_func([x, gamma, beta, out])
+
+
+def _softmax_ref(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@adatune.trace.workload(_NAMES["softmax"], reference=_softmax_ref)
+def softmax(rows: int, cols: int) -> tvm.tirx.PrimFunc:
+    a = te.placeholder((rows, cols), name="A")
+    k, k2 = te.reduce_axis((0, cols), name="k"), te.reduce_axis((0, cols), name="k2")
+    mx = te.compute((rows,), lambda i: te.max(a[i, k], axis=k), name="mx")
+    e = te.compute((rows, cols), lambda i, j: te.exp(a[i, j] - mx[i]), name="e")
+    s = te.compute((rows,), lambda i: te.sum(e[i, k2], axis=k2), name="s")
+    out = te.compute((rows, cols), lambda i, j: e[i, j] / s[i], name="out")
+    return te.create_prim_func([a, out])
+
+
+def _depthwise_ref(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    padded = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))  # n, c, y, x, ky, kx
+    return np.einsum("ncyxab,cab->ncyx", windows, weight)
+
+
+@adatune.trace.workload(_NAMES["depthwise-conv"], reference=_depthwise_ref)
+def depthwise_conv(channels: int, hw: int) -> tvm.tirx.PrimFunc:
+    data = te.placeholder((1, channels, hw, hw), name="data")
+    weight = te.placeholder((channels, 3, 3), name="weight")
+    padded = te.compute(
+        (1, channels, hw + 2, hw + 2),
+        lambda b, c, y, x: te.if_then_else(te.all(y >= 1, y <= hw, x >= 1, x <= hw), data[b, c, y - 1, x - 1], 0.0),
+        name="pad",
+    )
+    ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+    out = te.compute(
+        (1, channels, hw, hw),
+        lambda b, c, y, x: te.sum(padded[b, c, y + ry, x + rx] * weight[c, ry, rx], axis=[ry, rx]),
+        name="dwconv",
+    )
+    return te.create_prim_func([data, weight, out])
+
+
+def _max_pool_ref(data: np.ndarray) -> np.ndarray:
+    padded = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
+    return windows.max(axis=(-1, -2))
+
+
+@adatune.trace.workload(_NAMES["max-pool"], reference=_max_pool_ref)
+def max_pool(channels: int, hw: int) -> tvm.tirx.PrimFunc:
+    data = te.placeholder((1, channels, hw, hw), name="data")
+    padded = te.compute(
+        (1, channels, hw + 2, hw + 2),
+        lambda b, c, y, x: te.if_then_else(
+            te.all(y >= 1, y <= hw, x >= 1, x <= hw), data[b, c, y - 1, x - 1], te.min_value("float32")
+        ),
+        name="pad",
+    )
+    out_hw = (hw + 2 - 3) // 2 + 1
+    ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+    out = te.compute(
+        (1, channels, out_hw, out_hw),
+        lambda b, c, y, x: te.max(padded[b, c, 2 * y + ry, 2 * x + rx], axis=[ry, rx]),
+        name="pool",
+    )
+    return te.create_prim_func([data, out])
+
+
+#: op -> (workload arguments, PyTorch's operator on the same numpy inputs)
+SHAPES: dict[str, tuple[tuple[int, ...], Callable[..., Any]]] = {
+    "layer-norm": ((128, 768), lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-12)),
+    "softmax": ((12 * 128, 128), lambda x: torch.softmax(x, dim=-1)),
+    "depthwise-conv": (
+        (128, 56),
+        lambda x, w: F.conv2d(x, w.reshape(w.shape[0], 1, 3, 3), padding=1, groups=w.shape[0]),
+    ),
+    "max-pool": ((64, 112), lambda x: F.max_pool2d(x, 3, 2, 1)),
+}
+
+
+# -- timing --------------------------------------------------------------------------------------------------
+def _calls_filling(fn: Callable[[], Any], min_ms: float) -> int:
+    """Calls of ``fn`` that take at least ``min_ms`` (after a warm-up)."""
+    settled(0.0)  # the previous engine's spinning worker threads would slow the calls measured here
+    for _ in range(3):
+        fn()
+    t0 = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - t0, 1e-7)
+    return max(1, math.ceil(min_ms / 1e3 / once))
+
+
+def mean_call_timer(fn: Callable[[], Any], min_ms: float) -> Callable[[], float]:
+    """A timer returning the mean seconds of a batch of calls of ``fn`` filling at least ``min_ms``, then pausing:
+    TVM's and PyTorch's worker threads spin after a call, and on 2 cores the engine timed next waited for them
+    (PyTorch's channels-last max-pool read 7 ms right after a TVM program, 0.22 ms alone)."""
+    number = _calls_filling(fn, min_ms)
+
+    def timer() -> float:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return settled((time.perf_counter() - t0) / number)
+
+    return timer
+
+
+def tvm_callable(task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray]) -> tuple[Callable[[], Any], bool]:
+    """The program as a zero-argument call on ``inputs``, and whether its output matches the numpy reference."""
+    lib = tvm.tirx.build(mod, task.target)
+    references = task.reference_outputs(inputs)
+    if references is None:
+        raise ValueError(f"task {task.name} has no numpy reference to check its programs against")
+    expected = references[0]
+    args = [tvm.runtime.tensor(x) for x in inputs] + [tvm.runtime.tensor(np.zeros(expected.shape, "float32"))]
+    lib["main"](*args)
+    ok = bool(np.allclose(args[-1].numpy(), expected, rtol=1e-4, atol=1e-4))
+    func = lib["main"]
+    return (lambda: func(*args)), ok
+
+
+def tune(task: TraceTask, trials: int, seed: int, plan_size: int) -> tuple[tvm.IRModule | None, float, int]:
+    """(best program, tuning wall seconds, failed candidates) of one TraceSearchTuner run."""
+    tuner = TraceSearchTuner(task, cost_model="xgb", plan_size=plan_size, seed=seed)
+    option = adatune.measure_option(
+        adatune.LocalBuilder(timeout=30), adatune.LocalRunner(number=5, repeat=3, timeout=30)
+    )
+    t0 = time.perf_counter()
+    failed = [0]
+
+    def count(_tuner: Any, _inputs: Any, results: Any) -> None:
+        failed[0] += sum(not r.ok for r in results)
+
+    try:
+        tuner.tune(n_trial=trials, measure_option=option, batch_size=plan_size, callbacks=[count])
+    finally:
+        option.builder.close()
+        option.runner.close()
+    best = None if tuner.best_config is None else task.scheduled_module(tuner.best_config)
+    return best, time.perf_counter() - t0, failed[0]
+
+
+# -- the run ---------------------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.no_template_ops",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--ops", nargs="*", default=list(OPS), choices=OPS)
+    p.add_argument("--rules", nargs="*", default=["tvm", "packed"], choices=list(RULE_SETS))
+    p.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    p.add_argument("--trials", type=int, default=32, help="measured candidates per tuning run")
+    p.add_argument("--plan-size", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=15, help="rounds of turns of every program and PyTorch")
+    p.add_argument("--min-ms", type=float, default=20.0, help="each timing: the mean of calls filling this long")
+    p.add_argument("--out", default="benchmarks/results/no_template_ops")
+    return p
+
+
+def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list[dict[str, Any]]:
+    shape, torch_op = SHAPES[op]
+    tasks = {rules: adatune.task.create(RULE_SETS[rules].prefix + _NAMES[op], shape, target) for rules in args.rules}
+    specs = next(iter(tasks.values())).arg_specs
+    rng = np.random.default_rng(0)  # one set of inputs for every program and PyTorch
+    inputs = [rng.standard_normal(tuple(int(d) for d in s.shape)).astype("float32") for s in specs if not s.is_output]
+    rows: list[dict[str, Any]] = []
+    programs: dict[str, tuple[Callable[[], Any], dict[str, Any]]] = {}
+    for seed in args.seeds:
+        for rules, task in tasks.items():
+            assert isinstance(task, TraceTask)
+            best, wall, failed = tune(task, args.trials, seed, args.plan_size)
+            row = {"op": op, "rules": rules, "seed": seed, "tune_s": wall, "failed": failed, "correct": False}
+            if best is not None:
+                call, row["correct"] = tvm_callable(task, best, inputs)
+                programs[f"{rules}/{seed}"] = (call, row)
+            rows.append(row)
+            print(
+                f"{op:>15} {rules:>7} seed {seed}: tuned {wall:5.1f} s, failed {failed}, correct {row['correct']}",
+                flush=True,
+            )
+    layouts = {"torch": [torch.from_numpy(x) for x in inputs]}
+    if inputs[0].ndim == 4:  # PyTorch's NCHW pooling runs 17x slower than its channels-last one here: time both
+        layouts["torch-channels-last"] = [
+            t.contiguous(memory_format=torch.channels_last) if t.ndim == 4 else t for t in layouts["torch"]
+        ]
+    with torch.no_grad():
+        timers = {name: mean_call_timer(call, args.min_ms) for name, (call, _) in programs.items()}
+        for name, torch_inputs in layouts.items():
+            timers[name] = mean_call_timer(lambda t=torch_inputs: torch_op(*t), args.min_ms)  # type: ignore[misc]
+        times = interleaved(timers, args.rounds)
+    # PyTorch's faster layout in each round (the conversion not timed), so the comparison is with its best
+    torch_best = [min(round_) for round_ in zip(*(times[name] for name in layouts))]
+    for name, (_, row) in programs.items():
+        row["latency_s"] = statistics.median(times[name])
+        row.update({f"{layout.replace('-', '_')}_s": statistics.median(times[layout]) for layout in layouts})
+        row["torch_best_s"] = statistics.median(torch_best)
+        # per round, so that a burst of load divides out of the ratio
+        row["speed_vs_torch"] = statistics.median(t / s for t, s in zip(torch_best, times[name]))
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for op in dict.fromkeys(r["op"] for r in rows):
+        for rules in dict.fromkeys(r["rules"] for r in rows):
+            runs = [r for r in rows if r["op"] == op and r["rules"] == rules and "speed_vs_torch" in r]
+            if not runs:
+                continue
+            speed, low, high = geomean_interval([r["speed_vs_torch"] for r in runs])
+            out.append(
+                {
+                    "op": op,
+                    "rules": rules,
+                    "seeds": len(runs),
+                    "all_correct": all(r["correct"] for r in runs),
+                    "latency_ms": statistics.median(r["latency_s"] for r in runs) * 1e3,
+                    "torch_ms": runs[0]["torch_best_s"] * 1e3,
+                    "torch_nchw_ms": runs[0]["torch_s"] * 1e3,
+                    "speed_vs_torch": speed,
+                    "ci95": [low, high],
+                    "tune_s": statistics.mean(r["tune_s"] for r in runs),
+                }
+            )
+    return out
+
+
+def write_outputs(
+    out_dir: str, meta: dict[str, Any], rows: list[dict[str, Any]], summary: list[dict[str, Any]], gate: NoiseGate
+) -> None:
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "noise_gate": gate.to_json(), "summary": summary, "runs": rows}, f, indent=1)
+    write_csv(os.path.join(out_dir, "results.csv"), rows)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    labels = [f"{s['op']}\n{s['rules']}" for s in summary]
+    centre = [s["speed_vs_torch"] for s in summary]
+    err = np.array(
+        [
+            [
+                c - (s["ci95"][0] if math.isfinite(s["ci95"][0]) else c),
+                (s["ci95"][1] if math.isfinite(s["ci95"][1]) else c) - c,
+            ]
+            for c, s in zip(centre, summary)
+        ]
+    ).T
+    ax.bar(range(len(summary)), centre, yerr=err, capsize=3)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(range(len(summary)), labels, fontsize=7)
+    ax.set_ylabel("speed vs PyTorch (x)")
+    ax.set_title("Trace search on operators with no template (geomean over seeds, 95% CI)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "speed.png"), dpi=120)
+    plt.close(fig)
+    lines = [
+        "# Operators with no knob template: trace search against PyTorch",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Host: {meta['host']}; target `{meta['target']}`; PyTorch {torch.__version__} on {meta['torch_threads']} "
+        f"threads; started {meta['started']}, took {meta['wall_s']:.0f} s.  ",
+        load_sentence(meta),
+        "",
+        gate.sentence(),
+        "",
+        f"Per op, seed and rule set: TraceSearchTuner (XGBoost), {meta['trials']} measured candidates; every best "
+        f"program (checked against numpy) and PyTorch's operator timed in {meta['rounds']} rounds of turns (each "
+        f"timing the mean of calls filling {meta['min_ms']:g} ms, then a pause for the engine's spinning "
+        "threads); latency is the median round. For 4-D operators "
+        "PyTorch is timed on NCHW and on channels-last tensors (converted before timing) and the faster of the two in "
+        "each round is its time (its NCHW max-pool is an order of magnitude slower than its channels-last one). Speed "
+        "is PyTorch's time over the program's per round (median), then the geometric mean over seeds with its 95% "
+        "t-interval.",
+        "",
+        "| op | rule set | seeds | correct | latency ms (median over seeds) | PyTorch ms (best layout; NCHW) "
+        "| speed vs PyTorch [95% CI] "
+        "| tuning s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summary:
+        low, high = s["ci95"]
+        ci = f" [{low:.2f}, {high:.2f}]" if math.isfinite(low) else ""
+        lines.append(
+            f"| {s['op']} | {s['rules']} | {s['seeds']} | {'yes' if s['all_correct'] else 'no'} | "
+            f"{s['latency_ms']:.4g} | {s['torch_ms']:.4g}; {s['torch_nchw_ms']:.4g} | {s['speed_vs_torch']:.2f}x{ci} | "
+            f"{s['tune_s']:.0f} |"
+        )
+    lines += ["", "![speed.png](speed.png)"]
+    with open(os.path.join(out_dir, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    size_tvm_thread_pool()  # programs timed in this process get every core, as in adatune's workers
+    args = _parser().parse_args(argv)
+    if args.trials < 1 or args.plan_size < 1 or args.rounds < 1 or not args.seeds or not args.rules:
+        print("trials, plan size and rounds must be positive, and seeds and rule sets given", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(physical_cores())
+    started, t0, load_before = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter(), load_now()
+    target = adatune.target.host()
+    host = adatune.target.describe_host()
+    gate = NoiseGate()
+    gate.probe("before")
+    rows: list[dict[str, Any]] = []
+    for op in args.ops:
+        rows += run_op(op, args, target)
+    gate.probe("after")
+    meta = {
+        **run_meta("benchmarks.no_template_ops", argv, started, t0, load_before),
+        "host": f"{host['model']}, ISA {host.get('isa')}, {os.cpu_count()} CPUs",
+        "target": str(target),
+        "torch_threads": torch.get_num_threads(),
+        "trials": args.trials,
+        "rounds": args.rounds,
+        "min_ms": args.min_ms,
+    }
+    summary = summarise(rows)
+    write_outputs(args.out, meta, rows, summary, gate)
+    for s in summary:
+        print(
+            f"{s['op']:>15} {s['rules']:>7}: {s['latency_ms']:.4g} ms vs PyTorch {s['torch_ms']:.4g} ms, "
+            f"speed {s['speed_vs_torch']:.2f}x {s['ci95']}"
+        )
+    print(f"wrote {args.out}/summary.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
