@@ -1,11 +1,12 @@
 """Operators with no knob template, tuned by trace search, against PyTorch per operator, timed in turns.
 
 Any model outside the zoo depends on trace search for its layer norms, softmaxes, depthwise convolutions and
-pooling. Four such operators at model sizes, written in TE here (no topi), each registered as a trace workload
-with a numpy reference:
+pooling. Four such operators at model sizes, written in TE here (no topi but its fast exp), each registered as a
+trace workload with a numpy reference:
 
 - ``layer-norm``: BERT-base's, 128 tokens x 768, learnt scale and shift, eps 1e-12;
-- ``softmax``: BERT-base attention scores, 12 heads x 128 queries over 128 keys;
+- ``softmax``: BERT-base attention scores, 12 heads x 128 queries over 128 keys; ``softmax-fast-exp`` the same
+  with TVM's fast exp (what ``fast_math=True`` models get);
 - ``depthwise-conv``: MobileNet-V1's 3x3 depthwise convolution at 56x56 with 128 channels, stride 1, pad 1;
 - ``max-pool``: ResNet-18's stem pooling, 3x3 stride 2 pad 1 over 64 x 112 x 112.
 
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import tvm
-from tvm import te
+from tvm import te, topi
 
 import adatune
 import adatune.trace
@@ -47,7 +48,7 @@ from ._common import load_now, load_sentence, run_meta, settled, write_csv
 from .noise_gate import NoiseGate, interleaved
 from .trace_search.report import geomean_interval
 
-OPS = ("layer-norm", "softmax", "depthwise-conv", "max-pool")
+OPS = ("layer-norm", "softmax", "softmax-fast-exp", "depthwise-conv", "max-pool")
 _NAMES = {op: f"no-template/{op}" for op in OPS}
 
 
@@ -82,15 +83,26 @@ def _softmax_ref(x: np.ndarray) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
-@adatune.trace.workload(_NAMES["softmax"], reference=_softmax_ref)
-def softmax(rows: int, cols: int) -> tvm.tirx.PrimFunc:
+def _softmax(rows: int, cols: int, exp: Callable[[te.Tensor], te.Tensor]) -> tvm.tirx.PrimFunc:
     a = te.placeholder((rows, cols), name="A")
     k, k2 = te.reduce_axis((0, cols), name="k"), te.reduce_axis((0, cols), name="k2")
     mx = te.compute((rows,), lambda i: te.max(a[i, k], axis=k), name="mx")
-    e = te.compute((rows, cols), lambda i, j: te.exp(a[i, j] - mx[i]), name="e")
+    e = exp(te.compute((rows, cols), lambda i, j: a[i, j] - mx[i], name="shifted"))
     s = te.compute((rows,), lambda i: te.sum(e[i, k2], axis=k2), name="s")
     out = te.compute((rows, cols), lambda i, j: e[i, j] / s[i], name="out")
     return te.create_prim_func([a, out])
+
+
+@adatune.trace.workload(_NAMES["softmax"], reference=_softmax_ref)
+def softmax(rows: int, cols: int) -> tvm.tirx.PrimFunc:
+    return _softmax(rows, cols, lambda x: te.compute(x.shape, lambda i, j: te.exp(x[i, j]), name="e"))
+
+
+@adatune.trace.workload(_NAMES["softmax-fast-exp"], reference=_softmax_ref)
+def softmax_fast_exp(rows: int, cols: int) -> tvm.tirx.PrimFunc:
+    """The same with TVM's vectorisable exp approximation (``topi.fast_exp``), which a model imported with
+    ``fast_math=True`` gets: the exact ``exp`` is a scalar libm call per element."""
+    return _softmax(rows, cols, topi.fast_exp)
 
 
 def _depthwise_ref(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -147,6 +159,7 @@ def max_pool(channels: int, hw: int) -> tvm.tirx.PrimFunc:
 SHAPES: dict[str, tuple[tuple[int, ...], Callable[..., Any]]] = {
     "layer-norm": ((128, 768), lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-12)),
     "softmax": ((12 * 128, 128), lambda x: torch.softmax(x, dim=-1)),
+    "softmax-fast-exp": ((12 * 128, 128), lambda x: torch.softmax(x, dim=-1)),
     "depthwise-conv": (
         (128, 56),
         lambda x, w: F.conv2d(x, w.reshape(w.shape[0], 1, 3, 3), padding=1, groups=w.shape[0]),

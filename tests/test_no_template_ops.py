@@ -15,7 +15,13 @@ from adatune.trace import RULES_PREFIX
 from benchmarks.no_template_ops import _NAMES, OPS, SHAPES, layer_norm, max_pool
 from benchmarks.trace_search.report import geomean_interval
 
-SMALL = {"layer-norm": (6, 40), "softmax": (6, 40), "depthwise-conv": (4, 9), "max-pool": (3, 10)}
+SMALL = {
+    "layer-norm": (6, 40),
+    "softmax": (6, 40),
+    "softmax-fast-exp": (6, 40),
+    "depthwise-conv": (4, 9),
+    "max-pool": (3, 10),
+}
 
 
 @pytest.mark.parametrize("op", OPS)
