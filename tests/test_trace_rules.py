@@ -186,3 +186,23 @@ def test_packed_rules_offer_a_convolution_its_output_channels_as_the_vector_and_
         script = _check_against_reference(packed, packed.space.sample(space, seed=2))
         assert f"alloc_buffer((1, 2, 6, 6, {width}))" in script  # the output accumulated in NCHW[P]c
         assert f"alloc_buffer((2, 8, 3, 3, {width}))" in script  # the weight in panels of output channels
+
+
+def test_layout_rules_clone_as_tvm_schedule_rules():
+    """TVM clones a space generator's rules (a tuning context per thread); a clone must be a working ScheduleRule."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from adatune.trace._layout_rules import PackOperandPanels, VectorizeOutputChannels
+
+    tgt = adatune.target.host()
+    bits = VECTORS_PER_ROW * vector_lanes(tgt) * 32
+    clones = [rule.clone() for rule in (VectorizeOutputChannels(bits), PackOperandPanels(bits))]
+    assert all(isinstance(c, ms.ScheduleRule) for c in clones)
+    generator = ms.space_generator.PostOrderApply(sch_rules=clones, postprocs=[], mutator_probs={})
+    context = ms.TuneContext(mod=tvm.IRModule({"main": matmul(64)}), target=tgt, space_generator=generator)
+    spaces = context.generate_design_space()
+    assert len(spaces) == 2 and any(
+        "TransformLayout" in str(s.trace) or "transform_layout" in str(s.trace) for s in spaces
+    )
+    with pytest.raises(ValueError, match="panel_bits must be positive"):
+        PackOperandPanels(0)

@@ -131,9 +131,6 @@ class _LayoutRule(ms.schedule_rule.PyScheduleRule):
     def _initialize_with_tune_context(self, context: ms.TuneContext) -> None:
         pass
 
-    def clone(self) -> Any:
-        return type(self)(self.panel_bits)
-
     def apply(self, sch: tvm.s_tir.Schedule, block: tvm.s_tir.SBlockRV) -> list[tvm.s_tir.Schedule]:
         stmt = sch.get(block)
         if not _gemm_like(stmt):
@@ -154,6 +151,9 @@ class _LayoutRule(ms.schedule_rule.PyScheduleRule):
 class PackOperandPanels(_LayoutRule):
     """Offer each GEMM-like block its vectorised operand packed into panels ``panel_bits`` wide (module doc)."""
 
+    def clone(self) -> ms.ScheduleRule:  # the decorated class: ``type(self)`` is the bare one TVM cannot take
+        return PackOperandPanels(self.panel_bits)
+
     def _relaid(self, sch: tvm.s_tir.Schedule, block: Any, stmt: Any) -> tvm.s_tir.Schedule | None:
         found = _operand(stmt, stmt.writes[0].region[-1].min, self.panel_bits)
         if found is None:
@@ -166,6 +166,9 @@ class PackOperandPanels(_LayoutRule):
 @derived_object
 class VectorizeOutputChannels(_LayoutRule):
     """Offer a block whose output's innermost extent the tile does not divide its channels innermost (module doc)."""
+
+    def clone(self) -> ms.ScheduleRule:
+        return VectorizeOutputChannels(self.panel_bits)
 
     def _relaid(self, sch: tvm.s_tir.Schedule, block: Any, stmt: Any) -> tvm.s_tir.Schedule | None:
         out = stmt.writes[0]
