@@ -92,20 +92,17 @@ def resummarise(out: str) -> int:
     """Rewrite ``out``'s summary from its results.json with today's report (the figures are kept as they are)."""
     with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
         stored = json.load(f)
-    floats = ("own_best", "best", "build_per_candidate")
+    missing = {"own_best": math.inf, "best": math.inf, "build_per_candidate": math.nan}  # stored as null
     results = [
         ArmResult(
             **{
                 **run,
                 "curve": [tuple(point) for point in run["curve"]],
-                **{k: math.inf if run[k] is None and k != "build_per_candidate" else run[k] for k in floats},
+                **{k: v if run[k] is None else run[k] for k, v in missing.items()},
             }
         )
         for run in stored["runs"]
     ]
-    for r in results:
-        if r.build_per_candidate is None:
-            r.build_per_candidate = math.nan
     rows = summarise(results)
     figures = sorted(f for f in os.listdir(out) if f.endswith(".png"))
     write_json(os.path.join(out, "results.json"), stored["meta"], results, rows)
