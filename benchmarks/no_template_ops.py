@@ -13,7 +13,8 @@ trace workload with a numpy reference:
 Per operator, seed and rule set (``adatune.trace.RULE_SETS``): ``TraceSearchTuner`` (XGBoost) measures
 ``--trials`` candidates. Then every best program (built once and checked against numpy) and PyTorch's operator
 (``torch.nn.functional`` on the machine's physical cores) are timed in ``--rounds`` rounds of turns, each timing
-the mean of calls filling at least ``--min-ms``; the median round is the latency. The noise gate frames the run.
+the mean of calls filling at least ``--min-ms`` (TVM's ``time_evaluator`` for the programs, a Python loop for
+PyTorch); the median round is the latency. The noise gate frames the run.
 
     python -m benchmarks.no_template_ops --out benchmarks/results/no_template_ops
 
@@ -182,7 +183,7 @@ def _calls_filling(fn: Callable[[], Any], min_ms: float) -> int:
 
 
 def mean_call_timer(fn: Callable[[], Any], min_ms: float) -> Callable[[], float]:
-    """A timer returning the mean seconds of a batch of calls of ``fn`` filling at least ``min_ms``, then pausing:
+    """A timer returning the mean seconds of a batch of PyTorch calls ``fn`` filling at least ``min_ms``, then pausing:
     TVM's and PyTorch's worker threads spin after a call, and on 2 cores the engine timed next waited for them
     (in a smoke run while writing this, not committed, PyTorch's channels-last max-pool read 7 ms right after a TVM
     program and 0.2 ms alone)."""
@@ -197,8 +198,12 @@ def mean_call_timer(fn: Callable[[], Any], min_ms: float) -> Callable[[], float]
     return timer
 
 
-def tvm_callable(task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray]) -> tuple[Callable[[], Any], bool]:
-    """The program as a zero-argument call on ``inputs``, and whether its output matches the numpy reference."""
+def tvm_timer(
+    task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray], min_ms: float
+) -> tuple[Callable[[], float], bool]:
+    """A timer of the built program on ``inputs`` (TVM's ``time_evaluator``: the mean of calls filling ``min_ms``,
+    looped in C++, as ``benchmarks.trace_search.run.retime`` and the tuner's runner time a program, so no Python
+    call per run counts against TVM), and whether its output matches the numpy reference."""
     lib = tvm.tirx.build(mod, task.target)
     references = task.reference_outputs(inputs)
     if references is None:
@@ -207,8 +212,14 @@ def tvm_callable(task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray]) -
     args = [tvm.runtime.tensor(x) for x in inputs] + [tvm.runtime.tensor(np.zeros(expected.shape, "float32"))]
     lib["main"](*args)
     ok = bool(np.allclose(args[-1].numpy(), expected, rtol=1e-4, atol=1e-4))
-    func = lib["main"]
-    return (lambda: func(*args)), ok
+    evaluator = lib.time_evaluator("main", tvm.cpu(), number=1, repeat=1, min_repeat_ms=int(math.ceil(min_ms)))
+    settled(0.0)
+    evaluator(*args)  # warm-up
+
+    def timer() -> float:
+        return settled(float(evaluator(*args).mean))
+
+    return timer, ok
 
 
 def tune(task: TraceTask, trials: int, seed: int, plan_size: int) -> tuple[tvm.IRModule | None, float, int]:
@@ -257,15 +268,15 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
     rng = np.random.default_rng(0)  # one set of inputs for every program and PyTorch
     inputs = [rng.standard_normal(tuple(int(d) for d in s.shape)).astype("float32") for s in specs if not s.is_output]
     rows: list[dict[str, Any]] = []
-    programs: dict[str, tuple[Callable[[], Any], dict[str, Any]]] = {}
+    programs: dict[str, tuple[Callable[[], float], dict[str, Any]]] = {}
     for seed in args.seeds:
         for rules, task in tasks.items():
             assert isinstance(task, TraceTask)
             best, wall, failed = tune(task, args.trials, seed, args.plan_size)
             row = {"op": op, "rules": rules, "seed": seed, "tune_s": wall, "failed": failed, "correct": False}
             if best is not None:
-                call, row["correct"] = tvm_callable(task, best, inputs)
-                programs[f"{rules}/{seed}"] = (call, row)
+                timer, row["correct"] = tvm_timer(task, best, inputs, args.min_ms)
+                programs[f"{rules}/{seed}"] = (timer, row)
             rows.append(row)
             print(
                 f"{op:>15} {rules:>7} seed {seed}: tuned {wall:5.1f} s, failed {failed}, correct {row['correct']}",
@@ -277,7 +288,7 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
             t.contiguous(memory_format=torch.channels_last) if t.ndim == 4 else t for t in layouts["torch"]
         ]
     with torch.no_grad():
-        timers = {name: mean_call_timer(call, args.min_ms) for name, (call, _) in programs.items()}
+        timers = {name: timer for name, (timer, _) in programs.items()}
         for name, torch_inputs in layouts.items():
             timers[name] = mean_call_timer(lambda t=torch_inputs: torch_op(*t), args.min_ms)  # type: ignore[misc]
         times = interleaved(timers, args.rounds)

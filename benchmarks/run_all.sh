@@ -83,8 +83,13 @@ locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 conv2d-
 locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt conv2d-resnet18-L6 --arms trace-xgb-packed \
   trace-rfei-packed knob-xgb --trials 32 --per-iter 8 --batch 8 --seeds 0 1 2 \
   --out benchmarks/results/trace_search/layout_rules_zen4_32trials  # ~13 min
+locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 conv2d-resnet18-L6 --arms trace-xgb-packed \
+  trace-rfei-packed knob-xgb --trials 32 --per-iter 8 --batch 8 --seeds 0 1 2 3 4 \
+  --out benchmarks/results/trace_search/layout_rules_zen4_32trials_5seeds  # ~32 min
 locked $PY -m benchmarks.no_template_ops --seeds 0 1 2 --trials 32 \
   --out benchmarks/results/no_template_ops/zen4  # ~15 min: layer norm, softmax, depthwise conv, max pool vs PyTorch
+locked $PY -m benchmarks.no_template_ops --seeds 0 1 2 --trials 32 \
+  --out benchmarks/results/no_template_ops/zen4_time_evaluator  # ~21 min: all five, TVM timed by time_evaluator
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
 locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~23 min: all six BERT dynamic GEMMs
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode \
