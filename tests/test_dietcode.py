@@ -121,6 +121,9 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
     crop_tile = [k for k in by_size if k.crop]  # bmm_nt: the output cropped inside each tile, not once per call
     assert bool(crop_tile) == (kind == "bmm_nt")
     picks += [crop_tile[0], crop_tile[-1], next(k for k in crop_tile if k.pack)] if crop_tile else []
+    unrolled = [k for k in by_size if k.unroll]  # bmm_nt: TVM's auto-unroll on the whole kernel
+    assert bool(unrolled) == (kind == "bmm_nt")
+    picks += [unrolled[0], next(k for k in unrolled if k.pack and k.crop)] if unrolled else []
     names = [f"k{i}" for i in range(len(picks))]
     lib = tvm.compile(tvm.IRModule({n: microkernel_func(wl, k, n) for n, k in zip(names, picks)}), target=HOST)
     text = microkernel_func(wl, picks[1]).script()
@@ -221,14 +224,36 @@ def test_microkernel_keys_round_trip_and_bad_keys_are_named() -> None:
     space = MicroKernelSpace(HOST, "float32", 16, kind="bmm_nt")  # column-packed and sub-vector kernels too
     for mk in space.kernels:
         assert MicroKernel.from_key(mk.key) == mk
-    assert {(k.pack, k.crop) for k in space.kernels} == {("", ""), ("column", ""), ("", "tile"), ("column", "tile")}
+    options = {(k.pack, k.crop, k.unroll) for k in space.kernels}
+    assert options == {(p, c, u) for p in ("", "column") for c in ("", "tile") for u in (0, 64)}
     assert MicroKernel.from_key("cpu:8x8x1/8x4/column/crop-tile") == MicroKernel("cpu", 8, 8, 1, 8, 4, "column", "tile")
+    assert MicroKernel.from_key("cpu:8x8x1/8x4/crop-tile/unroll64") == MicroKernel("cpu", 8, 8, 1, 8, 4, "", "tile", 64)
     assert space.decode(MicroKernel("cpu", 8, 8, 1, 8, 4, crop="tile").to_json()).crop == "tile"
-    for bad in ("cpu:64x96/8x32", "cpu", "cpu:8x8x1/8x8/column/x", "cpu:axbxc/1x1", "cpu:8x8x1/8x4/crop-tile/column"):
+    assert space.decode(MicroKernel("cpu", 8, 8, 1, 8, 4, unroll=64).to_json()).unroll == 64
+    assert "unroll" not in MicroKernel("cpu", 8, 8, 1, 8, 4).to_json()  # records written before the field read alike
+    for bad in (
+        "cpu:64x96/8x32",
+        "cpu",
+        "cpu:8x8x1/8x8/column/x",
+        "cpu:axbxc/1x1",
+        "cpu:8x8x1/8x4/crop-tile/column",
+        "cpu:8x8x1/8x4/unroll64/column",
+        "cpu:8x8x1/8x4/unrollx",
+    ):
         with pytest.raises(ValueError, match="not a micro-kernel key"):
             MicroKernel.from_key(bad)
     with pytest.raises(ValueError, match="crops with crop=''"):
         MicroKernel("cpu", 8, 8, 1, 8, 4, crop="somewhere")
+    with pytest.raises(ValueError, match="unrolls with a step in"):
+        MicroKernel.from_key("cpu:8x8x1/8x4/unroll32")
+    # the field reaches the program: TVM's unroll pragma on the kernel's root, and only there
+    nt = DynamicWorkload("nt", "bmm_nt", (2, 16), (1, 8))
+    assert (
+        "pragma_auto_unroll_max_step" in microkernel_func(nt, MicroKernel.from_key("cpu:8x8x1/8x4/unroll64")).script()
+    )
+    assert "pragma_auto_unroll_max_step" not in microkernel_func(nt, MicroKernel.from_key("cpu:8x8x1/8x4")).script()
+    with pytest.raises(ValueError, match="x86 options"):  # CUDA kernels unroll as their schedule says
+        schedule_microkernel(nt, MicroKernel.from_key("cuda:8x8x1/8x4/unroll64"))
     # a one-column register tile has nothing to pack per column tile (such kernels failed to build in TVM 0.27)
     assert not [k for k in space.kernels if k.pack and k.nr == 1]
     wl = DynamicWorkload("one_column", "bmm_nt", (2, 16), (1, 8))

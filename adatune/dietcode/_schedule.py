@@ -186,6 +186,10 @@ def _schedule_cpu(
         sch.vectorize(_panel_split(sch, jii, wl, mk)[-1])
         sch.vectorize(_panel_split(sch, sch.get_loops(acc)[-1], wl, mk)[-1])
     sch.decompose_reduction(blk, ko)
+    if mk.unroll:  # TVM's UnrollLoop pass unrolls every loop of up to ``unroll`` steps (the template's knob)
+        root = sch.get_sblock("root")
+        sch.annotate(root, "pragma_auto_unroll_max_step", mk.unroll)
+        sch.annotate(root, "pragma_unroll_explicit", 1)
 
 
 def _panel_split(
@@ -263,9 +267,10 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel) -> tvm.s_tir.Sche
     if mk.device == "cpu":
         _schedule_cpu(sch, wl, mk)
     elif mk.device == "cuda":
-        if mk.pack or mk.crop:
+        if mk.pack or mk.crop or mk.unroll:
             raise ValueError(
-                f"CUDA micro-kernels stage B in shared memory and crop per block; {mk} asks for x86 options"
+                f"CUDA micro-kernels stage B in shared memory, crop per block and unroll as scheduled; {mk} asks for "
+                "x86 options"
             )
         if wl.b_panel:
             raise ValueError(f"CUDA micro-kernels read B row-major; {wl.name} packs it (b_panel={wl.b_panel})")

@@ -16,7 +16,12 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
   (``crop=""``: vectorised, but one more parallel region), or inside each tile behind a guard on both indices
   (``crop="tile"``: element by element, no extra launch). Once per call ran 1.09-1.29x faster at T >= 64 and
   0.79-1.07x at T <= 16, where the extra launch weighs on 5-50 us calls (``benchmarks.dietcode.pad_probe``), so
-  each T's vote picks.
+  each T's vote picks. Every bmm_nt kernel is held once more with ``unroll=64``: TVM's auto-unroll pragma on the
+  whole kernel (what the static template's ``auto_unroll_max_step`` knob sets; every per-shape best on scores set
+  it). Unrolled, three deployed scores kernels ran 1.05-1.27x faster at 8 T from 5 to 128 and one that packs per
+  column tile and crops per tile 0.52-0.91x as fast, while bmm NN and dense kernels moved by 0.91-1.04x
+  (``benchmarks/results/dietcode/zen4_unroll_probe_{scores,context,qkv}``, Zen 4): so it is a field the search and
+  each T's vote choose, on the kind where it matters.
 - CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp, at most the block
   limit), each accumulating ``mr x nr`` outputs in registers; the ``mt x kt`` and ``kt x nt`` operand tiles
   staged in shared memory must fit it.
@@ -40,11 +45,22 @@ from ..target import CpuInfo, cpu_info
 from ..target import create as create_target
 from ..templates._x86 import FMA_CHAINS, fits_registers, register_tiles
 
-__all__ = ["CROP_TILE", "PACK_COLUMN", "MicroKernel", "MicroKernelSpace", "SM80_LIMITS", "device_of", "weight_panel"]
+__all__ = [
+    "CROP_TILE",
+    "PACK_COLUMN",
+    "UNROLL_STEPS",
+    "MicroKernel",
+    "MicroKernelSpace",
+    "SM80_LIMITS",
+    "device_of",
+    "weight_panel",
+]
 
 PACK_COLUMN = "column"
 CROP_TILE = "tile"
 _CROP_SUFFIX = "crop-tile"  # the key's suffix for crop="tile" (a bare "tile" would read as a tile size)
+#: auto-unroll steps an x86 micro-kernel may ask for (0: none); the key's suffix is ``unroll<step>``
+UNROLL_STEPS = (0, 64)
 
 
 def device_of(target: tvm.target.Target) -> Any:
@@ -69,6 +85,7 @@ class MicroKernel:
     nr: int
     pack: str = ""  # x86 bmm_nt: "" packs B once per call, "column" inside each column tile (see the module doc)
     crop: str = ""  # x86 bmm_nt: "" crops the padded output once per call, "tile" inside each tile
+    unroll: int = 0  # x86: TVM's auto-unroll step for the whole kernel (0: loops as scheduled)
 
     def __post_init__(self) -> None:
         if self.pack not in ("", PACK_COLUMN) or self.crop not in ("", CROP_TILE):
@@ -76,10 +93,16 @@ class MicroKernel:
                 f"a micro-kernel packs B with pack='' or {PACK_COLUMN!r} and crops with crop='' or {CROP_TILE!r}, "
                 f"got pack={self.pack!r}, crop={self.crop!r}"
             )
+        if isinstance(self.unroll, bool) or self.unroll not in UNROLL_STEPS:
+            raise ValueError(f"a micro-kernel unrolls with a step in {UNROLL_STEPS}, got unroll={self.unroll!r}")
 
     @property
     def key(self) -> str:
-        suffix = (f"/{self.pack}" if self.pack else "") + (f"/{_CROP_SUFFIX}" if self.crop == CROP_TILE else "")
+        suffix = (
+            (f"/{self.pack}" if self.pack else "")
+            + (f"/{_CROP_SUFFIX}" if self.crop == CROP_TILE else "")
+            + (f"/unroll{self.unroll}" if self.unroll else "")
+        )
         return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}{suffix}"
 
     def to_json(self) -> dict[str, Any]:
@@ -95,25 +118,27 @@ class MicroKernel:
             }
             | ({"pack": self.pack} if self.pack else {})
             | ({"crop": self.crop} if self.crop else {})
+            | ({"unroll": self.unroll} if self.unroll else {})
         )
 
     @classmethod
     def from_key(cls, key: str) -> MicroKernel:
-        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column``, ``.../column/crop-tile``), in a space
-        or not."""
-        bad = f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32, cpu:8x8x1/8x4/column/crop-tile)"
+        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column``, ``.../column/crop-tile/unroll64``),
+        in a space or not."""
+        bad = f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32, cpu:8x8x1/8x4/column/crop-tile/unroll64)"
         try:
             device, rest = key.split(":")
             tile, reg, *options = rest.split("/")
             mt, nt, kt = (int(x) for x in tile.split("x"))
             mr, nr = (int(x) for x in reg.split("x"))
+            unroll = int(options.pop()[len("unroll") :]) if options[-1:] and options[-1].startswith("unroll") else 0
         except ValueError as err:
             raise ValueError(bad) from err
         crop = CROP_TILE if options[-1:] == [_CROP_SUFFIX] else ""
         pack = options[:-1] if crop else options
         if pack not in ([], [PACK_COLUMN]):
             raise ValueError(bad)
-        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop)
+        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop, unroll)
 
     @property
     def threads(self) -> int:
@@ -236,6 +261,7 @@ class MicroKernelSpace(CandidateSpace):
         "panel_over_cache",
         "pack_column",
         "crop_tile",
+        "log2_unroll",
     )
 
     def __init__(
@@ -263,6 +289,7 @@ class MicroKernelSpace(CandidateSpace):
                 # column ("cannot make uint from negative value": one of 24 measured in each of three scores runs)
                 self.kernels += [dataclasses.replace(k, pack=PACK_COLUMN) for k in self.kernels if k.nr > 1]
                 self.kernels += [dataclasses.replace(k, crop=CROP_TILE) for k in self.kernels]
+                self.kernels += [dataclasses.replace(k, unroll=UNROLL_STEPS[-1]) for k in self.kernels]
             self.cores = self.info.cores
             self.cache_bytes = self.info.l2_bytes
         else:
@@ -282,7 +309,7 @@ class MicroKernelSpace(CandidateSpace):
             for i in range(len(values)):
                 self._neighbours.setdefault((i, values[:i] + values[i + 1 :]), []).append(k)
 
-    _MUTABLE: ClassVar[tuple[str, ...]] = ("mt", "nt", "kt", "mr", "nr", "pack", "crop")
+    _MUTABLE: ClassVar[tuple[str, ...]] = ("mt", "nt", "kt", "mr", "nr", "pack", "crop", "unroll")
 
     @classmethod
     def _fields(cls, k: MicroKernel) -> tuple[Any, ...]:
@@ -309,7 +336,7 @@ class MicroKernelSpace(CandidateSpace):
         return [pool[int(i)] for i in idx]
 
     def mutate(self, candidates: Sequence[Any], rng: np.random.Generator) -> list[Any]:
-        """A neighbour shares all but one field (tile, step, register tile, packing or crop) with its origin."""
+        """A neighbour shares all but one field (tile, step, register tile, packing, crop or unroll) with its origin."""
         out = []
         for cand in candidates:
             values = self._fields(cand)
@@ -345,6 +372,7 @@ class MicroKernelSpace(CandidateSpace):
                     panel / self.cache_bytes,
                     float(k.pack == PACK_COLUMN),
                     float(k.crop == CROP_TILE),
+                    math.log2(1 + k.unroll),
                 ]
             )
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(self.FEATURE_NAMES))
@@ -355,7 +383,7 @@ class MicroKernelSpace(CandidateSpace):
         try:
             k = MicroKernel(
                 str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]), int(data["mr"]),
-                int(data["nr"]), str(data.get("pack", "")), str(data.get("crop", "")),
+                int(data["nr"]), str(data.get("pack", "")), str(data.get("crop", "")), int(data.get("unroll", 0)),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed micro-kernel record {data!r}: {err}") from err

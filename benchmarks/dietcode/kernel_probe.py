@@ -4,7 +4,9 @@ For a question of the space rather than of the schedule: would a kernel the spac
 tile one vector wide, whose columns pad to 8 lanes instead of 16) serve some T better than the kernel deployed
 there? Each kernel is built with the shipped schedule (any valid key, in the space or not), checked against numpy
 at every T, and timed in alternating rounds with the others (a slow minute hits all), framed by the noise gate.
-Run alone on the machine::
+``--static-log`` adds the knob template's per-shape best at each probed T that a per-shape tuning log holds
+(``static_scores.jsonl`` of a ``benchmarks.dietcode`` run), timed in the same turns: what a shape-generic kernel
+gives up against one built for its T. Run alone on the machine::
 
     python -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6x64x4/6x16/column \\
         cpu:24x8x4/12x8/column --out benchmarks/results/dietcode/kernel_probe
@@ -21,6 +23,7 @@ import numpy as np
 import tvm
 
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
+from adatune import records
 from adatune import target as _target
 from adatune.dietcode import MicroKernel, schedule_microkernel
 from adatune.target import size_tvm_thread_pool
@@ -40,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", nargs="+", required=True, help="micro-kernel keys, e.g. cpu:24x8x4/12x8/column")
     p.add_argument("--t", nargs="+", type=int, default=[48, 49, 56, 64, 65, 68, 72, 80, 81, 88, 96, 100, 112, 128])
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument(
+        "--static-log",
+        default=None,
+        help="a per-shape tuning log of the knob template (benchmarks.dietcode's static_<workload>.jsonl): its best "
+        "config at each probed T it holds is timed in the same turns, as `static`",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     tgt = _target.host()
@@ -51,9 +60,11 @@ def main(argv: list[str] | None = None) -> int:
             libs[key] = tvm.compile(schedule_microkernel(wl, MicroKernel.from_key(key)).mod, target=tgt)
     rng = np.random.default_rng(0)
     gate, load_before, started = open_gate()
+    statics = static_bests(args.static_log, kind, tgt) if args.static_log else {}
     rows = []
     for t in args.t:
-        med = time_variants(wl, libs, t, rng, args.rounds, args.workload)
+        static = {"static": statics[t]} if t in statics else {}
+        med = time_variants(wl, libs, t, rng, args.rounds, args.workload, static)
         best = min(med, key=lambda k: med[k])
         rows.append({"T": t} | {f"{k}_us": v * 1e6 for k, v in med.items()} | {"fastest": best})
         print(f"T={t:>3}: " + ", ".join(f"{k} {v * 1e6:8.1f} us" for k, v in med.items()) + f"; fastest {best}")
@@ -62,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         _write(args.out, rows, args.kernels, gate, load_before, started, argv)
     return 0
+
+
+def static_bests(log: str, kind: str, tgt: Any) -> dict[int, Any]:
+    """T -> the knob template's best config in ``log`` built for that T (the per-shape arm's kernel)."""
+    out = {}
+    for rec in records.pick_best(records.load_from_file(log)).values():
+        t = int(rec.args[0] if kind == "dense" else rec.args[1])  # dense (T, K, N); batch_matmul (H, T, ...)
+        out[t] = tvm.tirx.build(rec.create_task().scheduled_module(rec.input.config), tgt)
+    return out
 
 
 def _write(
@@ -83,11 +103,15 @@ def _write(
         "",
         gate.sentence(),
         "",
-        "| T | " + " | ".join(f"`{k}`" for k in kernels) + " | fastest |",
-        "|---:|" + "---:|" * len(kernels) + "---|",
+    ]
+    columns = kernels + (["static"] if any("static_us" in r for r in rows) else [])  # the template, per T
+    lines += [
+        "| T | " + " | ".join(f"`{k}`" for k in columns) + " | fastest |",
+        "|---:|" + "---:|" * len(columns) + "---|",
     ]
     for r in rows:
-        lines.append(f"| {r['T']} | " + " | ".join(f"{r[f'{k}_us']:.1f}" for k in kernels) + f" | `{r['fastest']}` |")
+        cells = [f"{r[f'{k}_us']:.1f}" if f"{k}_us" in r else "-" for k in columns]
+        lines.append(f"| {r['T']} | " + " | ".join(cells) + f" | `{r['fastest']}` |")
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines + [""]))
 

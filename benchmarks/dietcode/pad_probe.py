@@ -91,22 +91,33 @@ def probe_workload(name: str, kind: str, dims: tuple[int, int], tgt: Any) -> Dyn
 
 
 def time_variants(
-    wl: DynamicWorkload, libs: dict[str, Any], t: int, rng: np.random.Generator, rounds: int, label: str
+    wl: DynamicWorkload,
+    libs: dict[str, Any],
+    t: int,
+    rng: np.random.Generator,
+    rounds: int,
+    label: str,
+    static_libs: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Median seconds of each compiled variant at ``T = t``, each checked against numpy first, timed in
-    alternating rounds (one ``time_evaluator`` reading of >= 30 ms per variant per round)."""
+    alternating rounds (one ``time_evaluator`` reading of >= 30 ms per variant per round). ``static_libs``: kernels
+    built for this T alone (a knob template's), called ``(A, B, C)`` with B as ``[K, N]``, timed in the same turns."""
     dev = tvm.cpu(0)
     a, b = wl.random_inputs(t, rng)
     with one_blas_thread():
         want = wl.reference(a, b)
     c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], wl.dtype), dev)
     call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t]  # b comes packed (b_panel)
+    plain = [call[0], tvm.runtime.tensor(wl.unpack_b(b) if wl.kind == "dense" else b, dev), c]
     timers = {}
-    for v, lib in libs.items():
-        lib["main"](*call)
+    runs = [(v, lib, call) for v, lib in libs.items()] + [(v, lib, plain) for v, lib in (static_libs or {}).items()]
+    for v, lib, args in runs:
+        c.copyfrom(np.full(wl.shapes(t)[2], np.nan, wl.dtype))  # a variant that wrote nothing must not pass
+        lib["main"](*args)
         np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{label} {v} T={t}")
-        f = lib.mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
-        timers[v] = lambda f=f, call=call: float(f(*call).mean)
+        module = getattr(lib, "mod", lib)  # tvm.compile's Executable, or a runtime module
+        f = module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
+        timers[v] = lambda f=f, args=args: float(f(*args).mean)
     return {v: statistics.median(x) for v, x in interleaved(timers, rounds).items()}
 
 
