@@ -126,6 +126,27 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --see
   --out benchmarks/results/dietcode/zen4_scores_one_vector_seed1  # ~5 min: the same on a second seed
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 2 \
   --out benchmarks/results/dietcode/zen4_scores_one_vector_seed2  # ~4 min: a third seed
+# micro-kernels that unroll (unroll=64), Zen 4
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:27x96x1/27x16 cpu:27x96x1/27x16/unroll64 \
+  cpu:40x96x8/20x16/column cpu:40x96x8/20x16/column/unroll64 cpu:48x128x4/12x32/crop-tile \
+  cpu:48x128x4/12x32/crop-tile/unroll64 cpu:72x32x2/18x16/column/crop-tile cpu:72x32x2/18x16/column/crop-tile/unroll64 \
+  --t 5 24 43 62 81 100 119 128 --static-log benchmarks/results/dietcode/zen4_paper_search/static_scores.jsonl \
+  --out benchmarks/results/dietcode/zen4_unroll_probe_scores  # ~1 min: unrolled or not, and the per-shape template
+locked $PY -m benchmarks.dietcode.kernel_probe --workload context --kernels cpu:32x64x4/4x64 cpu:32x64x4/4x64/unroll64 \
+  cpu:80x64x2/5x32 cpu:80x64x2/5x32/unroll64 --t 5 24 43 62 81 100 119 128 \
+  --static-log benchmarks/results/dietcode/zen4_paper_search/static_context.jsonl --out benchmarks/results/dietcode/zen4_unroll_probe_context  # ~1 min
+locked $PY -m benchmarks.dietcode.kernel_probe --workload qkv --kernels cpu:96x192x4/12x32 cpu:96x192x4/12x32/unroll64 \
+  cpu:40x128x8/5x64 cpu:40x128x8/5x64/unroll64 --t 5 24 62 128 --out benchmarks/results/dietcode/zen4_unroll_probe_qkv  # ~1 min
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --out benchmarks/results/dietcode/zen4_scores_unroll  # ~4 min
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 1 --out benchmarks/results/dietcode/zen4_scores_unroll_seed1
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 2 --out benchmarks/results/dietcode/zen4_scores_unroll_seed2
+# what binding T gains against the per-shape template
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:27x96x1/27x16/unroll64 \
+  cpu:48x128x4/12x32/crop-tile/unroll64 cpu:40x96x8/20x16/column/unroll64 --t 24 62 81 119 128 \
+  --static-log benchmarks/results/dietcode/zen4_paper_search/static_scores.jsonl --specialise --out benchmarks/results/dietcode/zen4_specialise_probe_scores
+locked $PY -m benchmarks.dietcode.kernel_probe --workload context --kernels cpu:32x64x4/4x64 cpu:80x64x2/5x32 \
+  --t 24 62 81 119 128 --static-log benchmarks/results/dietcode/zen4_paper_search/static_context.jsonl --specialise \
+  --out benchmarks/results/dietcode/zen4_specialise_probe_context
 locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode --seed 1 \
   --out benchmarks/results/dietcode/zen4_six_seed1  # ~17 min: the six GEMMs on a second seed, final space
 locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --fast-math \

@@ -1,5 +1,6 @@
 """The DietCode probes' shared timing: each variant checked against numpy before it is timed, the knob template's
-per-shape best timed beside the micro-kernels where a log holds it, and the table saying where it does not."""
+per-shape best and the kernels compiled for one T timed beside the micro-kernels, and the table saying where a log
+holds no template kernel."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ def test_kernel_probe_times_the_static_template_beside_the_kernels(tmp_path: Pat
     out = tmp_path / "out"
     kernels = ["cpu:8x16x1/8x16", "cpu:8x16x1/8x16/unroll64"]
     argv = ["--workload", "scores", "--kernels", *kernels, "--t", "5", "7", "--rounds", "1"]
-    assert kernel_probe.main([*argv, "--static-log", str(log), "--out", str(out)]) == 0
+    assert kernel_probe.main([*argv, "--static-log", str(log), "--specialise", "--out", str(out)]) == 0
     rows = list(csv.DictReader((out / "kernel_probe.csv").open()))
     assert [r["T"] for r in rows] == ["5", "7"]
     assert float(rows[0]["static_us"]) > 0 and not rows[1]["static_us"]  # the log tuned T = 5 only
-    assert all(float(r[f"{k}_us"]) > 0 for r in rows for k in kernels)
+    assert all(float(r[f"{k}{at}_us"]) > 0 for r in rows for k in kernels for at in ("", "@T"))  # T bound too
     table = (out / "summary.md").read_text()
-    assert "| `static` | fastest |" in table and table.rstrip().splitlines()[-1].count(" - ") == 1
+    assert "| `cpu:8x16x1/8x16/unroll64@T` | `static` | fastest |" in table
+    assert table.rstrip().splitlines()[-1].count(" - ") == 1

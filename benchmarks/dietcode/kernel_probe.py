@@ -6,7 +6,9 @@ there? Each kernel is built with the shipped schedule (any valid key, in the spa
 at every T, and timed in alternating rounds with the others (a slow minute hits all), framed by the noise gate.
 ``--static-log`` adds the knob template's per-shape best at each probed T that a per-shape tuning log holds
 (``static_scores.jsonl`` of a ``benchmarks.dietcode`` run), timed in the same turns: what a shape-generic kernel
-gives up against one built for its T. Run alone on the machine::
+gives up against one built for its T; ``--specialise`` adds each kernel compiled with T bound to the probed T
+(``<key>@T``: the same schedule with constant extents), which separates what the symbolic extent costs from the
+rest of that difference. Run alone on the machine::
 
     python -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6x64x4/6x16/column \\
         cpu:24x8x4/12x8/column --out benchmarks/results/dietcode/kernel_probe
@@ -25,7 +27,8 @@ import tvm
 import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores before it starts
 from adatune import records
 from adatune import target as _target
-from adatune.dietcode import MicroKernel, schedule_microkernel
+from adatune.dietcode import DynamicWorkload, MicroKernel, schedule_microkernel
+from adatune.dietcode._schedule import _schedule_cpu
 from adatune.target import size_tvm_thread_pool
 
 from .._common import write_csv
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a per-shape tuning log of the knob template (benchmarks.dietcode's static_<workload>.jsonl): its best "
         "config at each probed T it holds is timed in the same turns, as `static`",
     )
+    p.add_argument("--specialise", action="store_true", help="also time each kernel compiled for the probed T alone")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     tgt = _target.host()
@@ -64,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for t in args.t:
         static = {"static": statics[t]} if t in statics else {}
-        med = time_variants(wl, libs, t, rng, args.rounds, args.workload, static)
+        fixed = {f"{key}@T": specialised(wl, key, t, tgt) for key in args.kernels} if args.specialise else {}
+        med = time_variants(wl, libs, t, rng, args.rounds, args.workload, static, fixed)
         best = min(med, key=lambda k: med[k])
         rows.append({"T": t} | {f"{k}_us": v * 1e6 for k, v in med.items()} | {"fastest": best})
         print(f"T={t:>3}: " + ", ".join(f"{k} {v * 1e6:8.1f} us" for k, v in med.items()) + f"; fastest {best}")
@@ -73,6 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         _write(args.out, rows, args.kernels, gate, load_before, started, argv)
     return 0
+
+
+def specialised(wl: DynamicWorkload, key: str, t: int, tgt: Any) -> Any:
+    """Micro-kernel ``key`` scheduled as shipped on the workload with ``T`` bound to ``t`` (constant extents)."""
+    func = wl.prim_func(packed=False)
+    sch = tvm.s_tir.Schedule(func.specialize({func.params[3]: t}))
+    _schedule_cpu(sch, wl, MicroKernel.from_key(key))
+    with tgt:
+        return tvm.compile(sch.mod, target=tgt)
 
 
 def static_bests(log: str, kind: str, tgt: Any) -> dict[int, Any]:
@@ -104,7 +118,8 @@ def _write(
         gate.sentence(),
         "",
     ]
-    columns = kernels + (["static"] if any("static_us" in r for r in rows) else [])  # the template, per T
+    extra = [f"{k}@T" for k in kernels] + ["static"]  # per-T builds: specialised kernels, the template
+    columns = kernels + [k for k in extra if any(f"{k}_us" in r for r in rows)]
     lines += [
         "| T | " + " | ".join(f"`{k}`" for k in columns) + " | fastest |",
         "|---:|" + "---:|" * len(columns) + "---|",

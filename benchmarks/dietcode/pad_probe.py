@@ -98,10 +98,12 @@ def time_variants(
     rounds: int,
     label: str,
     static_libs: dict[str, Any] | None = None,
+    fixed_libs: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Median seconds of each compiled variant at ``T = t``, each checked against numpy first, timed in
-    alternating rounds (one ``time_evaluator`` reading of >= 30 ms per variant per round). ``static_libs``: kernels
-    built for this T alone (a knob template's), called ``(A, B, C)`` with B as ``[K, N]``, timed in the same turns."""
+    alternating rounds (one ``time_evaluator`` reading of >= 30 ms per variant per round). Built for this T alone,
+    timed in the same turns: ``static_libs`` (a knob template's, called ``(A, B, C)`` with B as ``[K, N]``) and
+    ``fixed_libs`` (micro-kernels with T bound, called ``(A, B, C)`` with B as the kernels take it)."""
     dev = tvm.cpu(0)
     a, b = wl.random_inputs(t, rng)
     with one_blas_thread():
@@ -110,7 +112,11 @@ def time_variants(
     call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t]  # b comes packed (b_panel)
     plain = [call[0], tvm.runtime.tensor(wl.unpack_b(b) if wl.kind == "dense" else b, dev), c]
     timers = {}
-    runs = [(v, lib, call) for v, lib in libs.items()] + [(v, lib, plain) for v, lib in (static_libs or {}).items()]
+    runs = (
+        [(v, lib, call) for v, lib in libs.items()]
+        + [(v, lib, call[:3]) for v, lib in (fixed_libs or {}).items()]
+        + [(v, lib, plain) for v, lib in (static_libs or {}).items()]
+    )
     for v, lib, args in runs:
         c.copyfrom(np.full(wl.shapes(t)[2], np.nan, wl.dtype))  # a variant that wrote nothing must not pass
         lib["main"](*args)
