@@ -89,6 +89,9 @@ locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt dense-1024 conv2d-
 locked $PY -m benchmarks.trace_search --workloads bmm-bert-nt --arms trace-xgb-packed trace-rfei-packed knob-xgb \
   --trials 32 --per-iter 8 --batch 8 --seeds 5 6 7 8 9 \
   --out benchmarks/results/trace_search/layout_rules_zen4_32trials_bmm_seeds5-9  # ~11 min
+locked $PY -m benchmarks.trace_search --workloads dense-1024 conv2d-resnet18-L6 --arms trace-xgb-packed \
+  trace-rfei-packed knob-xgb --trials 32 --per-iter 8 --batch 8 --seeds 5 6 7 8 9 \
+  --out benchmarks/results/trace_search/layout_rules_zen4_32trials_dense_conv_seeds5-9  # ~16 min
 locked $PY -m benchmarks.no_template_ops --seeds 0 1 2 --trials 32 \
   --out benchmarks/results/no_template_ops/zen4  # ~15 min: layer norm, softmax, depthwise conv, max pool vs PyTorch
 locked $PY -m benchmarks.no_template_ops --seeds 0 1 2 --trials 32 \
