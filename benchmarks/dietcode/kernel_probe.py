@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         with tgt:
             libs[key] = tvm.compile(schedule_microkernel(wl, MicroKernel.from_key(key)).mod, target=tgt)
     rng = np.random.default_rng(0)
+    statics = static_bests(args.static_log, kind, tgt, args.t) if args.static_log else {}  # built before the gate
     gate, load_before, started = open_gate()
-    statics = static_bests(args.static_log, kind, tgt) if args.static_log else {}
     rows = []
     for t in args.t:
         static = {"static": statics[t]} if t in statics else {}
@@ -89,12 +89,14 @@ def specialised(wl: DynamicWorkload, key: str, t: int, tgt: Any) -> Any:
         return tvm.compile(sch.mod, target=tgt)
 
 
-def static_bests(log: str, kind: str, tgt: Any) -> dict[int, Any]:
-    """T -> the knob template's best config in ``log`` built for that T (the per-shape arm's kernel)."""
+def static_bests(log: str, kind: str, tgt: Any, ts: list[int]) -> dict[int, Any]:
+    """T -> the knob template's best config in ``log`` built for that T (the per-shape arm's kernel), for the T in
+    ``ts`` only."""
     out = {}
     for rec in records.pick_best(records.load_from_file(log)).values():
         t = int(rec.args[0] if kind == "dense" else rec.args[1])  # dense (T, K, N); batch_matmul (H, T, ...)
-        out[t] = tvm.tirx.build(rec.create_task().scheduled_module(rec.input.config), tgt)
+        if t in ts:
+            out[t] = tvm.tirx.build(rec.create_task().scheduled_module(rec.input.config), tgt)
     return out
 
 

@@ -110,7 +110,7 @@ def time_variants(
         want = wl.reference(a, b)
     c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], wl.dtype), dev)
     call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t]  # b comes packed (b_panel)
-    plain = [call[0], tvm.runtime.tensor(wl.unpack_b(b) if wl.kind == "dense" else b, dev), c]
+    plain = [call[0], tvm.runtime.tensor(wl.unpack_b(b), dev), c] if static_libs else []  # the template's B: [K, N]
     timers = {}
     runs = (
         [(v, lib, call) for v, lib in libs.items()]
