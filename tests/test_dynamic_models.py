@@ -20,7 +20,7 @@ from tvm import relax
 
 import adatune.models as am
 from adatune import target as _target
-from adatune.dietcode import MicroKernelSpace
+from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dispatch._dietcode import ShapeDispatcher
 
 T_RANGE = (1, 24)
@@ -153,6 +153,30 @@ def test_dispatch_among_several_micro_kernels_happens_inside_the_module(
         assert all(compiled.applied[f"{name}_mk{i}"] == "dietcode" for i in range(3))
         assert compiled.module[f"{name}_dispatch"].script().count("if ") == 2  # the tree, as Relax branches
     _check(block, compiled, tuple(ts))
+
+
+def test_attention_kernels_run_their_aligned_versions_inside_the_module(
+    block: am.DynamicModel, block_results: dict
+) -> None:
+    """A bmm kernel with an aligned version: the dispatch leaf branches on ``T % u`` between the two, and the
+    block still matches PyTorch at multiples of ``u`` and between them."""
+    lanes = _target.cpu_info(_target.host()).lanes("float32")
+    keys = {"bmm_nt": f"cpu:8x{lanes}x4/4x{lanes}", "bmm_nn": f"cpu:8x{lanes}x4/4x{lanes}"}  # aligned to lanes, 4
+    ts = list(range(T_RANGE[0], T_RANGE[1] + 1))
+    forced = dict(block_results)
+    for name, res in block_results.items():
+        if res.workload.kind in keys:
+            mk = MicroKernel.from_key(keys[res.workload.kind])
+            forced[name] = dataclasses.replace(
+                res, kernels=[mk], dispatcher=ShapeDispatcher.fit(ts, [mk.key] * len(ts), T_RANGE)
+            )
+    compiled = am.build_dynamic(block, forced)
+    for name, res in forced.items():
+        if res.workload.kind in keys:
+            u = lanes if res.workload.kind == "bmm_nt" else 4
+            assert compiled.applied[f"{name}_mk0_a{u}"] == "dietcode"
+            assert f"{name}_mk0_a{u}" in compiled.module[f"{name}_dispatch"].script()
+    _check(block, compiled, (3, 4, 7, 8, 16, 24))
 
 
 def test_exported_module_reloads_and_runs_every_length(

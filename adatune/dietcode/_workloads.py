@@ -129,10 +129,27 @@ class DynamicWorkload:
         return np.matmul(a, self.unpack_b(b) if self.kind == "dense" else b)
 
     # ------------------------------------------------------------------ TIR
-    def prim_func(self, packed: bool = True) -> tvm.tirx.PrimFunc:
+    def aligned_axis(self) -> int:
+        """The GEMM axis (0 rows, 1 columns, 2 reduction) whose padding decides an aligned kernel version's
+        ``align``: the second T axis of a bmm (columns of ``bmm_nt``, the reduction of ``bmm_nn``), the rows of a
+        dense GEMM."""
+        return {"dense": 0, "bmm_nt": 1, "bmm_nn": 2}[self.kind]
+
+    def prim_func(self, packed: bool = True, align: int = 1, axes: Any = None) -> tvm.tirx.PrimFunc:
         """The computation with a symbolic ``T`` (int32), args ``(A, B, C, T)``, blocks A/B/C; B in the packed
-        layout unless ``packed=False`` (the einsum a schedule pads before it packs, see ``pack_b_layout``)."""
-        func = self._einsum()
+        layout unless ``packed=False`` (the einsum a schedule pads before it packs, see ``pack_b_layout``).
+
+        ``align > 1``: the version for ``T`` a multiple of ``align`` only. The T axes in ``axes`` (GEMM axes: 0
+        rows, 1 columns, 2 reduction; default ``aligned_axis``) have the extent ``T // align * align``, so a
+        schedule that pads them to a divisor of ``align`` leaves them unpadded (no padded copy, no crop); called
+        with another ``T`` it fails TVM's shape check instead of computing wrongly."""
+        if isinstance(align, bool) or not isinstance(align, int) or align < 1:
+            raise ValueError(f"align must be a positive int, got {align!r}")
+        axes = frozenset({self.aligned_axis()} if axes is None else axes)
+        dynamic = {ax for ax, dyn in enumerate(self.dynamic_axes()) if dyn}
+        if not axes <= dynamic:
+            raise ValueError(f"{self.name} can align only its T axes {sorted(dynamic)}, got {sorted(axes)}")
+        func = self._einsum(align, axes)
         if not (packed and self.b_panel):
             return func
         sch = tvm.s_tir.Schedule(func)
@@ -145,25 +162,27 @@ class DynamicWorkload:
             w = self.b_panel
             sch.transform_layout(reader, "B", lambda k, j: (j // w, k, j % w))
 
-    def _einsum(self) -> tvm.tirx.PrimFunc:
+    def _einsum(self, align: int = 1, axes: frozenset[int] = frozenset()) -> tvm.tirx.PrimFunc:
         t = te.var("T", dtype="int32")
+        aligned = tvm.tirx.floordiv(t, align) * align
+        rows, cols, red = (aligned if align > 1 and ax in axes else t for ax in range(3))  # each T axis's extent
         a, b = self.dims
         dt = self.dtype
         if self.kind == "dense":
-            x = te.placeholder((t, a), dt, name="A")
+            x = te.placeholder((rows, a), dt, name="A")
             w = te.placeholder((a, b), dt, name="B")
             k = te.reduce_axis((0, a), name="k")
-            y = te.compute((t, b), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="C")
+            y = te.compute((rows, b), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="C")
         elif self.kind == "bmm_nt":
-            x = te.placeholder((a, t, b), dt, name="A")
-            w = te.placeholder((a, t, b), dt, name="B")
+            x = te.placeholder((a, rows, b), dt, name="A")
+            w = te.placeholder((a, cols, b), dt, name="B")
             k = te.reduce_axis((0, b), name="k")
-            y = te.compute((a, t, t), lambda n, i, j: te.sum(x[n, i, k] * w[n, j, k], axis=k), name="C")
+            y = te.compute((a, rows, cols), lambda n, i, j: te.sum(x[n, i, k] * w[n, j, k], axis=k), name="C")
         else:
-            x = te.placeholder((a, t, t), dt, name="A")
-            w = te.placeholder((a, t, b), dt, name="B")
-            k = te.reduce_axis((0, t), name="k")
-            y = te.compute((a, t, b), lambda n, i, j: te.sum(x[n, i, k] * w[n, k, j], axis=k), name="C")
+            x = te.placeholder((a, rows, red), dt, name="A")
+            w = te.placeholder((a, red, b), dt, name="B")
+            k = te.reduce_axis((0, red), name="k")
+            y = te.compute((a, rows, b), lambda n, i, j: te.sum(x[n, i, k] * w[n, k, j], axis=k), name="C")
         return te.create_prim_func([x, w, y, t])
 
     def to_json(self) -> list[Any]:

@@ -32,7 +32,15 @@ from tvm import relax, tirx
 from tvm.ir.expr import Constant
 
 from .. import target as _target
-from ..dietcode import DietCodeResult, DietCodeTuner, DynamicWorkload, microkernel_func, weight_panel
+from ..dietcode import (
+    DietCodeResult,
+    DietCodeTuner,
+    DynamicWorkload,
+    aligned_name,
+    aligned_versions,
+    microkernel_func,
+    weight_panel,
+)
 from ._build import CompiledModel
 from ._dynamic_import import DynamicModel
 from ._frontend import Model
@@ -233,19 +241,27 @@ def tune_dynamic(
     }
 
 
-def _kernel_func(wl: DynamicWorkload, kernel: Any, name: str) -> tirx.PrimFunc:
+def _kernel_func(wl: DynamicWorkload, kernel: Any, name: str, align: int = 1) -> tirx.PrimFunc:
     """A micro-kernel with params ``(A, B, T, C)`` (Relax's ``call_tir`` order: inputs, scalars, outputs)."""
-    f = microkernel_func(wl, kernel, name)
+    f = microkernel_func(wl, kernel, name, align)
     a, b, c, t = f.params
     return tirx.PrimFunc([a, b, t, c], f.body, f.ret_type, f.attrs).with_attr("tirx.is_scheduled", True)
 
 
 def _dispatch_function(bb: relax.BlockBuilder, res: DietCodeResult) -> relax.GlobalVar:
-    """``f(A, B) -> C`` for any T: the decision tree as nested ``If``s, each leaf one micro-kernel's call_tir."""
+    """``f(A, B) -> C`` for any T: the decision tree as nested ``If``s, each leaf one micro-kernel's call_tir (or,
+    for a kernel with an aligned version, ``If(T % u == 0)`` between that version and the kernel)."""
     wl = res.workload
     if [k.key for k in res.kernels] != list(res.dispatcher.labels):
         raise ValueError(f"{wl.name}: the result's kernels must follow its dispatcher's labels, in order")
-    gvs = [bb.add_func(_kernel_func(wl, k, f"{wl.name}_mk{i}"), f"{wl.name}_mk{i}") for i, k in enumerate(res.kernels)]
+    names = [f"{wl.name}_mk{i}" for i in range(len(res.kernels))]
+    gvs = [bb.add_func(_kernel_func(wl, k, n), n) for n, k in zip(names, res.kernels)]
+    aligns = aligned_versions(wl, res.kernels)
+    aligned = {
+        i: bb.add_func(_kernel_func(wl, k, aligned_name(n, u), u), aligned_name(n, u))
+        for i, (n, k, u) in enumerate(zip(names, res.kernels, aligns))
+        if u
+    }
     t = tirx.Var("T", "int64")
     shapes = wl.shapes(t)
     a = relax.Var("a", relax.TensorType(shapes[0], wl.dtype))
@@ -253,10 +269,21 @@ def _dispatch_function(bb: relax.BlockBuilder, res: DietCodeResult) -> relax.Glo
     out = relax.TensorType(shapes[2], wl.dtype)
     t32 = relax.prim_value(tirx.Cast("int32", t))  # kernels take T as int32; Relax shapes are int64
 
+    def _call(gv: relax.GlobalVar) -> relax.SeqExpr:
+        v = relax.Var("c", out)
+        return relax.SeqExpr([relax.BindingBlock([relax.VarBinding(v, relax.call_tir(gv, [a, b, t32], out))])], v)
+
     def node(n: Mapping[str, Any]) -> relax.SeqExpr:
         v = relax.Var("c", out)
-        if "leaf" in n:
-            value: Any = relax.call_tir(gvs[int(n["leaf"])], [a, b, t32], out)
+        if "leaf" in n and int(n["leaf"]) in aligned:
+            i = int(n["leaf"])
+            value: Any = relax.If(
+                relax.prim_value(tirx.floormod(t, aligns[i]) == 0),
+                _call(aligned[i]),
+                _call(gvs[i]),
+            )
+        elif "leaf" in n:
+            value = relax.call_tir(gvs[int(n["leaf"])], [a, b, t32], out)
         else:
             value = relax.If(relax.prim_value(t <= int(n["le"])), node(n["left"]), node(n["right"]))
         return relax.SeqExpr([relax.BindingBlock([relax.VarBinding(v, value)])], v)

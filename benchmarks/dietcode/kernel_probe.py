@@ -8,7 +8,9 @@ at every T, and timed in alternating rounds with the others (a slow minute hits 
 (``static_scores.jsonl`` of a ``benchmarks.dietcode`` run), timed in the same turns: what a shape-generic kernel
 gives up against one built for its T; ``--specialise`` adds each kernel compiled with T bound to the probed T
 (``<key>@T``: the same schedule with constant extents), which separates what the symbolic extent costs from the
-rest of that difference. Run alone on the machine::
+rest of that difference; ``--aligned`` adds each kernel's aligned version (``<key>@align``: compiled once for
+every T that is a multiple of its ``alignment``, which leaves the T axis it pads most unpadded) at the probed T it
+serves, which is what a deployed module runs there. Run alone on the machine::
 
     python -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6x64x4/6x16/column \\
         cpu:24x8x4/12x8/column --out benchmarks/results/dietcode/kernel_probe
@@ -28,7 +30,7 @@ import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores bef
 from adatune import records
 from adatune import target as _target
 from adatune.dietcode import DynamicWorkload, MicroKernel, schedule_microkernel
-from adatune.dietcode._schedule import _schedule_cpu
+from adatune.dietcode._schedule import _schedule_cpu, alignment
 from adatune.target import size_tvm_thread_pool
 
 from .._common import write_csv
@@ -53,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         "config at each probed T it holds is timed in the same turns, as `static`",
     )
     p.add_argument("--specialise", action="store_true", help="also time each kernel compiled for the probed T alone")
+    p.add_argument(
+        "--aligned", action="store_true", help="also time each kernel's aligned version at the probed T it serves"
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     tgt = _target.host()
@@ -62,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     for key in args.kernels:
         with tgt:
             libs[key] = tvm.compile(schedule_microkernel(wl, MicroKernel.from_key(key)).mod, target=tgt)
+    aligned = {}  # key@align -> (its alignment, the version compiled for T a multiple of it)
+    for key in args.kernels if args.aligned else []:
+        u = alignment(wl, MicroKernel.from_key(key))
+        if u > 1 and any(t % u == 0 for t in args.t):
+            with tgt:
+                lib = tvm.compile(schedule_microkernel(wl, MicroKernel.from_key(key), u).mod, target=tgt)
+            aligned[f"{key}@align"] = (u, lib)
     rng = np.random.default_rng(0)
     statics = static_bests(args.static_log, kind, tgt, args.t) if args.static_log else {}  # built before the gate
     gate, load_before, started = open_gate()
@@ -69,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     for t in args.t:
         static = {"static": statics[t]} if t in statics else {}
         fixed = {f"{key}@T": specialised(wl, key, t, tgt) for key in args.kernels} if args.specialise else {}
-        med = time_variants(wl, libs, t, rng, args.rounds, args.workload, static, fixed)
+        serving = libs | {v: lib for v, (u, lib) in aligned.items() if t % u == 0}
+        med = time_variants(wl, serving, t, rng, args.rounds, args.workload, static, fixed)
         best = min(med, key=lambda k: med[k])
         rows.append({"T": t} | {f"{k}_us": v * 1e6 for k, v in med.items()} | {"fastest": best})
         print(f"T={t:>3}: " + ", ".join(f"{k} {v * 1e6:8.1f} us" for k, v in med.items()) + f"; fastest {best}")
@@ -120,7 +133,7 @@ def _write(
         gate.sentence(),
         "",
     ]
-    extra = [f"{k}@T" for k in kernels] + ["static"]  # per-T builds: specialised kernels, the template
+    extra = [f"{k}@align" for k in kernels] + [f"{k}@T" for k in kernels] + ["static"]  # aligned, per-T builds
     columns = kernels + [k for k in extra if any(f"{k}_us" in r for r in rows)]
     lines += [
         "| T | " + " | ".join(f"`{k}`" for k in columns) + " | fastest |",

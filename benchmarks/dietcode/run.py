@@ -284,7 +284,7 @@ def run_dietcode(
     lo, hi = wl.t_range
 
     def at(t: int) -> float:
-        return _time_tvm(dk.lib, dk.names[dk.index(t)], _tensors(wl, t), (t,), cfg)
+        return _time_tvm(dk.lib, dk.function_name(t), _tensors(wl, t), (t,), cfg)
 
     latency, served, wrong = {}, {}, []
     for t in range(lo, hi + 1):
@@ -294,7 +294,8 @@ def run_dietcode(
         if not np.allclose(dk(t, a, b), ref, rtol=1e-3, atol=1e-3):
             wrong.append(t)
         latency[t] = at(t)
-        served[t] = res.kernels[dk.index(t)].key
+        name = dk.function_name(t)  # "<workload>_mk<i>", or "..._a<u>" for the kernel's aligned version
+        served[t] = res.kernels[dk.index(t)].key + (f"@align{name.rsplit('_a', 1)[1]}" if name not in dk.names else "")
     if wrong:
         raise RuntimeError(f"DietCode kernels of {wl.name} wrong at T={wrong}")
     probe = min(max(lo, 64), hi)
