@@ -32,6 +32,7 @@ from adatune.dietcode import (
     MicroKernel,
     MicroKernelSpace,
     RangeTask,
+    aligned_name,
     bert_layer_reference,
     bert_workloads,
     f_occ,
@@ -98,9 +99,11 @@ def test_every_selected_kernel_is_correct_for_every_t(kind: str, deployed: dict[
         a, b = wl.random_inputs(t, rng)
         want = wl.reference(a, b)
         assert _close(dk(t, a, b), want), f"dispatched kernel wrong at T={t}"
-        for name, fn in zip(dk.names, dk._funcs):  # every selected kernel, not only the dispatched one
+        # every selected kernel, not only the dispatched one, and its aligned version where it serves T
+        versions = list(dk.names) + [aligned_name(n, u) for n, u in zip(dk.names, dk.aligns) if u and t % u == 0]
+        for name in versions:
             c = tvm.runtime.tensor(np.full(want.shape, np.nan, np.float32), dev)
-            fn(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t)
+            dk.lib[name](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c, t)
             assert _close(c.numpy(), want), f"{name} wrong at T={t}"
 
 

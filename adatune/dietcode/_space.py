@@ -189,8 +189,11 @@ def weight_panel(target: Any, dtype: str, n: int) -> int:
     return width if n % width == 0 else 0
 
 
-def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None, tiles: set[tuple[int, int]]) -> list[MicroKernel]:
-    lanes = info.lanes(dtype)
+def _cpu_kernels(
+    info: CpuInfo, dtype: str, static_k: int | None, tiles: set[tuple[int, int]], lanes: int | None = None
+) -> list[MicroKernel]:
+    """``tiles``: (rows, vectors) register tiles; ``lanes``: a vector's width (default the target's SIMD width)."""
+    lanes = lanes or info.lanes(dtype)
     nbytes = tvm.DataType(dtype).bits // 8
     out = []
     # tiles up to 128 rows and 3 or 6 register tiles wide: on a 2-core AVX-512 Xeon, 64x96 tiles of 8x32
@@ -206,6 +209,21 @@ def _cpu_kernels(info: CpuInfo, dtype: str, static_k: int | None, tiles: set[tup
             continue
         out.append(MicroKernel("cpu", mt, nt, kt, mr, nr))
     return out
+
+
+def _half_vector_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> list[MicroKernel]:
+    """Register tiles of half a vector (256 bits on AVX-512) for GEMMs whose columns are T (``bmm_nt``), with the
+    one-vector tiles' rows; none where half a vector is narrower than 8 lanes (AVX2's would be 128-bit).
+
+    A T axis pads to the register tile's width: at T = 17 a 16-lane tile computes 32 columns, an 8-lane one 24.
+    On a Zen 4, which executes a 512-bit FMA as two 256-bit halves, the best half-vector tile ran 1.05-1.23x faster
+    than the best one-vector tile at T = 17, 20, 24, 34, 36 and 49 and 0.94x at T = 50
+    (``benchmarks/results/dietcode/zen4_half_vector_probe``); a core with two full 512-bit FMA units halves its
+    throughput with them, so the measured votes decide per host."""
+    half = info.lanes(dtype) // 2
+    if half < 8:
+        return []
+    return _cpu_kernels(info, dtype, static_k, _one_vector_tiles(info), lanes=half)
 
 
 def _small_kernels(info: CpuInfo, dtype: str) -> list[MicroKernel]:
@@ -283,7 +301,8 @@ class MicroKernelSpace(CandidateSpace):
                 tiles |= _one_vector_tiles(self.info)
             self.kernels = _cpu_kernels(self.info, dtype, static_k, tiles)
             if kind == "bmm_nt":
-                self.kernels += _small_kernels(self.info, dtype)
+                extra = _half_vector_kernels(self.info, dtype, static_k) + _small_kernels(self.info, dtype)
+                self.kernels += list({k.key: k for k in extra}.values())  # a small tile may be a half-vector one
                 # a one-column register tile reads B's rows as they lie (k-major already): nothing to pack per
                 # column tile, and TVM 0.27 failed to build those kernels wherever the tile held more than one
                 # column ("cannot make uint from negative value": one of 24 measured in each of three scores runs)
