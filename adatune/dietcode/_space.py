@@ -216,10 +216,10 @@ def _half_vector_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> lis
     one-vector tiles' rows; none where half a vector is narrower than 8 lanes (AVX2's would be 128-bit).
 
     A T axis pads to the register tile's width: at T = 17 a 16-lane tile computes 32 columns, an 8-lane one 24.
-    On a Zen 4, which executes a 512-bit FMA as two 256-bit halves, the best half-vector tile ran 1.05-1.23x faster
-    than the best one-vector tile at T = 17, 20, 24, 34, 36 and 49 and 0.94x at T = 50
-    (``benchmarks/results/dietcode/zen4_half_vector_probe``); a core with two full 512-bit FMA units halves its
-    throughput with them, so the measured votes decide per host."""
+    On a Zen 4, which executes a 512-bit FMA as two 256-bit halves, the best half-vector tile ran 1.05-1.23x as
+    fast as the best one-vector tile at T = 17, 20, 24, 34, 36 and 49 and 0.94x at T = 50 in one probe (gate
+    passed), 0.98-1.19x in a second (gate failed) (``benchmarks/results/dietcode/zen4_half_vector_probe*``); a core
+    with two full 512-bit FMA units halves its throughput with them, so the measured votes decide per host."""
     half = info.lanes(dtype) // 2
     if half < 8:
         return []
