@@ -153,6 +153,30 @@ locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:2
 locked $PY -m benchmarks.dietcode.kernel_probe --workload context --kernels cpu:32x64x4/4x64 cpu:80x64x2/5x32 \
   --t 24 62 81 119 128 --static-log benchmarks/results/dietcode/zen4_paper_search/static_context.jsonl --specialise \
   --out benchmarks/results/dietcode/zen4_specialise_probe_context
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:64x64x4/4x64/unroll64 \
+  cpu:48x128x4/12x32/crop-tile/unroll64 cpu:27x96x1/27x16/unroll64 cpu:40x96x8/20x16/column/unroll64 \
+  cpu:20x32x2/10x16/column/crop-tile --t 16 32 48 64 96 128 --aligned --specialise \
+  --out benchmarks/results/dietcode/zen4_align_probe_scores  # ~1 min: aligned kernel versions against generic and T-bound
+locked $PY -m benchmarks.dietcode.kernel_probe --workload context --kernels cpu:32x64x4/4x64 cpu:80x64x2/5x32 \
+  cpu:16x64x8/8x16 --t 16 24 62 64 96 128 --aligned --specialise --out benchmarks/results/dietcode/zen4_align_probe_context
+for s in 0 1 2; do
+  locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode --seed $s \
+    --out benchmarks/results/dietcode/zen4_aligned_seed$s  # ~7 min each: scores and context with aligned versions
+done
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:27x96x1/27x16/unroll64 \
+  cpu:20x32x2/10x16/column/crop-tile cpu:24x24x4/24x8 cpu:24x24x4/24x8/unroll64 cpu:16x24x4/16x8/column/crop-tile \
+  cpu:12x24x2/12x8/unroll64 cpu:28x48x2/28x8/unroll64 --t 17 20 24 34 36 49 50 \
+  --static-log benchmarks/results/dietcode/zen4_paper_search/static_scores.jsonl \
+  --out benchmarks/results/dietcode/zen4_half_vector_probe  # ~1 min: half-vector register tiles on scores
+for s in 0 1 2; do
+  locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed $s \
+    --out benchmarks/results/dietcode/zen4_half_vector_seed$s  # ~3.5 min each: scores with half-vector tiles
+done
+locked $PY -m benchmarks.dynamic_model --fast-math --check-t 1 8 16 32 62 64 96 128 \
+  --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen4_aligned  # ~12 min: dynamic BERT-base with both
+$PY -m benchmarks.dietcode.vote_replay --logs 'benchmarks/results/dietcode/zen4_*/records_*.jsonl' \
+  --out benchmarks/results/dietcode/vote_replay_zen4  # no timing (replays logs): what an unsampled T votes on
 locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode --seed 1 \
   --out benchmarks/results/dietcode/zen4_six_seed1  # ~17 min: the six GEMMs on a second seed, final space
 locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --fast-math \

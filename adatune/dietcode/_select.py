@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Compression", "compress_votes"]
+__all__ = ["Compression", "calibrated_costs", "compress_votes"]
 
 
 @dataclass
@@ -39,6 +39,33 @@ class Compression:
     def kernels(self) -> list[int]:
         """Rows deployed, in order of first use over T."""
         return list(dict.fromkeys(self.labels))
+
+
+def calibrated_costs(predicted: np.ndarray, timed: np.ndarray, ts: Sequence[int]) -> np.ndarray:
+    """Each kernel's predicted seconds anchored to its timings: measured where timed, elsewhere the prediction
+    times the kernel's measured / predicted ratio, interpolated in log space between the nearest T it was timed at
+    (held constant beyond the first and last); rows never timed keep the prediction.
+
+    The model's f_MK is one number per kernel and its T dependence analytic (occupancy, padding), so its error for
+    a kernel is mostly the same at neighbouring T; a T between two timings should not vote against both of them.
+    """
+    pred = np.asarray(predicted, dtype=np.float64)
+    meas = np.asarray(timed, dtype=np.float64)
+    if pred.shape != meas.shape or pred.ndim != 2 or pred.shape[1] != len(ts):
+        raise ValueError(
+            f"predicted and timed must both be (kernels, {len(ts)}) matrices, got {pred.shape}, {meas.shape}"
+        )
+    x = np.asarray(ts, dtype=np.float64)
+    out = pred.copy()
+    for i in range(pred.shape[0]):
+        ok = np.isfinite(meas[i]) & (meas[i] > 0) & (pred[i] > 0)
+        if not ok.any():
+            continue
+        order = np.argsort(x[ok])
+        ratio = np.log(meas[i, ok] / pred[i, ok])[order]
+        out[i] = pred[i] * np.exp(np.interp(x, x[ok][order], ratio))
+        out[i, ok] = meas[i, ok]
+    return out
 
 
 def _runs(votes: np.ndarray) -> int:

@@ -10,7 +10,8 @@ at every T of the range, each T votes for its best among all of them, and the sm
 latency loss is within ``dispatch_tolerance`` compresses the votes (``_select``). At the sampled T, where every
 kernel was timed, the votes read the measured seconds (``dispatch_costs="measured"``, the default): the model is
 there to fill the T nobody timed, not to overrule a timing (on the H200 replay the model's vote at T=128 was up to
-1.6x slower than the best kernel measured there); ``"predicted"`` votes on the model alone.
+1.6x slower than the best kernel measured there); ``"calibrated"`` also anchors the model between timings
+(``_select.calibrated_costs``); ``"predicted"`` votes on the model alone.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from ._cost import MicroKernelCostModel, sample_shapes
 from ._program import FEATURE_KINDS
 from ._range_task import RangeTask, seconds_at
 from ._search import SEARCHES, propose_kernels
-from ._select import Compression, compress_votes
+from ._select import Compression, calibrated_costs, compress_votes
 from ._space import MicroKernel
 from ._workloads import DynamicWorkload
 
 __all__ = ["DISPATCH_COSTS", "Measurement", "DietCodeResult", "DietCodeTuner"]
 
 #: what each T votes on when the dispatcher is chosen (see the module docstring)
-DISPATCH_COSTS = ("measured", "predicted")
+DISPATCH_COSTS = ("measured", "calibrated", "predicted")
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ class DietCodeTuner(Tuner):
         Option.declare(
             "dispatch_costs",
             str,
-            "what the T vote on: measured seconds where timed (model elsewhere), or the model everywhere",
+            "what the T vote on: measured seconds where timed (model elsewhere), the same with the model anchored to "
+            "each kernel's timings at the neighbouring T (calibrated), or the model everywhere",
             choices=DISPATCH_COSTS,
         ),
         Option.declare("population", int, "evolutionary search population", minimum=2),
@@ -277,6 +279,8 @@ class DietCodeTuner(Tuner):
         if self.dispatch_costs == "measured":
             timed = self._measured_matrix(candidates, ts)
             costs = np.where(np.isfinite(timed), timed, costs)
+        elif self.dispatch_costs == "calibrated":
+            costs = calibrated_costs(costs, self._measured_matrix(candidates, ts), ts)
         comp = compress_votes(costs, ts, self.dispatch_tolerance, self.max_kernels, int(self.seed or 0))
         votes = [candidates[i].key for i in comp.labels]
         dispatcher = ShapeDispatcher.fit(ts, votes, (lo, hi), random_state=int(self.seed or 0))

@@ -71,8 +71,13 @@ def read_log(path: str) -> tuple[DynamicWorkload, MicroKernelSpace, dict[str, An
     wl = DynamicWorkload.from_json(wl_json)
     tgt = adatune.target.create(target)
     space = MicroKernelSpace(tgt, wl.dtype, static_k(wl), kind=wl.kind)
-    kernels = {key: space.decode(cfg) for key, cfg in configs.items()}
-    return wl, space, kernels, seconds
+    kernels = {}
+    for key, cfg in configs.items():
+        try:
+            kernels[key] = space.decode(cfg)
+        except ValueError:  # a kernel the space no longer holds (older logs): left out, as it cannot be deployed
+            continue
+    return wl, space, kernels, {(k, t): s for (k, t), s in seconds.items() if k in kernels}
 
 
 def cross_validate(
