@@ -151,7 +151,8 @@ def test_dispatch_among_several_micro_kernels_happens_inside_the_module(
     assert compiled.module is not None
     for name in multi:
         assert all(compiled.applied[f"{name}_mk{i}"] == "dietcode" for i in range(3))
-        assert compiled.module[f"{name}_dispatch"].script().count("if ") == 2  # the tree, as Relax branches
+        script = compiled.module[f"{name}_dispatch"].script()
+        assert len(re.findall(r"if .*<=", script)) == 2  # the tree, as Relax branches (aligned versions aside)
     _check(block, compiled, tuple(ts))
 
 

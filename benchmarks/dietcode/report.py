@@ -141,7 +141,7 @@ def write_markdown(
             else f"as the dispatch tolerance {meta['dietcode'].get('dispatch_tolerance', '?')} needs"
         )
         # runs before the option existed voted on predictions everywhere
-        + f"; the sampled T vote on {meta['dietcode'].get('dispatch_costs', 'predicted')} costs.",
+        + f"; the T vote on {meta['dietcode'].get('dispatch_costs', 'predicted')} costs (`dispatch_costs`).",
         f"torch and numpy run on {meta['vendor_threads']} thread(s); TVM kernels on the target's "
         f"{host['cores']} cores.",
         "Padded arms run the kernel of T' >= T (pad/crop copies not counted, which favours them). `vs_dietcode`: "
