@@ -177,6 +177,10 @@ locked $PY -m benchmarks.dynamic_model --fast-math --check-t 1 8 16 32 62 64 96 
   --out benchmarks/results/dynamic_bert_zen4_aligned  # ~12 min: dynamic BERT-base with both
 $PY -m benchmarks.dietcode.vote_replay --logs 'benchmarks/results/dietcode/zen4_*/records_*.jsonl' \
   --out benchmarks/results/dietcode/vote_replay_zen4  # no timing (replays logs): what an unsampled T votes on
+for s in 0 1 2; do
+  locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode --seed $s \
+    --out benchmarks/results/dietcode/zen4_calibrated_seed$s  # ~7 min each: the calibrated vote (the default)
+done
 locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 scores context --arms torch dietcode --seed 1 \
   --out benchmarks/results/dietcode/zen4_six_seed1  # ~17 min: the six GEMMs on a second seed, final space
 locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --fast-math \

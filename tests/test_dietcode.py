@@ -48,6 +48,7 @@ from adatune.dietcode import (
 )
 from adatune.dietcode._range_task import seconds_at
 from adatune.dietcode._schedule import _schedule_cpu, padding_units
+from adatune.dietcode._select import calibrated_costs
 from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
 from adatune.dispatch import CompiledDispatcher, ShapeDispatcher
@@ -292,15 +293,18 @@ def test_tree_reproduces_votes_on_many_labels(tmp_path: os.PathLike) -> None:
 
 
 @pytest.mark.parametrize("kind", list(WORKLOADS))
-def test_dispatched_kernel_is_the_best_by_timing_where_timed_and_by_prediction_elsewhere(
+def test_dispatched_kernel_is_the_best_by_timing_where_timed_and_by_calibrated_prediction_elsewhere(
     kind: str, tuned: dict[str, tuple[DietCodeResult, str]]
 ) -> None:
     res, _ = tuned[kind]
     ts = list(range(T_RANGE[0], T_RANGE[1] + 1))
     pred = res.model.predict(res.kernels, ts)
     timed = {(m.kernel.key, m.t): m.seconds for m in res.measurements if np.isfinite(m.seconds)}
+    matrix = np.array([[timed.get((k.key, t), np.nan) for t in ts] for k in res.kernels])
+    anchored = calibrated_costs(pred, matrix, ts)  # the default vote; each kernel's row depends on it alone
     for col, t in enumerate(ts):
-        costs = np.array([timed.get((k.key, t), pred[i, col]) for i, k in enumerate(res.kernels)])
+        costs = anchored[:, col]
+        assert all(costs[i] == timed[(k.key, t)] for i, k in enumerate(res.kernels) if (k.key, t) in timed)
         # every deployed kernel was timed at every sampled T, and nowhere else
         assert (t in res.shapes) == all((k.key, t) in timed for k in res.kernels)
         chosen = res.dispatcher.index(t)
