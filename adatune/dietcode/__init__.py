@@ -20,7 +20,15 @@ from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tile
 from ._kernel import DynamicKernel
 from ._program import FEATURE_KINDS, HandFeatures, ProgramFeatures, unit_extent
 from ._range_task import RANGE_PREFIX, RangeTask
-from ._schedule import aligned_name, aligned_versions, alignment, microkernel_func, schedule_microkernel
+from ._schedule import (
+    aligned_name,
+    aligned_versions,
+    alignment,
+    microkernel_func,
+    schedule_microkernel,
+    serving_name,
+    versioned_funcs,
+)
 from ._search import SEARCHES, propose_kernels
 from ._select import Compression, compress_votes
 from ._space import SM80_LIMITS, MicroKernel, MicroKernelSpace, weight_panel
@@ -63,6 +71,8 @@ __all__ = [
     "aligned_name",
     "aligned_versions",
     "alignment",
+    "serving_name",
+    "versioned_funcs",
     "num_tiles",
     "random_bert_weights",
     "sample_shapes",

@@ -20,7 +20,7 @@ from tvm import te
 
 from .. import target as _target
 from ..dispatch._dietcode import CompiledDispatcher, ShapeDispatcher, check_extent
-from ._schedule import aligned_name, aligned_versions, microkernel_func
+from ._schedule import aligned_versions, serving_name, versioned_funcs
 from ._space import MicroKernel, device_of
 from ._workloads import DynamicWorkload, bert_workloads
 
@@ -167,10 +167,7 @@ class BertEncoderLayer:
                 raise ValueError(f"{gemm}: kernels must follow the dispatcher's labels, in order")
             self._names[gemm] = [f"{gemm}_mk{i}" for i in range(len(kernels))]
             self._aligns[gemm] = aligned_versions(self.workloads[gemm], kernels)
-            for name, mk, u in zip(self._names[gemm], kernels, self._aligns[gemm]):
-                funcs[name] = microkernel_func(self.workloads[gemm], mk, name)
-                if u:  # the version for T a multiple of u (DynamicKernel)
-                    funcs[aligned_name(name, u)] = microkernel_func(self.workloads[gemm], mk, aligned_name(name, u), u)
+            funcs.update(versioned_funcs(self.workloads[gemm], kernels, self._names[gemm]))
         for name, func in _glue_funcs(self.hidden, heads, self.ffn).items():
             funcs[name] = func.with_attr("global_symbol", name)
         with self.target:
@@ -185,8 +182,7 @@ class BertEncoderLayer:
         shape = self.workloads[gemm].shapes(t)[2]
         c = tvm.runtime.empty(shape, "float32", self.dev)
         i = self.dispatchers[gemm].index(t, warn=False)
-        name, u = self._names[gemm][i], self._aligns[gemm][i]
-        self.lib[aligned_name(name, u) if u and t % u == 0 else name](a, b, c, t)
+        self.lib[serving_name(self._names[gemm][i], self._aligns[gemm][i], t)](a, b, c, t)
         return c
 
     def upload(self, weights: Mapping[str, np.ndarray]) -> dict[str, tvm.runtime.Tensor]:

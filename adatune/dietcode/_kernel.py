@@ -4,7 +4,7 @@
 Every micro-kernel pads locally, so any positive T gets a correct answer; a T outside the tuned range only
 warns, since the choice was not tuned there. A bmm kernel ships with its aligned version
 (``aligned_versions``): at a T that is a multiple of its padding unit the module runs the version that pads nothing
-(1.02-1.30x faster there). ``export(directory)`` writes what a deployment loads: the
+(1.01-1.31x faster there in the kernel probes). ``export(directory)`` writes what a deployment loads: the
 kernels' shared library, the dispatcher's C source and shared library and a JSON manifest.
 """
 
@@ -20,7 +20,7 @@ import tvm
 
 from .. import target as _target
 from ..dispatch._dietcode import CompiledDispatcher, ShapeDispatcher, check_extent
-from ._schedule import aligned_name, aligned_versions, microkernel_func
+from ._schedule import aligned_versions, serving_name, versioned_funcs
 from ._space import MicroKernel, device_of
 from ._workloads import DynamicWorkload
 
@@ -50,11 +50,7 @@ class DynamicKernel:
         self.target = _target.create(target)
         self.names = [kernel_name(workload, i) for i in range(len(kernels))]
         self.aligns = aligned_versions(workload, self.kernels)
-        funcs = {n: microkernel_func(workload, k, n) for n, k in zip(self.names, kernels)}
-        for n, k, u in zip(self.names, kernels, self.aligns):
-            if u:
-                funcs[aligned_name(n, u)] = microkernel_func(workload, k, aligned_name(n, u), u)
-        mod = tvm.IRModule(funcs)
+        mod = tvm.IRModule(versioned_funcs(workload, self.kernels, self.names))
         with self.target:
             self.lib = tvm.compile(mod, target=self.target)
         self.directory = directory or tempfile.mkdtemp(prefix=f"dietcode-{workload.name}-")
@@ -70,8 +66,7 @@ class DynamicKernel:
         """The module function serving ``t``: its kernel's aligned version where ``t`` is a multiple of its
         alignment, else the kernel."""
         i = self.index(t)
-        u = self.aligns[i]
-        return aligned_name(self.names[i], u) if u and int(t) % u == 0 else self.names[i]
+        return serving_name(self.names[i], self.aligns[i], int(t))
 
     def function(self, t: Any) -> Any:
         """The packed function serving ``t`` (``function_name``); call it as ``f(a, b, c, t)`` on device tensors."""

@@ -33,6 +33,8 @@ __all__ = [
     "microkernel_func",
     "padding_units",
     "schedule_microkernel",
+    "serving_name",
+    "versioned_funcs",
 ]
 
 
@@ -66,9 +68,10 @@ def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
     it is never padded, on CUDA and on dense GEMMs. The version leaves every T axis whose unit divides it unpadded
     too (the rows of a 4 x 64 register tile at 64).
 
-    A shape-generic kernel pads and crops even at a T that needs no padding. Aligned, bmm NT kernels ran 1.02-1.30x
-    faster at multiples of 16 and bmm NN kernels 1.08-1.18x (``benchmarks/results/dietcode/zen4_align_probe_*``),
-    close to the same kernels compiled with T bound; a dense kernel, which pads only A's rows (one copy per call),
+    A shape-generic kernel pads and crops even at a T that needs no padding. Aligned, bmm NT kernels ran 1.01-1.20x
+    faster at multiples of 16 (all 24 kernel x T cells; 1.04-1.16x in an earlier run) and bmm NN kernels 1.08-1.31x
+    (all 16 cells), the latter within 0.99-1.19x of the same kernels compiled with T bound
+    (``benchmarks/results/dietcode/zen4_align_probe_*``); a dense kernel, which pads only A's rows (one copy per call),
     ran 2.2-2.4x slower aligned on QKV (not explained), so dense GEMMs get none."""
     if mk.device != "cpu" or wl.kind == "dense":
         return 1
@@ -83,6 +86,25 @@ def aligned_versions(wl: DynamicWorkload, kernels: Sequence[MicroKernel]) -> lis
 
 def aligned_name(name: str, align: int) -> str:
     return f"{name}_a{align}"
+
+
+def serving_name(name: str, align: int, t: int) -> str:
+    """The function a module runs at ``T = t`` for kernel ``name``: its aligned version (``align`` from
+    ``aligned_versions``; 0 for none) where ``t`` is a multiple of it, else the kernel."""
+    return aligned_name(name, align) if align and t % align == 0 else name
+
+
+def versioned_funcs(
+    wl: DynamicWorkload, kernels: Sequence[MicroKernel], names: Sequence[str]
+) -> dict[str, tvm.tirx.PrimFunc]:
+    """Each kernel as ``names[i]`` plus, where ``aligned_versions`` gives one, its aligned version: what a module
+    compiles so that ``serving_name`` finds both."""
+    funcs = {}
+    for n, k, u in zip(names, kernels, aligned_versions(wl, kernels)):
+        funcs[n] = microkernel_func(wl, k, n)
+        if u:
+            funcs[aligned_name(n, u)] = microkernel_func(wl, k, aligned_name(n, u), u)
+    return funcs
 
 
 def _divides(extent: object, unit: int) -> bool:
@@ -155,13 +177,12 @@ def _schedule_cpu(
     *batch, i, j, k = sch.get_loops(blk)
     units = padding_units(wl, mk) if pad_to == "register" else (mk.mt, mk.nt, mk.kt)
     extent = sch.get(j).extent
-    # an aligned version's symbolic columns may be left unpadded; with T bound (the probes' ``@T`` builds) bmm_nt
-    # keeps its crop: written straight to C with T = 16 .. 64 bound and rows padded to 27, TVM 0.27's build
-    # corrupted the heap (the aligned, symbolic version is correct at every multiple: tests/test_dietcode_align.py)
-    if isinstance(extent, tvm.tirx.IntImm):
-        cols_padded = not _rows_only(wl, mk)
-    else:
-        cols_padded = not _divides(extent, units[1])
+    cols_padded = not _divides(extent, units[1])  # an aligned version's columns may be left unpadded
+    if wl.kind == "bmm_nt" and isinstance(extent, tvm.tirx.IntImm):
+        # with T bound (the probes' ``@T`` builds) bmm_nt keeps its crop: written straight to C with T = 16 .. 64
+        # bound and rows padded to 27, TVM 0.27's build corrupted the heap (the aligned, symbolic version is exact
+        # at every multiple: tests/test_dietcode_align.py)
+        cols_padded = True
     shipped_a_pad, shipped_crop = pad_places(wl, mk, cols_padded)
     a_pad_per_tile = (a_pad or shipped_a_pad) == "tile"
     crop_place = crop or shipped_crop

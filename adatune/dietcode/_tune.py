@@ -11,9 +11,9 @@ latency loss is within ``dispatch_tolerance`` compresses the votes (``_select``)
 kernel was timed, the votes read the measured seconds: the model is there to fill the T nobody timed, not to
 overrule a timing (on the H200 replay the model's vote at T=128 was up to 1.6x slower than the best kernel measured
 there). Between the sampled T the default, ``dispatch_costs="calibrated"``, anchors each kernel's prediction to its
-timings at the neighbouring sampled T (``_select.calibrated_costs``): replayed on 35 Zen 4 logs with each interior
-sampled T held out, the chosen kernel's regret fell from 1.043 to 1.021 (geomean; T with regret > 1.1: 16% to 6%;
-context 1.109 to 1.056, scores 1.054 to 1.022, dense level; ``benchmarks.dietcode.vote_replay``).
+timings at the neighbouring sampled T (``_select.calibrated_costs``): replayed on 41 Zen 4 logs with each interior
+sampled T held out, the chosen kernel's regret fell from 1.045 to 1.025 (geomean; T with regret > 1.1: 17% to 7%;
+context 1.106 to 1.067, scores 1.049 to 1.020, dense level; ``benchmarks.dietcode.vote_replay``).
 ``"measured"`` votes on the bare model between timings, ``"predicted"`` on the model everywhere.
 """
 

@@ -294,8 +294,9 @@ def run_dietcode(
         if not np.allclose(dk(t, a, b), ref, rtol=1e-3, atol=1e-3):
             wrong.append(t)
         latency[t] = at(t)
-        name = dk.function_name(t)  # "<workload>_mk<i>", or "..._a<u>" for the kernel's aligned version
-        served[t] = res.kernels[dk.index(t)].key + (f"@align{name.rsplit('_a', 1)[1]}" if name not in dk.names else "")
+        i = dk.index(t)
+        aligned = dk.function_name(t) != dk.names[i]  # the kernel's aligned version serves t
+        served[t] = res.kernels[i].key + (f"@align{dk.aligns[i]}" if aligned else "")
     if wrong:
         raise RuntimeError(f"DietCode kernels of {wl.name} wrong at T={wrong}")
     probe = min(max(lo, 64), hi)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import os
 import sys
+from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from scipy.stats import gmean
 
 from adatune.dietcode import MicroKernelCostModel
 from adatune.dietcode._select import calibrated_costs
@@ -63,8 +64,31 @@ def replay(path: str, seed: int = 0) -> list[dict[str, Any]]:
     return rows
 
 
-def _gm(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+def _summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    return {
+        m: {
+            "geomean_regret": float(gmean([r[f"{m}_regret"] for r in rows])),
+            "share_regret_over_1.1": float(np.mean([r[f"{m}_regret"] > 1.1 for r in rows])),
+            "worst_regret": max(r[f"{m}_regret"] for r in rows),
+        }
+        for m in METHODS
+    }
+
+
+def paired_interval(rows: list[dict[str, Any]], draws: int = 5000, seed: int = 0) -> list[float]:
+    """Geomean over held-out T of predicted regret / calibrated regret, with a 95% bootstrap interval that
+    resamples whole logs (a log's T share one tuning run, so they are not independent)."""
+    by_log: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        by_log[r["log"]].append(float(np.log(r["predicted_regret"] / r["calibrated_regret"])))
+    logs = sorted(by_log)
+    rng = np.random.default_rng(seed)
+    boots = [
+        float(np.exp(np.mean(np.concatenate([by_log[logs[i]] for i in rng.choice(len(logs), len(logs))]))))
+        for _ in range(draws)
+    ]
+    point = float(np.exp(np.mean([x for v in by_log.values() for x in v])))
+    return [point, *(float(q) for q in np.percentile(boots, [2.5, 97.5]))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,14 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         rows += replay(path)
         print(f"replayed {path}", flush=True)
-    summary = {
-        m: {
-            "geomean_regret": _gm([r[f"{m}_regret"] for r in rows]),
-            "share_regret_over_1.1": float(np.mean([r[f"{m}_regret"] > 1.1 for r in rows])),
-            "worst_regret": max(r[f"{m}_regret"] for r in rows),
-        }
-        for m in METHODS
-    }
+    summary = _summary(rows)
+    by_gemm: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_gemm[r["workload"]].append(r)
+    per_gemm = {w: _summary(rs) for w, rs in sorted(by_gemm.items())}
+    ratio = paired_interval(rows)
     wins = {
         "calibrated_better": sum(r["calibrated_regret"] < r["predicted_regret"] for r in rows),
         "calibrated_worse": sum(r["calibrated_regret"] > r["predicted_regret"] for r in rows),
@@ -107,15 +129,30 @@ def main(argv: list[str] | None = None) -> int:
     ]
     lines += [
         "",
-        f"calibrated beat predicted at {wins['calibrated_better']} T, lost at {wins['calibrated_worse']}.",
+        f"calibrated beat predicted at {wins['calibrated_better']} T, lost at {wins['calibrated_worse']}; predicted "
+        f"regret / calibrated regret {ratio[0]:.3f}x [{ratio[1]:.3f}, {ratio[2]:.3f}] (geomean over T, 95% bootstrap "
+        "interval resampling logs).",
         "",
+        "| GEMM | held-out T | predicted (> 1.1) | calibrated (> 1.1) | nearest (> 1.1) |",
+        "|---|---:|---:|---:|---:|",
     ]
+    lines += [
+        f"| {w} | {len(by_gemm[w])} | "
+        + " | ".join(f"{v[m]['geomean_regret']:.3f} ({v[m]['share_regret_over_1.1']:.0%})" for m in METHODS)
+        + " |"
+        for w, v in per_gemm.items()
+    ]
+    lines.append("")
     print("\n".join(lines))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         write_csv(os.path.join(args.out, "vote_replay.csv"), rows)
         with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-            json.dump({"logs": paths, "summary": summary, "wins": wins, "rows": rows}, f, indent=1)
+            json.dump(
+                {"logs": paths, "summary": summary, "per_gemm": per_gemm, "wins": wins, "ratio": ratio, "rows": rows},
+                f,
+                indent=1,
+            )
         with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
     return 0
