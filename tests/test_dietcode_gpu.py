@@ -109,7 +109,11 @@ def _fake_bench(mod: types.ModuleType, crash_at: tuple[str, int] | None = None) 
         def cublas(self) -> float:
             return 3e-6 * self.t
 
-        def kernel(self, fn: str, grid: int, block: list[int]) -> tuple[int, list[float]]:
+        def workspace(self, nbytes: int) -> None:
+            self.ws_bytes = nbytes
+
+        def kernel(self, launches: list[tuple[str, int, list[int], list[str]]]) -> tuple[int, list[float]]:
+            fn = launches[0][0]
             if crash_at == (fn, self.t):
                 os._exit(9)  # what an illegal address does to the process
             if fn == "k2":
@@ -222,3 +226,38 @@ def test_reference_arms_and_the_dietcode_latency_come_from_the_right_cells() -> 
     assert lat[0] == pytest.approx(4e-6)  # phase 2's timing of kernel 3 at T = 1
     assert lat[4] == pytest.approx(10e-6)  # kernel 1 is not in phase 2: phase 1's timing at its T = 5
     assert np.isnan(lat[6])  # and at T = 7 it was never timed
+
+
+def test_runner_calls_every_launch_of_a_kernel_and_times_the_kernels_asked_for_at_every_t(
+    runner: types.ModuleType, tmp_path: os.PathLike
+) -> None:
+    batch = _batch(tmp_path, 5)
+    path = os.path.join(batch, "w.json.gz")
+    with gzip.open(path, "rt") as f:
+        data = json.load(f)
+    two = data["kernels"][3]  # k3: its parts, then their sum (a split-K kernel)
+    two["launches"] = [
+        {"name": "k3", "grid": [4] * 6, "block": [32, 1, 1], "params": ["A_ptr", "B_ptr", "C_pad_rf_ptr", "T"]},
+        {"name": "k3_1", "grid": [1] * 6, "block": [128, 1, 1], "params": ["C_ptr", "C_pad_rf_ptr", "T"]},
+    ]
+    two["workspace"] = 4096
+    with gzip.open(path, "wt") as f:
+        json.dump(data, f)
+    seen: list = []
+    fake = _fake_bench(runner)
+
+    class Recording(fake):  # type: ignore[misc, valid-type]
+        def kernel(self, launches: list) -> tuple[int, list[float]]:
+            seen.append([(fn, grid, params) for fn, grid, _, params in launches])
+            return super().kernel(launches)
+
+    runner.Bench = Recording
+    keys = os.path.join(tmp_path, "p2.json")
+    with open(keys, "w") as f:
+        json.dump({"w": ["cuda:k4"]}, f)  # the slowest kernel, which --top 2 alone would not time everywhere
+    args = _args(tmp_path, p2_keys=keys)
+    runner.run_workload(batch, "w", {0: "m.cubin"}, args, start=__import__("time").time())
+    assert [("k3", 4, ["A_ptr", "B_ptr", "C_pad_rf_ptr", "T"]), ("k3_1", 1, ["C_ptr", "C_pad_rf_ptr", "T"])] in seen
+    with np.load(os.path.join(args.work, "w.npz")) as z:
+        assert list(z["p2_kernels"]) == [0, 1, 4]
+        assert np.all(z["p2_error"][2] == runner.NO_ERROR)

@@ -34,9 +34,10 @@ __all__ = ["f_occ", "f_pad", "num_tiles", "fit_occupancy_k", "sample_shapes", "s
 
 
 def num_tiles(wl: DynamicWorkload, mk: MicroKernel, t: int) -> int:
-    """P: the tiles (parallel chunks / thread blocks) the kernel runs for shape ``t``."""
+    """P: the tiles (parallel chunks / thread blocks) the kernel runs for shape ``t`` (a split-K kernel runs each
+    output tile once per part)."""
     batch, m, n, _ = wl.gemm_extents(t)
-    return batch * math.ceil(m / mk.mt) * math.ceil(n / mk.nt)
+    return batch * math.ceil(m / mk.mt) * math.ceil(n / mk.nt) * mk.split_k
 
 
 def f_pad(wl: DynamicWorkload, mk: MicroKernel, t: int) -> float:

@@ -33,6 +33,7 @@ __all__ = [
     "microkernel_func",
     "padding_units",
     "schedule_microkernel",
+    "split_k_error",
     "serving_name",
     "versioned_funcs",
 ]
@@ -299,18 +300,66 @@ def _cooperative_fetch(
     sch.bind(tx, "threadIdx.x")
 
 
+#: threads per block of a split-K kernel's second kernel (the sum of the parts and the crop into C)
+_SUM_THREADS = 128
+
+
+def split_k_error(wl: DynamicWorkload, mk: MicroKernel) -> str:
+    """Why ``mk`` cannot split ``wl``'s reduction ('' where it can): the parts must be whole ``kt`` steps of a
+    reduction that does not follow T."""
+    if mk.split_k == 1:
+        return ""
+    if mk.device != "cuda":
+        return f"split-K is a CUDA option; {mk} is a {mk.device} kernel"
+    if wl.dynamic_axes()[2]:
+        return f"{wl.name} reduces over T; split-K needs a fixed reduction ({mk})"
+    _, _, _, k = wl.gemm_extents(wl.t_range[0])
+    if k % (mk.split_k * mk.kt):
+        return f"{wl.name}'s reduction of {k} does not split into {mk.split_k} parts of whole {mk.kt}-steps ({mk})"
+    return ""
+
+
+def _sum_parts(sch: tvm.s_tir.Schedule, names: set[str]) -> None:
+    """Split-K's second kernel: each thread sums one output's parts and crops it into C (the padded output, if
+    any, then lives in a register)."""
+    red = sch.get_sblock("C")
+    *spatial, _ = sch.get_loops(red)
+    bx, tx = sch.split(sch.fuse(*spatial), [None, _SUM_THREADS])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    if "C_pad" in names:
+        sch.reverse_compute_at(sch.get_sblock("C_pad"), tx)
+        sch.set_scope(red, 0, "local")
+
+
 def _schedule_cuda(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel) -> None:
     blk = sch.get_sblock("C")
     *batch, i, j, k = sch.get_loops(blk)
     sch.pad_einsum(blk, [1] * len(batch) + [mk.mt, mk.nt, mk.kt])
     names = _blocks(sch)
     *batch, i, j, k = sch.get_loops(blk)
+    parts: list[tvm.s_tir.LoopRV] = []
+    if mk.split_k > 1:  # split-K: part p of the reduction in blocks of their own, summed by a second kernel
+        part, k = sch.split(k, [mk.split_k, None])
+        blk = sch.rfactor(part, 0)
+        _sum_parts(sch, names)
+        *batch, i, j, part, k = sch.get_loops(blk)
+        parts = [part]
     ty_n, tx_n = mk.mt // mk.mr, mk.nt // mk.nr
-    by, ty, ri = sch.split(i, [None, ty_n, mk.mr])
-    bx, tx, rj = sch.split(j, [None, tx_n, mk.nr])
     ko, ki = sch.split(k, [None, mk.kt])
-    sch.reorder(*batch, by, bx, ty, tx, ko, ki, ri, rj)
-    sch.bind(sch.fuse(*batch, by, bx), "blockIdx.x")
+    if mk.interleave:  # a thread's outputs a thread-tile apart, as virtual threads: a warp stores adjacent
+        by, vy, ty = sch.split(i, [None, mk.mr, ty_n])  # columns of C and reads adjacent words of B's tile
+        bx, vx, tx = sch.split(j, [None, mk.nr, tx_n])
+        sch.reorder(*parts, *batch, by, bx, vy, vx, ty, tx, ko, ki)
+        sch.bind(vy, "vthread.y")
+        sch.bind(vx, "vthread.x")
+        register: list[tvm.s_tir.LoopRV] = []
+    else:
+        by, ty, ri = sch.split(i, [None, ty_n, mk.mr])
+        bx, tx, rj = sch.split(j, [None, tx_n, mk.nr])
+        sch.reorder(*parts, *batch, by, bx, ty, tx, ko, ki, ri, rj)
+        register = [ri, rj]
+    sch.bind(sch.fuse(*parts, *batch, by, bx), "blockIdx.x")
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     acc = sch.cache_write(blk, 0, "local")
@@ -322,13 +371,12 @@ def _schedule_cuda(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel
         else:
             stage = sch.cache_read(blk, idx, "shared")
         _cooperative_fetch(sch, stage, ko, ty_n, tx_n)
-    if "C_pad" in names:
+    if "C_pad" in names and mk.split_k == 1:
         crop = sch.get_sblock("C_pad")
         sch.set_scope(acc, 0, "local")
         sch.reverse_compute_at(crop, tx)
-    sch.unroll(ki)
-    sch.unroll(ri)
-    sch.unroll(rj)
+    for loop in (ki, *register):
+        sch.unroll(loop)
     sch.decompose_reduction(blk, ko)
 
 
@@ -341,6 +389,8 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel, align: int = 1) -
     axes = {ax for ax, dyn in enumerate(wl.dynamic_axes()) if dyn and align % units[ax] == 0}
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False, align=align, axes=axes))
     if mk.device == "cpu":
+        if mk.split_k > 1 or mk.interleave:
+            raise ValueError(split_k_error(wl, mk) or f"interleaved threads are a CUDA option; {mk} is a cpu kernel")
         _schedule_cpu(sch, wl, mk)
     elif mk.device == "cuda":
         if mk.pack or mk.crop or mk.unroll:
@@ -350,6 +400,8 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel, align: int = 1) -
             )
         if wl.b_panel:
             raise ValueError(f"CUDA micro-kernels read B row-major; {wl.name} packs it (b_panel={wl.b_panel})")
+        if split_k_error(wl, mk):
+            raise ValueError(split_k_error(wl, mk))
         _schedule_cuda(sch, wl, mk)
     else:
         raise ValueError(f"micro-kernel device must be 'cpu' or 'cuda', got {mk.device!r}")

@@ -61,6 +61,11 @@ CROP_TILE = "tile"
 _CROP_SUFFIX = "crop-tile"  # the key's suffix for crop="tile" (a bare "tile" would read as a tile size)
 #: auto-unroll steps an x86 micro-kernel may ask for (0: none); the key's suffix is ``unroll<step>``
 UNROLL_STEPS = (0, 64)
+#: CUDA: blocks that split a kernel's reduction (split-K; 1 = none). A BERT GEMM at small T has too few output
+#: tiles to fill a GPU (FFN2 at T = 1: 12-96 blocks for 132 SMs, each walking all 3,072 of K), as cuBLAS knows.
+SPLIT_K = (1, 2, 4, 8, 16, 32)
+#: the parts a CUDA space offers by default (each kernel in every one that divides its reduction into kt-steps)
+DEFAULT_SPLIT_K = SPLIT_K
 
 
 def device_of(target: tvm.target.Target) -> Any:
@@ -86,6 +91,8 @@ class MicroKernel:
     pack: str = ""  # x86 bmm_nt: "" packs B once per call, "column" inside each column tile (see the module doc)
     crop: str = ""  # x86 bmm_nt: "" crops the padded output once per call, "tile" inside each tile
     unroll: int = 0  # x86: TVM's auto-unroll step for the whole kernel (0: loops as scheduled)
+    split_k: int = 1  # CUDA: blocks sharing the reduction, summed by a second kernel (``SPLIT_K``)
+    interleave: bool = False  # CUDA: a thread's rows and columns a thread-tile apart, not adjacent (see below)
 
     def __post_init__(self) -> None:
         if self.pack not in ("", PACK_COLUMN) or self.crop not in ("", CROP_TILE):
@@ -95,6 +102,10 @@ class MicroKernel:
             )
         if isinstance(self.unroll, bool) or self.unroll not in UNROLL_STEPS:
             raise ValueError(f"a micro-kernel unrolls with a step in {UNROLL_STEPS}, got unroll={self.unroll!r}")
+        if not isinstance(self.interleave, bool):
+            raise ValueError(f"a micro-kernel interleaves its threads or not (a bool), got {self.interleave!r}")
+        if isinstance(self.split_k, bool) or self.split_k not in SPLIT_K:
+            raise ValueError(f"a micro-kernel splits its reduction into one of {SPLIT_K} parts, got {self.split_k!r}")
 
     @property
     def key(self) -> str:
@@ -102,6 +113,8 @@ class MicroKernel:
             (f"/{self.pack}" if self.pack else "")
             + (f"/{_CROP_SUFFIX}" if self.crop == CROP_TILE else "")
             + (f"/unroll{self.unroll}" if self.unroll else "")
+            + (f"/splitk{self.split_k}" if self.split_k > 1 else "")
+            + ("/interleave" if self.interleave else "")
         )
         return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}{suffix}"
 
@@ -119,18 +132,26 @@ class MicroKernel:
             | ({"pack": self.pack} if self.pack else {})
             | ({"crop": self.crop} if self.crop else {})
             | ({"unroll": self.unroll} if self.unroll else {})
+            | ({"split_k": self.split_k} if self.split_k > 1 else {})
+            | ({"interleave": True} if self.interleave else {})
         )
 
     @classmethod
     def from_key(cls, key: str) -> MicroKernel:
         """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column``, ``.../column/crop-tile/unroll64``),
         in a space or not."""
-        bad = f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32, cpu:8x8x1/8x4/column/crop-tile/unroll64)"
+        bad = (
+            f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32, cpu:8x8x1/8x4/column/crop-tile/unroll64, "
+            "cuda:32x64x16/4x4/splitk4/interleave)"
+        )
         try:
             device, rest = key.split(":")
             tile, reg, *options = rest.split("/")
+            interleave = options[-1:] == ["interleave"]
+            options = options[:-1] if interleave else options
             mt, nt, kt = (int(x) for x in tile.split("x"))
             mr, nr = (int(x) for x in reg.split("x"))
+            split_k = int(options.pop()[len("splitk") :]) if options[-1:] and options[-1].startswith("splitk") else 1
             unroll = int(options.pop()[len("unroll") :]) if options[-1:] and options[-1].startswith("unroll") else 0
         except ValueError as err:
             raise ValueError(bad) from err
@@ -138,7 +159,7 @@ class MicroKernel:
         pack = options[:-1] if crop else options
         if pack not in ([], [PACK_COLUMN]):
             raise ValueError(bad)
-        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop, unroll)
+        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop, unroll, split_k, interleave)
 
     @property
     def threads(self) -> int:
@@ -256,11 +277,34 @@ def _cuda_kernels(limits: DeviceLimits, dtype: str) -> list[MicroKernel]:
     return out
 
 
+def _split_k_kernels(
+    kernels: Sequence[MicroKernel], split_k: Sequence[int], static_k: int | None, kind: str | None
+) -> list[MicroKernel]:
+    """Each CUDA kernel with its reduction split into each of ``split_k`` parts (>1) that are whole ``kt`` steps
+    of ``static_k`` (a reduction over T, ``bmm_nn``, does not split)."""
+    parts = sorted({int(s) for s in split_k} - {1})
+    bad = [s for s in split_k if isinstance(s, bool) or s not in SPLIT_K]
+    if bad:
+        raise ValueError(f"split_k takes parts from {SPLIT_K}, got {list(split_k)}")
+    if not parts:
+        return []
+    if static_k is None or kind == "bmm_nn":
+        raise ValueError(f"split-K needs a fixed reduction depth (static_k) and a kind other than bmm_nn, got "
+                         f"static_k={static_k}, kind={kind!r}")  # fmt: skip
+    return [dataclasses.replace(k, split_k=s) for s in parts for k in kernels if static_k % (s * k.kt) == 0]
+
+
 class MicroKernelSpace(CandidateSpace):
     """The micro-kernels of one target and GEMM kind (no dependence on T beyond the workload's static dims).
 
     A CUDA space fits the GPU's limits: ``device_limits`` if given, else the live device's, else the profile of
-    the target's ``arch`` (``adatune.devices``); its occupancy term counts that device's SMs.
+    the target's ``arch`` (``adatune.devices``); its occupancy term counts that device's SMs. ``split_k``
+    (CUDA): the parts each kernel may also split its reduction into; default each of ``DEFAULT_SPLIT_K`` where the
+    reduction is fixed (``static_k`` given, ``dense`` or ``bmm_nt``: on an H200 the best of BERT's dense GEMMs'
+    good kernels ran 1.02-1.23x cuBLAS with splits and 0.38-0.82x without; FFN2's 3,072-deep reduction gained
+    from 16 and 32 parts, the 768-deep ones peaked at 8; see the README), ``(1,)`` for none. ``interleave``:
+    whether kernels give each thread rows and columns a thread-tile apart (``(False,)``: adjacent only;
+    ``(False, True)``: both; +0.4-1.8% on the same H200, so not by default).
     """
 
     kind: ClassVar[str] = "microkernel"
@@ -280,6 +324,8 @@ class MicroKernelSpace(CandidateSpace):
         "pack_column",
         "crop_tile",
         "log2_unroll",
+        "log2_split_k",
+        "interleave",
     )
 
     def __init__(
@@ -289,6 +335,8 @@ class MicroKernelSpace(CandidateSpace):
         static_k: int | None = None,
         device_limits: DeviceLimits | None = None,
         kind: str | None = None,
+        split_k: Sequence[int] | None = None,
+        interleave: Sequence[bool] = (False,),
     ):
         self.target = target
         self.dtype = dtype
@@ -316,6 +364,12 @@ class MicroKernelSpace(CandidateSpace):
             limits = device_limits or limits_for_target(target, tvm.cuda(0))
             self.device_limits = limits
             self.kernels = _cuda_kernels(limits, dtype)
+            if split_k is None:  # every split where the reduction is fixed and known
+                split_k = DEFAULT_SPLIT_K if static_k is not None and kind in ("dense", "bmm_nt") else (1,)
+            self.kernels += _split_k_kernels(self.kernels, split_k, static_k, kind)
+            if True in interleave:
+                plain = list(self.kernels) if False in interleave else []
+                self.kernels = plain + [dataclasses.replace(k, interleave=True) for k in self.kernels]
             self.cores = limits.multi_processor_count
             self.cache_bytes = limits.max_shared_memory_per_block
         if not self.kernels:
@@ -328,7 +382,9 @@ class MicroKernelSpace(CandidateSpace):
             for i in range(len(values)):
                 self._neighbours.setdefault((i, values[:i] + values[i + 1 :]), []).append(k)
 
-    _MUTABLE: ClassVar[tuple[str, ...]] = ("mt", "nt", "kt", "mr", "nr", "pack", "crop", "unroll")
+    _MUTABLE: ClassVar[tuple[str, ...]] = (
+        "mt", "nt", "kt", "mr", "nr", "pack", "crop", "unroll", "split_k", "interleave"
+    )  # fmt: skip
 
     @classmethod
     def _fields(cls, k: MicroKernel) -> tuple[Any, ...]:
@@ -392,6 +448,8 @@ class MicroKernelSpace(CandidateSpace):
                     float(k.pack == PACK_COLUMN),
                     float(k.crop == CROP_TILE),
                     math.log2(1 + k.unroll),
+                    math.log2(k.split_k),
+                    float(k.interleave),
                 ]
             )
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(self.FEATURE_NAMES))
@@ -403,6 +461,7 @@ class MicroKernelSpace(CandidateSpace):
             k = MicroKernel(
                 str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]), int(data["mr"]),
                 int(data["nr"]), str(data.get("pack", "")), str(data.get("crop", "")), int(data.get("unroll", 0)),
+                int(data.get("split_k", 1)), bool(data.get("interleave", False)),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed micro-kernel record {data!r}: {err}") from err

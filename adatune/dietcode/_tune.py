@@ -40,7 +40,8 @@ from ._program import FEATURE_KINDS
 from ._range_task import RangeTask, seconds_at
 from ._search import SEARCHES, propose_kernels
 from ._select import Compression, calibrated_costs, compress_votes
-from ._space import MicroKernel
+from ._space import MicroKernel, MicroKernelSpace
+from ._task import static_k
 from ._workloads import DynamicWorkload
 
 __all__ = ["DISPATCH_COSTS", "Measurement", "DietCodeResult", "DietCodeTuner"]
@@ -122,6 +123,12 @@ class DietCodeTuner(Tuner):
             "each kernel's timings at the neighbouring T (calibrated), or the model everywhere",
             choices=DISPATCH_COSTS,
         ),
+        Option.declare(
+            "split_k",
+            tuple,
+            "CUDA: the parts a kernel may split its reduction into (none: DEFAULT_SPLIT_K where it is fixed)",
+            item_type=int,
+        ),
         Option.declare("population", int, "evolutionary search population", minimum=2),
         Option.declare("generations", int, "evolutionary search generations per round", minimum=0),
     )
@@ -146,11 +153,16 @@ class DietCodeTuner(Tuner):
         population: int = 128,
         generations: int = 4,
         dispatch_costs: str = "calibrated",
+        split_k: tuple[int, ...] | None = None,
     ):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
         self.shapes = sample_shapes(workload.t_range, n_shapes, np.random.default_rng(seed))
-        task = RangeTask(workload, self.shapes, self.target)
+        space = None
+        if split_k is not None:
+            k = static_k(workload)
+            space = MicroKernelSpace(self.target, workload.dtype, k, kind=workload.kind, split_k=split_k)
+        task = RangeTask(workload, self.shapes, self.target, space)
         super().__init__(task, seed)
         self.n_rounds, self.per_round, self.max_kernels = rounds, kernels_per_round, max_kernels
         self.kernels: list[MicroKernel] = task.space.kernels

@@ -17,6 +17,7 @@ then here ``python -m benchmarks.gpu.dietcode_report``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import os
@@ -32,50 +33,93 @@ import tvm
 
 from adatune.cuda_export._kernel import parse_kernels
 from adatune.devices import profile
-from adatune.dietcode import MicroKernelSpace
+from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dietcode._cost import sample_shapes
-from adatune.dietcode._schedule import schedule_microkernel
+from adatune.dietcode._schedule import schedule_microkernel, split_k_error
+from adatune.dietcode._task import static_k
 from adatune.dietcode._workloads import DynamicWorkload, bert_workloads
-from adatune.measure._worker import thread_bindings
 
-__all__ = ["export_workload", "kernel_grid", "main"]
+__all__ = ["export_workload", "kernel_grid", "kernel_launches", "main", "workspace_bytes"]
 
 _DECL = re.compile(r'extern\s+"C"\s+__global__')
+_MAIN = re.compile(r"\bmain_kernel(_\d+)?\b")
+
+
+def kernel_launches(sch: tvm.s_tir.Schedule, ts: Sequence[int]) -> list[tuple[list[int], list[int]]]:
+    """``(grid_x at each T of ts, block)`` of each kernel of a scheduled shape-generic function, in the order TVM
+    emits them (one per loop nest under the root; a split-K kernel has two). Only ``blockIdx.x`` may vary."""
+    t_var = sch.mod["main"].params[-1]
+    nests: dict[int, list[tuple[str, Any]]] = {}
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        loops = [sch.get(loop) for loop in sch.get_loops(block)]
+        nest = nests.setdefault(hash(loops[0]), [])  # blocks under one outermost loop: one kernel
+        nest.extend(
+            (str(loop.thread_binding.thread_tag), loop.extent) for loop in loops if loop.thread_binding is not None
+        )
+    out = []
+    for found in nests.values():
+        extents = {tag: ext for tag, ext in found if not tag.startswith("vthread")}  # virtual: inside a thread
+        bad = sorted(set(extents) - {"blockIdx.x", "threadIdx.x", "threadIdx.y", "threadIdx.z"})
+        if bad:
+            raise ValueError(f"the kernel binds {bad}; the exporter launches blockIdx.x grids only")
+        block = [int(extents.get(f"threadIdx.{a}", 1)) for a in "xyz"]  # ValueError if a thread extent follows T
+        grid = []
+        for t in ts:
+            ana = tvm.sym.Analyzer()
+            ana.bind(t_var, tvm.tirx.IntImm("int32", int(t)))
+            grid.append(int(ana.simplify(extents["blockIdx.x"])))
+        out.append((grid, block))
+    return out
 
 
 def kernel_grid(sch: tvm.s_tir.Schedule, ts: Sequence[int]) -> tuple[list[int], list[int]]:
-    """``(grid_x at each T of ts, block)`` of a scheduled shape-generic kernel (only ``blockIdx.x`` may vary)."""
-    t_var = sch.mod["main"].params[-1]
-    extents = dict(thread_bindings(sch.mod))
-    bad = sorted(set(extents) - {"blockIdx.x", "threadIdx.x", "threadIdx.y", "threadIdx.z"})
-    if bad:
-        raise ValueError(f"the kernel binds {bad}; the exporter launches blockIdx.x grids only")
-    block = [int(extents.get(f"threadIdx.{a}", 1)) for a in "xyz"]  # ValueError if a thread extent follows T
-    grid = []
-    for t in ts:
-        ana = tvm.sym.Analyzer()
-        ana.bind(t_var, tvm.tirx.IntImm("int32", int(t)))
-        grid.append(int(ana.simplify(extents["blockIdx.x"])))
-    return grid, block
+    """``(grid_x at each T of ts, block)`` of a one-kernel shape-generic function."""
+    launches = kernel_launches(sch, ts)
+    if len(launches) != 1:
+        raise ValueError(f"the function launches {len(launches)} kernels; use kernel_launches")
+    return launches[0]
+
+
+def workspace_bytes(sch: tvm.s_tir.Schedule, t: int) -> dict[str, int]:
+    """``{kernel parameter: bytes at T = t}`` of the global buffers TVM's host code would allocate between
+    kernels (split-K's parts)."""
+    func = sch.mod["main"]
+    ana = tvm.sym.Analyzer()
+    ana.bind(func.params[-1], tvm.tirx.IntImm("int32", int(t)))
+    out = {}
+    for buf in func.body.block.alloc_buffers:
+        if buf.scope() == "global":
+            n = 1
+            for dim in buf.shape:
+                n *= int(ana.simplify(dim))
+            out[f"{buf.name.replace('.', '_')}_ptr"] = n * tvm.DataType(buf.dtype).bits // 8  # as TVM names it
+    return out
 
 
 def _split_source(source: str) -> tuple[str, str]:
-    """(TVM's preamble, the kernel's declaration and definition) of a one-kernel source."""
+    """(TVM's preamble, the kernels' declarations and definitions) of a function's source."""
     m = _DECL.search(source)
-    if m is None or len(parse_kernels(source)) != 1:
-        raise ValueError("expected exactly one CUDA kernel in TVM's source")
-    body = source[m.start() :]
-    if body.count("main_kernel") != 2:
-        raise ValueError("the kernel's source names main_kernel other than in its declaration and definition")
-    return source[: m.start()], body
+    if m is None:
+        raise ValueError("expected a CUDA kernel in TVM's source")
+    return source[: m.start()], source[m.start() :]
 
 
 def export_workload(
-    wl: DynamicWorkload, target: tvm.target.Target, limits_name: str, per_module: int, keys: Sequence[str] = ()
+    wl: DynamicWorkload,
+    target: tvm.target.Target,
+    limits_name: str,
+    per_module: int,
+    keys: Sequence[str] = (),
+    split_k: Sequence[int] = (1,),
+    interleave: Sequence[bool] = (False,),
 ) -> dict:
     """Every micro-kernel of ``wl``'s CUDA space (or those of ``keys``) as source bundles, blocks and grids over
-    its T range."""
-    space = MicroKernelSpace(target, wl.dtype, device_limits=profile(limits_name), kind=wl.kind)
+    its T range; ``split_k``, ``interleave``: the space's CUDA options (``MicroKernelSpace``)."""
+    split_k = split_k if wl.kind != "bmm_nn" else (1,)
+    limits = profile(limits_name)
+    space = MicroKernelSpace(
+        target, wl.dtype, static_k(wl), limits, kind=wl.kind, split_k=split_k, interleave=interleave
+    )
     chosen = [space.get(k) for k in keys] if keys else space.kernels
     lo, hi = wl.t_range
     ts = list(range(lo, hi + 1))
@@ -89,17 +133,28 @@ def export_workload(
                 with target:
                     lib = tvm.tirx.build(sch.mod, target)
             source = next(str(m.inspect_source("")) for m in lib.imports)
-            params = parse_kernels(source)[0][2]
-            if params != ["A_ptr", "B_ptr", "C_ptr", "T"]:
-                raise ValueError(f"unexpected kernel parameters {params}")
+            found = parse_kernels(source)
+            launches = kernel_launches(sch, ts)
+            workspace = workspace_bytes(sch, ts[-1])
+            if len(found) != len(launches):
+                raise ValueError(f"{len(found)} kernels in the source, {len(launches)} loop nests bound to threads")
+            for _, _, params in found:
+                if not {"T", "C_ptr"} & set(params) or set(params) - {"A_ptr", "B_ptr", "C_ptr", "T"} - set(workspace):
+                    raise ValueError(f"unexpected kernel parameters {params}")
             pre, body = _split_source(source)
             if preamble is None:
                 preamble = pre
             elif pre != preamble:
                 raise ValueError("TVM's preamble differs from the other kernels'")
-            entry["grid"], entry["block"] = kernel_grid(sch, ts)
-            entry["index"] = len(bodies)
-            bodies.append(body.replace("main_kernel", f"k{len(bodies)}"))
+            index = len(bodies)
+            entry["launches"] = [
+                {"name": name.replace("main_kernel", f"k{index}"), "grid": grid, "block": block, "params": params}
+                for (name, _, params), (grid, block) in zip(found, launches)
+            ]
+            entry["grid"], entry["block"] = launches[0]
+            entry["workspace"] = sum(workspace.values())
+            entry["index"] = index
+            bodies.append(_MAIN.sub(rf"k{index}\1", body))
         except Exception as err:  # noqa: BLE001 - recorded; the runner skips it
             entry["error"] = f"{type(err).__name__}: {err}"
         kernels.append(entry)
@@ -117,10 +172,30 @@ def export_workload(
     }
 
 
-def _one(args: tuple[str, Any, str, str, int]) -> tuple[str, int, int, float]:
-    out, wl_json, target_json, limits_name, per_module = args
-    wl = DynamicWorkload.from_json(wl_json)
-    data = export_workload(wl, tvm.target.Target(json.loads(target_json)), limits_name, per_module)
+def best_keys(results: str, name: str, top: int) -> list[str]:
+    """The kernels among the ``top`` fastest at any phase-1 T of an earlier run (``dietcode_runner``'s
+    ``results.npz``), in the space's order: where a new option (split-K) is tried on kernels known to be good."""
+    with np.load(os.path.join(results, "results.npz")) as z:
+        keys = [str(k) for k in z[f"{name}/keys"]]
+        ok = z[f"{name}/p1_error"] == 0
+        med = np.where(ok, np.nanmedian(np.where(ok[..., None], z[f"{name}/p1_seconds"], np.inf), axis=2), np.inf)
+    picked = {int(i) for col in range(med.shape[1]) for i in np.argsort(med[:, col])[:top] if np.isfinite(med[i, col])}
+    return [keys[i] for i in sorted(picked)]
+
+
+def _one(job: dict[str, Any]) -> tuple[str, int, int, float]:
+    wl = DynamicWorkload.from_json(job["workload"])
+    split_k, interleave, also = job["split_k"], job["interleave"], job["also"]
+    keys: list[str] = []
+    if job["from_run"]:
+        split_k = split_k if wl.kind != "bmm_nn" else [1]
+        base = [MicroKernel.from_key(k) for k in best_keys(job["from_run"], wl.name, job["from_top"])]
+        variants = [dataclasses.replace(k, split_k=s, interleave=v) for v in interleave for s in split_k for k in base]
+        keys = [k.key for k in variants if not split_k_error(wl, k)]
+        keys += [k for k in also if k not in keys]
+    target = tvm.target.Target(job["target"])
+    data = export_workload(wl, target, job["profile"], job["per_module"], keys, split_k, interleave)
+    out = job["out"]
     with gzip.open(os.path.join(out, f"{wl.name}.json.gz"), "wt") as f:
         json.dump(data, f)
     errors = sum("error" in k for k in data["kernels"])
@@ -137,7 +212,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--n-shapes", type=int, default=8, help="T the tuner samples (DietCodeTuner's n_shapes)")
     p.add_argument("--per-module", type=int, default=64)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--split-k", default="1", help="split-K parts the space offers (comma separated, SPLIT_K)")
+    p.add_argument("--interleave", action="store_true", help="the space's kernels also with interleaved threads")
+    p.add_argument("--from-run", default="", help="an earlier run's results: export only its best kernels ...")
+    p.add_argument("--from-top", type=int, default=4, help="... the top N at any phase-1 T, with each --split-k")
+    p.add_argument("--also-keys", default="", help="with --from-run: JSON {workload: [key]} exported as well")
     args = p.parse_args(argv)
+    also: dict[str, list[str]] = {}
+    if args.also_keys:
+        with open(args.also_keys) as f:
+            also = json.load(f)
+    split_k = [int(s) for s in args.split_k.split(",")]
+    interleave = [False, True] if args.interleave else [False]
     os.makedirs(args.out, exist_ok=True)
     target = {"kind": "cuda", "arch": args.arch}
     wls = bert_workloads()
@@ -155,10 +241,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sampled": {str(s): v for s, v in sampled.items()},
         "phase1_ts": sorted({t for v in sampled.values() for t in v}),
         "workloads": names,
+        "split_k": split_k,
+        "interleave": interleave,
+        "from_run": {"results": args.from_run, "top": args.from_top} if args.from_run else None,
     }
     with open(os.path.join(args.out, "plan.json"), "w") as f:
         json.dump(plan, f, indent=1)
-    jobs = [(args.out, wls[n].to_json(), json.dumps(target), args.device_profile, args.per_module) for n in names]
+    jobs = [
+        {"out": args.out, "workload": wls[n].to_json(), "target": target, "profile": args.device_profile,
+         "per_module": args.per_module, "split_k": split_k, "interleave": interleave, "from_run": args.from_run,
+         "from_top": args.from_top, "also": also.get(n, [])}
+        for n in names
+    ]  # fmt: skip
     with ProcessPoolExecutor(args.jobs) as pool:
         for name, n, errors, secs in pool.map(_one, jobs):
             print(f"{name}: {n} kernels, {errors} not exported, {secs:.0f} s", flush=True)

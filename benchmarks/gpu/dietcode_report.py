@@ -103,7 +103,14 @@ def replay_table(task: Any, d: dict, ts1: list[int]) -> dict:
 
 
 def tune_replayed(
-    d: dict, target: Any, seed: int, features: str, rounds: int, per_round: int, dispatch_costs: str = "measured"
+    d: dict,
+    target: Any,
+    seed: int,
+    features: str,
+    rounds: int,
+    per_round: int,
+    dispatch_costs: str = "measured",
+    split_k: tuple[int, ...] = (1,),
 ) -> dict:
     """One replayed tuning run: the kernel its dispatcher picks at every T, and what it measured and deployed."""
     from adatune.dietcode import DietCodeTuner
@@ -113,7 +120,7 @@ def tune_replayed(
     wl = DynamicWorkload.from_json(d["workload"])
     tuner = DietCodeTuner(
         wl, target, rounds=rounds, kernels_per_round=per_round, seed=seed, features=features,
-        dispatch_costs=dispatch_costs,
+        dispatch_costs=dispatch_costs, split_k=split_k if wl.kind != "bmm_nn" else (1,),
     )  # fmt: skip
     missing = set(d["keys"]) ^ {k.key for k in tuner.kernels}
     if missing:
@@ -133,11 +140,12 @@ def tune_replayed(
 def _job(job: tuple) -> tuple:
     """A pool worker: ``(name, features, seed, tune_replayed's dict or an error string)``."""
     batch, results, ts1, name, target, seed, feat, rounds, per_round, dispatch_costs = job
-    _, data, _ = load(batch, results, [name])
+    plan, data, _ = load(batch, results, [name])
     d = data[name]
     d["ts1"] = ts1
     try:
-        return name, feat, seed, tune_replayed(d, target, seed, feat, rounds, per_round, dispatch_costs)
+        split_k = tuple(plan.get("split_k", [1]))  # the exported space's (batches before split-K: none)
+        return name, feat, seed, tune_replayed(d, target, seed, feat, rounds, per_round, dispatch_costs, split_k)
     except Exception as err:  # noqa: BLE001 - one arm failing is reported, not fatal
         return name, feat, seed, f"{type(err).__name__}: {err}"
 

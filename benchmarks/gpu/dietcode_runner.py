@@ -7,8 +7,12 @@ Standalone (numpy, CuPy, PyTorch, nvcc)::
 1. nvcc builds every module of the batch (``-cubin -arch=<plan's arch> -O3``, all cores at once).
 2. Phase 1, per workload: every kernel of the space at every T the tuning seeds sample (the plan's
    ``phase1_ts``, seed 0's first), so the tuner can be replayed here on real timings.
-3. Phase 2, per workload: the kernels among the best ``--top`` at any phase-1 T, at every T of the range, so
-   whatever the replayed tuner deploys, and the per-shape best, are timed at every T.
+3. Phase 2, per workload: the kernels among the best ``--top`` at any phase-1 T, and those ``--p2-keys`` names
+   (what a tuner replayed beforehand deploys), at every T of the range.
+
+A kernel is one or more launches (a split-K kernel: its parts, then their sum into C), each with its grid per T;
+the buffer between them is one workspace sized for the largest kernel. A kernel's time is one call's (all its
+launches).
 
 Each (kernel, T): C filled with NaN, one launch, checked against PyTorch's float32 product (TF32 off;
 rtol = atol = 1e-3), one launch timed with CUDA events to size the batch, then ``n`` launches captured in a CUDA
@@ -125,10 +129,24 @@ class Bench:
 
         return time_op(self.op, self.args.cublas_number, self.args.repeat, self.torch)
 
-    def kernel(self, fn: Any, grid: int, block: list[int]) -> tuple[int, list[float]]:
-        """(error, seconds per launch of each replay) of one kernel at the current T."""
+    def workspace(self, nbytes: int) -> None:
+        """Room for the buffers a kernel's launches pass between them (split-K's parts), the largest asked for."""
+        if nbytes > getattr(self, "ws_bytes", 0):
+            self.ws = self.cp.empty(nbytes // 4 + 1, dtype=np.float32)
+            self.ws_bytes = nbytes
+
+    def kernel(self, launches: list[tuple[Any, int, list[int], list[str]]]) -> tuple[int, list[float]]:
+        """(error, seconds per call of each replay) of one kernel at the current T: its launches ``(function,
+        grid, block, parameter names)`` in order (one, or a split-K kernel's parts and their sum)."""
         cp, s = self.cp, self.stream
-        launch = lambda: fn((grid, 1, 1), tuple(block), self.args_cp)  # noqa: E731
+        named = {"A_ptr": self.args_cp[0], "B_ptr": self.args_cp[1], "C_ptr": self.args_cp[2], "T": self.args_cp[3]}
+        calls = [(fn, grid, block, [named.get(p, getattr(self, "ws", None)) for p in params])
+                 for fn, grid, block, params in launches]  # fmt: skip
+
+        def launch() -> None:
+            for fn, grid, block, args in calls:
+                fn((grid, 1, 1), tuple(block), args)
+
         self.c_cp.fill(np.nan)
         cp.cuda.Device().synchronize()
         with s:
@@ -189,13 +207,15 @@ def _phase(
         for row, k in enumerate(kernels):
             if errors[row, col] != NOT_MEASURED:
                 continue
-            if (row, col) in skip or k["slot"] not in fns:
+            if (row, col) in skip or (k["slot"], 0) not in fns:
                 errors[row, col] = RUNTIME_DEVICE if (row, col) in skip else COMPILE_DEVICE
                 continue
             with open(progress, "w") as f:
                 f.write(f"{row} {col}")
             try:
-                err, secs = bench.kernel(fns[k["slot"]], k["grid"][t - bench.t_lo], k["block"])
+                calls = [(fns[(k["slot"], n)], grid[t - bench.t_lo], block, params)
+                         for n, (grid, block, params) in enumerate(_launches(k))]  # fmt: skip
+                err, secs = bench.kernel(calls)
             except Exception as e:  # noqa: BLE001 - a launch error that left the context usable
                 err, secs = RUNTIME_DEVICE, []
                 log(f"  {k['key']} T={t}: {type(e).__name__}: {str(e)[:200]}")
@@ -204,6 +224,13 @@ def _phase(
                 seconds[row, col, : len(secs)] = secs
         cublas[col, 1] = bench.cublas()
         save()
+
+
+def _launches(k: dict) -> list[tuple[list[int], list[int], list[str]]]:
+    """(grid per T, block, parameter names) of each launch of an exported kernel (older batches: one launch)."""
+    if "launches" in k:
+        return [(c["grid"], c["block"], c["params"]) for c in k["launches"]]
+    return [(k["grid"], k["block"], ["A_ptr", "B_ptr", "C_ptr", "T"])]
 
 
 def run_workload(batch: str, name: str, cubins: dict[int, str], args: argparse.Namespace, start: float) -> None:
@@ -217,7 +244,7 @@ def run_workload(batch: str, name: str, cubins: dict[int, str], args: argparse.N
     kernels = [k for k in data["kernels"] if "error" not in k]
     for k in kernels:
         k["slot"] = k["index"]
-    fns: dict[int, Any] = {}
+    fns: dict[tuple[int, int], Any] = {}
     modules: dict[int, Any] = {}
     for k in kernels:
         path = cubins.get(k["module"], "error")
@@ -225,8 +252,11 @@ def run_workload(batch: str, name: str, cubins: dict[int, str], args: argparse.N
             continue
         if k["module"] not in modules:
             modules[k["module"]] = cp.RawModule(path=path)
-        fns[k["slot"]] = modules[k["module"]].get_function(k["name"])
+        names = [c["name"] for c in k["launches"]] if "launches" in k else [k["name"]]
+        for n, fn_name in enumerate(names):
+            fns[(k["slot"], n)] = modules[k["module"]].get_function(fn_name)
     bench = Bench(data["workload"], args)
+    bench.workspace(max([int(k.get("workspace", 0)) for k in kernels] + [4]))
     bench.t_lo = int(data["ts"][0])
     scratch = os.path.join(args.work, f"{name}.npz")
     progress = os.path.join(args.work, f"{name}.progress")
@@ -289,6 +319,8 @@ def run_workload(batch: str, name: str, cubins: dict[int, str], args: argparse.N
         for col in range(len(ts1)):
             good = np.flatnonzero(np.isfinite(med[:, col]))
             pick += [int(i) for i in good[np.argsort(med[good, col])][: args.top] if int(i) not in pick]
+        wanted = _p2_keys(args, name)  # and the kernels asked for (e.g. what a replayed tuner deploys)
+        pick += [i for i, k in enumerate(kernels) if k["key"] in wanted and i not in pick]
         p2_k = np.array(pick, dtype=np.int32)
         p2_s = np.full((len(pick), len(all_ts), r), np.nan)
         p2_e = np.full((len(pick), len(all_ts)), NOT_MEASURED, dtype=np.int8)
@@ -317,6 +349,14 @@ def run_workload(batch: str, name: str, cubins: dict[int, str], args: argparse.N
     )
 
 
+def _p2_keys(args: argparse.Namespace, name: str) -> set[str]:
+    """The keys ``--p2-keys`` (JSON ``{workload: [key, ...]}``) asks phase 2 to time at every T."""
+    if not getattr(args, "p2_keys", ""):
+        return set()
+    with open(args.p2_keys) as f:
+        return set(json.load(f).get(name, []))
+
+
 def _child(batch: str, name: str, cubins: dict[int, str], args: argparse.Namespace, start: float) -> None:
     try:
         run_workload(batch, name, cubins, args, start)
@@ -338,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
     p.add_argument("--work", default="/tmp/dietcode_gpu")
     p.add_argument("--workloads", default="", help="subset of the plan's workloads (comma separated)")
+    p.add_argument("--p2-keys", default="", help="JSON {workload: [kernel key]}: also timed at every T in phase 2")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.work, exist_ok=True)

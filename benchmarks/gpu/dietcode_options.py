@@ -1,0 +1,222 @@
+"""What the CUDA micro-kernel options buy on a GPU, from a ``dietcode_runner`` run of an options batch.
+
+    python -m benchmarks.gpu.dietcode_options --batch BATCH --results DIR --out DIR [--chosen PER_T_CSV]
+
+The batch (``dietcode_export --from-run EARLIER --from-top N --split-k 1,2,4,8 --interleave``) holds the kernels
+among the N best at any phase-1 T of an earlier run, each plain, split into 2/4/8 parts of its reduction, and with
+interleaved threads. Phase 1 timed every one of them and cuBLAS at the same T, so at each of those T the best of
+each group is exact and the groups compare in one pass: plain, +interleave, +split-K, both. ``--chosen``: a
+``dietcode_report``'s ``per_t.csv``; the kernels its replayed tuner deploys (exported with ``--also-keys`` and timed
+at every T of the range by ``dietcode_runner --p2-keys``) are then judged against cuBLAS at every T, not only where
+an earlier phase 2 happened to time them. Writes ``results.json``, ``options.csv``, ``deployed.csv``,
+``summary.md`` and ``options.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from adatune.dietcode import MicroKernel
+from benchmarks.models.seeds import ratio_interval
+
+__all__ = ["GROUPS", "group_best", "main"]
+
+#: option groups: which kernels each may use
+GROUPS: dict[str, Callable[[MicroKernel], bool]] = {
+    "plain": lambda k: k.split_k == 1 and not k.interleave,
+    "interleave": lambda k: k.split_k == 1,
+    "split_k": lambda k: not k.interleave,
+    "both": lambda k: True,
+}
+OK = 0
+
+
+def _median(seconds: np.ndarray, errors: np.ndarray) -> np.ndarray:
+    """Median seconds per (kernel, T), +inf where the kernel failed or was not timed."""
+    good = errors == OK
+    with np.errstate(all="ignore"):
+        med = np.nanmedian(np.where(good[..., None], seconds, np.nan), axis=2)
+    return np.where(good & np.isfinite(med), med, np.inf)
+
+
+def group_best(keys: Sequence[str], med: np.ndarray) -> dict[str, np.ndarray]:
+    """Best seconds at each column of ``med`` among each group's kernels (+inf where none was timed)."""
+    kernels = [MicroKernel.from_key(k) for k in keys]
+    out = {}
+    for name, member in GROUPS.items():
+        rows = [i for i, k in enumerate(kernels) if member(k)]
+        out[name] = med[rows].min(axis=0) if rows else np.full(med.shape[1], np.inf)
+    return out
+
+
+def _geomean(x: np.ndarray) -> float:
+    x = x[np.isfinite(x) & (x > 0)]
+    return float(np.exp(np.log(x).mean())) if len(x) else float("nan")
+
+
+def _chosen(path: str) -> dict[tuple[str, int], dict[int, str]]:
+    out: dict[tuple[str, int], dict[int, str]] = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            if row["features"] == "program":
+                out.setdefault((row["workload"], int(row["seed"])), {})[int(row["T"])] = row["kernel"]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    p.add_argument("--batch", required=True)
+    p.add_argument("--results", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--chosen", default="", help="a dietcode_report's per_t.csv: its deployed kernels at every T")
+    args = p.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.batch, "plan.json")) as f:
+        plan = json.load(f)
+    with open(os.path.join(args.results, "meta.json")) as f:
+        meta = json.load(f)
+    z = np.load(os.path.join(args.results, "results.npz"))
+    ts1 = list(plan["phase1_ts"])
+    chosen = _chosen(args.chosen) if args.chosen else {}
+    report: dict[str, Any] = {"device": meta.get("nvidia_smi", ""), "plan": plan, "workloads": {}}
+    option_rows, deployed_rows = [], []
+    curves: dict[str, dict[str, Any]] = {}
+    for name in plan["workloads"]:
+        if f"{name}/keys" not in z.files:
+            continue
+        keys = [str(k) for k in z[f"{name}/keys"]]
+        with gzip.open(os.path.join(args.batch, f"{name}.json.gz"), "rt") as f:
+            ts = json.load(f)["ts"]
+        med1 = _median(z[f"{name}/p1_seconds"], z[f"{name}/p1_error"])
+        cub1 = np.nanmedian(z[f"{name}/cublas_p1"], axis=1)
+        best = group_best(keys, med1)
+        for c, t in enumerate(ts1):
+            option_rows.append([name, t, cub1[c]] + [best[g][c] for g in GROUPS])
+        w: dict[str, Any] = {
+            "kernels": len(keys),
+            "wrong_or_failed_cells": int(((z[f"{name}/p1_error"] != OK) & (z[f"{name}/p1_error"] != -1)).sum()),
+            "cublas_drift_median": float(
+                np.nanmedian(np.abs(np.log(z[f"{name}/cublas_p1"][:, 1] / z[f"{name}/cublas_p1"][:, 0])))
+            ),
+            "speed_vs_cublas_phase1": {g: _geomean(cub1 / best[g]) for g in GROUPS},
+            "min_speed_vs_cublas_phase1": {g: float(np.min(cub1 / best[g])) for g in GROUPS},
+            "split_k_of_the_best": {},
+        }
+        kernels = [MicroKernel.from_key(k) for k in keys]
+        winners = [kernels[int(np.argmin(med1[:, c]))] for c in range(len(ts1))]
+        w["split_k_of_the_best"] = {str(t): k.split_k for t, k in zip(ts1, winners)}
+        p2_rows = [int(i) for i in z[f"{name}/p2_kernels"]]
+        med2 = _median(z[f"{name}/p2_seconds"], z[f"{name}/p2_error"]) if p2_rows else np.zeros((0, len(ts)))
+        cub2 = np.nanmedian(z[f"{name}/cublas_p2"], axis=1)
+        p2_keys = [keys[i] for i in p2_rows]
+        best2 = med2.min(axis=0) if p2_rows else np.full(len(ts), np.inf)
+        w["speed_vs_cublas_all_t_best_timed"] = _geomean(cub2 / best2)
+        curves[name] = {
+            "ts": ts,
+            "best": cub2 / best2,
+            "ts1": ts1,
+            "plain": cub1 / best["plain"],
+            "both": cub1 / best["both"],
+        }
+        per_seed = []
+        for (wname, seed), by_t in sorted(chosen.items()):
+            if wname != name:
+                continue
+            lat = np.array(
+                [med2[p2_keys.index(by_t[t])][ts.index(t)] if by_t.get(t) in p2_keys else np.inf for t in ts]
+            )
+            speed = cub2 / lat
+            per_seed.append(_geomean(speed))
+            curves[name].setdefault("deployed", {})[seed] = speed
+            for t, s, k in zip(ts, speed, (by_t.get(t, "") for t in ts)):
+                deployed_rows.append([name, seed, t, k, s])
+            w.setdefault("deployed", {})[str(seed)] = {
+                "speed_vs_cublas_all_t": _geomean(speed),
+                "min_speed_vs_cublas": float(np.min(speed[np.isfinite(speed)])) if np.isfinite(speed).any() else None,
+                "ts_at_or_above_0.9": int((speed >= 0.9).sum()),
+                "ts_not_timed": int((~np.isfinite(speed)).sum()),
+            }
+        if per_seed:
+            gm, lo, hi = ratio_interval(per_seed)
+            w["deployed_speed_vs_cublas_all_t"] = {"geomean": gm, "ci95": [lo, hi], "per_seed": per_seed}
+        report["workloads"][name] = w
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(report, f, indent=1, default=float)
+    with open(os.path.join(args.out, "options.csv"), "w", newline="") as f:
+        csv.writer(f).writerows([["workload", "T", "cublas_s"] + [f"best_{g}_s" for g in GROUPS]] + option_rows)
+    with open(os.path.join(args.out, "deployed.csv"), "w", newline="") as f:
+        csv.writer(f).writerows([["workload", "seed", "T", "kernel", "speed_vs_cublas"]] + deployed_rows)
+    _summary(args, report)
+    _plot(curves, os.path.join(args.out, "options.png"))
+    print(open(os.path.join(args.out, "summary.md")).read())
+    return 0
+
+
+def _summary(args: argparse.Namespace, report: dict) -> None:
+    lines = [
+        "# CUDA micro-kernel options on the GPU (best of each group vs cuBLAS)",
+        "",
+        f"Device: `{report['device'].strip().splitlines()[-1] if report['device'].strip() else '?'}`",
+        "",
+        f"Command: `python -m benchmarks.gpu.dietcode_options --batch {args.batch} --results {args.results} "
+        f"--out {args.out}" + (f" --chosen {args.chosen}`" if args.chosen else "`"),
+        "",
+        "Speed = cuBLAS seconds / kernel seconds (> 1: faster than cuBLAS), geometric mean over the phase-1 T "
+        f"({len(report['plan']['phase1_ts'])} T in [1, 128], every kernel of the batch and cuBLAS timed there in "
+        "one pass); in brackets the worst T. Groups: the batch's kernels plain, with interleaved threads, with "
+        "split-K, with either. `deployed`: the replayed tuner's kernels (`--chosen`, program features, seeds "
+        "0-2) timed at every T of the range, geometric mean over seeds and 95% t interval.",
+        "",
+        "| GEMM | kernels | plain | +interleave | +split-K | both | best timed, all T | deployed (no split), all T | "
+        "cuBLAS drift |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, w in report["workloads"].items():
+        s, m = w["speed_vs_cublas_phase1"], w["min_speed_vs_cublas_phase1"]
+        dep = w.get("deployed_speed_vs_cublas_all_t")
+        dep_txt = f"{dep['geomean']:.3f} [{dep['ci95'][0]:.3f}, {dep['ci95'][1]:.3f}]" if dep else "-"
+        lines.append(
+            f"| {name} | {w['kernels']} | "
+            + " | ".join(f"{s[g]:.3f} ({m[g]:.2f})" for g in GROUPS)
+            + f" | {w['speed_vs_cublas_all_t_best_timed']:.3f} | {dep_txt} | {100 * w['cublas_drift_median']:.2f}% |"
+        )
+    with open(os.path.join(args.out, "summary.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _plot(curves: dict[str, dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(curves)
+    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.4), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        c = curves[name]
+        ax.plot(c["ts"], c["best"], lw=1.2, label="best timed (any option)")
+        ax.plot(c["ts1"], c["plain"], "o", ms=3, label="best plain (phase-1 T)")
+        ax.plot(c["ts1"], c["both"], "s", ms=3, mfc="none", label="best with options (phase-1 T)")
+        for seed, speed in sorted(c.get("deployed", {}).items()):
+            ax.plot(c["ts"], speed, lw=0.8, alpha=0.6, label=f"deployed, seed {seed}")
+        ax.axhline(1.0, color="k", lw=0.6)
+        ax.axhline(0.9, color="k", lw=0.4, ls=":")
+        ax.set_title(name)
+        ax.set_xlabel("T")
+    axes[0][0].set_ylabel("speed vs cuBLAS")
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
