@@ -261,3 +261,22 @@ def test_runner_calls_every_launch_of_a_kernel_and_times_the_kernels_asked_for_a
     with np.load(os.path.join(args.work, "w.npz")) as z:
         assert list(z["p2_kernels"]) == [0, 1, 4]
         assert np.all(z["p2_error"][2] == runner.NO_ERROR)
+
+
+def test_runner_killed_by_sigterm_keeps_what_its_workloads_saved(
+    runner: types.ModuleType, tmp_path: os.PathLike
+) -> None:
+    batch = _batch(tmp_path, 3)
+    runner.Bench = _fake_bench(runner)
+    args = _args(tmp_path)
+    runner.run_workload(batch, "w", {0: "m.cubin"}, args, start=__import__("time").time())  # its scratch file
+    out = os.path.join(tmp_path, "out")
+    handler = runner.merge_on_term(argparse.Namespace(**vars(args), out=out), ["w"], {"workloads": {}})
+    with pytest.raises(SystemExit) as stop:
+        handler(15, None)
+    assert stop.value.code == 128 + 15
+    z = np.load(os.path.join(out, "results.npz"))
+    assert z["w/p1_error"].shape == (3, 4) and np.all(z["w/p1_error"][:2] == runner.NO_ERROR)
+    assert np.all(z["w/p1_error"][2] == runner.WRONG_ANSWER)  # the fake's k2, recorded as such
+    with open(os.path.join(out, "meta.json")) as f:
+        assert json.load(f)["stopped_by_signal"] == 15

@@ -31,6 +31,7 @@ import gzip
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -412,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         env["nvidia_smi"] = f"{err}"
     ctx = multiprocessing.get_context("spawn")
     names = list(plan["workloads"])
+    signal.signal(signal.SIGTERM, merge_on_term(args, names, env))
 
     for i, name in enumerate(names):
         args.remaining = len(names) - i
@@ -439,6 +441,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge(args, names, env)
     log(f"all done in {time.time() - t0:.0f} s")
     return 0
+
+
+def merge_on_term(args: argparse.Namespace, names: list[str], env: dict) -> Any:
+    """A SIGTERM handler (``timeout``, a lease ending) that merges what the workloads saved so far (their scratch
+    files hold every finished T) into ``--out`` before the process exits: a cut run keeps what it measured."""
+
+    def handler(signum: int, frame: Any) -> None:
+        log(f"signal {signum}: merging what was measured, then stopping")
+        env["stopped_by_signal"] = signum
+        merge(args, names, env)
+        sys.exit(128 + signum)
+
+    return handler
 
 
 def merge(args: argparse.Namespace, names: list[str], env: dict) -> None:
