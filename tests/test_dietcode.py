@@ -47,7 +47,7 @@ from adatune.dietcode import (
     validate_range,
 )
 from adatune.dietcode._range_task import seconds_at
-from adatune.dietcode._schedule import _schedule_cpu, padding_units
+from adatune.dietcode._schedule import _schedule_cpu, padding_units, split_k_error
 from adatune.dietcode._select import calibrated_costs
 from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
@@ -497,12 +497,16 @@ CUDA_SM80 = tvm.target.Target({"kind": "cuda", "arch": "sm_80"}, host="llvm")
 
 
 def _cuda_picks(wl: DynamicWorkload) -> list[MicroKernel]:
+    """Three kernels of the sm_80 space, small to large; where the reduction is fixed, the middle one split-K
+    (its parts and their sum: two kernels and a workspace in the module)."""
     space = MicroKernelSpace(CUDA_SM80, "float32", 64)
     assert space.cores == SM80_LIMITS.multi_processor_count == 108 and space.device_limits == SM80_LIMITS
     for k in space.kernels:
         assert k.threads % 32 == 0 and k.threads <= 1024 and (k.mt + k.nt) * k.kt * 4 <= 48 << 10
     by_size = sorted(space.kernels, key=lambda k: (k.mt * k.nt, k.kt))
-    return [by_size[0], by_size[len(by_size) // 2], by_size[-1]]
+    middle = by_size[len(by_size) // 2]
+    split = dataclasses.replace(middle, split_k=2)
+    return [by_size[0], middle if split_k_error(wl, split) else split, by_size[-1]]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -517,6 +521,8 @@ def test_cuda_microkernels_compile_with_nvcc_for_sm80(kind: str, tmp_path: os.Pa
     for i in range(len(picks)):
         assert f"mk{i}_kernel" in src
     assert "__shared__" in src
+    if kind != "bmm_nn":  # the split-K pick: its parts, then their sum
+        assert picks[1].split_k == 2 and "mk1_kernel_1" in src
     cu = os.path.join(str(tmp_path), f"{kind}.cu")
     with open(cu, "w") as f:
         f.write(src)
