@@ -216,3 +216,24 @@ locked $PY -m benchmarks.dietcode --workloads qkv attn_out ffn1 ffn2 --arms torc
 locked $PY -m benchmarks.dietcode --workloads scores context qkv ffn2 --arms per-shape padded-largest torch numpy \
   dietcode --static-trials 64 --static-converge 24 \
   --out benchmarks/results/dietcode/zen4_paper_search  # ~39 min: against per-shape tuning to convergence, Zen 4
+locked $PY -m benchmarks.dietcode --workloads scores context --arms per-shape padded-largest torch numpy dietcode \
+  --static-trials 64 --static-converge 24 \
+  --out benchmarks/results/dietcode/zen4_paper_search_attn  # ~20 min: the attention GEMMs again, aligned + calibrated
+# GPU (DietCode's CUDA options; export and report run here, the runner on the GPU machine; see the README):
+#   $PY -m benchmarks.gpu.dietcode_report --batch benchmarks/results/gpu_dietcode/batch --results \
+#     benchmarks/results/gpu_dietcode/h200_run2 --out benchmarks/results/gpu_dietcode/h200_run2/report_calibrated \
+#     --features program
+#   $PY -m benchmarks.gpu.dietcode_export --out benchmarks/results/gpu_dietcode/batch_splitk --split-k 1,2,4,8 \
+#     --interleave --from-run benchmarks/results/gpu_dietcode/h200_run2 --from-top 6 \
+#     --also-keys benchmarks/results/gpu_dietcode/h200_run2/report_calibrated/deployed.json
+#   there: python benchmarks/gpu/dietcode_runner.py BATCH --out $OUT --top 3 --repeat 5 --budget 330 \
+#     --p2-keys deployed.json
+#   $PY -m benchmarks.gpu.dietcode_options --batch benchmarks/results/gpu_dietcode/batch_splitk \
+#     --results benchmarks/results/gpu_dietcode/h200_splitk --out benchmarks/results/gpu_dietcode/h200_splitk/report \
+#     --chosen benchmarks/results/gpu_dietcode/h200_run2/report_calibrated/per_t.csv
+#   (the same with --split-k 1,8,16,32 and no --interleave: batch_split32 / h200_split32, runner --top 2 --budget 60)
+#   $PY -m benchmarks.gpu.dietcode_export --out benchmarks/results/gpu_dietcode/batch_splitk_full --split-k 1,2,4,8 \
+#     --workloads qkv,ffn2
+#   there: python benchmarks/gpu/dietcode_runner.py BATCH --out $OUT --top 3 --repeat 5 --budget 290 --p1-share 0.9
+#   $PY -m benchmarks.gpu.dietcode_report --batch benchmarks/results/gpu_dietcode/batch_splitk_full \
+#     --results benchmarks/results/gpu_dietcode/h200_splitk_full --out benchmarks/results/gpu_dietcode/h200_splitk_full/report
