@@ -342,6 +342,11 @@ class MicroKernelSpace(CandidateSpace):
         self.dtype = dtype
         self.device = "cuda" if target.kind.name == "cuda" else "cpu"
         if self.device == "cpu":
+            if set(split_k or (1,)) != {1} or True in interleave:
+                raise ValueError(
+                    "split_k and interleave are CUDA options; an x86 space takes split_k=(1,) and interleave=(False,); "
+                    f"got split_k={split_k!r}, interleave={interleave!r}"
+                )
             self.info: CpuInfo | None = cpu_info(target)
             self.device_limits: DeviceLimits | None = None
             tiles = _register_tiles(self.info)
