@@ -237,3 +237,11 @@ locked $PY -m benchmarks.dietcode --workloads scores context --arms per-shape pa
 #   there: python benchmarks/gpu/dietcode_runner.py BATCH --out $OUT --top 3 --repeat 5 --budget 290 --p1-share 0.9
 #   $PY -m benchmarks.gpu.dietcode_report --batch benchmarks/results/gpu_dietcode/batch_splitk_full \
 #     --results benchmarks/results/gpu_dietcode/h200_splitk_full --out benchmarks/results/gpu_dietcode/h200_splitk_full/report
+for s in 1 2; do
+  locked $PY -m benchmarks.dietcode --workloads scores context --arms per-shape padded-largest torch numpy dietcode \
+    --static-trials 64 --static-converge 24 --seed $s \
+    --out benchmarks/results/dietcode/zen4_paper_search_attn_seed$s  # ~19 min each
+done
+$PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen4_paper_search_attn \
+  benchmarks/results/dietcode/zen4_paper_search_attn_seed1 benchmarks/results/dietcode/zen4_paper_search_attn_seed2 \
+  --out benchmarks/results/dietcode/zen4_paper_search_attn_seeds  # no timing: the three runs over seeds

@@ -301,7 +301,7 @@ class MicroKernelSpace(CandidateSpace):
     the target's ``arch`` (``adatune.devices``); its occupancy term counts that device's SMs. ``split_k``
     (CUDA): the parts each kernel may also split its reduction into; default each of ``DEFAULT_SPLIT_K`` where the
     reduction is fixed (``static_k`` given, ``dense`` or ``bmm_nt``: on an H200 the best of BERT's dense GEMMs'
-    good kernels ran 1.02-1.23x cuBLAS with splits and 0.38-0.82x without; FFN2's 3,072-deep reduction gained
+    good kernels ran 1.02-1.24x cuBLAS with splits and 0.38-0.82x without; FFN2's 3,072-deep reduction gained
     from 16 and 32 parts, the 768-deep ones peaked at 8; see the README), ``(1,)`` for none. ``interleave``:
     whether kernels give each thread rows and columns a thread-tile apart (``(False,)``: adjacent only;
     ``(False, True)``: both; +0.4-1.8% on the same H200, so not by default).
