@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tvm
 
+import adatune
 from adatune.devices import profile
 from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dietcode._cost import num_tiles
@@ -83,7 +84,7 @@ def test_the_space_offers_splits_of_whole_steps_and_interleaving_only_when_asked
         MicroKernelSpace(CUDA, static_k=64, device_limits=h200, kind="bmm_nn", split_k=(1, 2))
     with pytest.raises(ValueError, match="split_k takes parts from"):
         MicroKernelSpace(CUDA, static_k=64, device_limits=h200, kind="dense", split_k=(1, 3))
-    host = __import__("adatune").target.host()
+    host = adatune.target.host()
     with pytest.raises(ValueError, match="CUDA options; an x86 space"):
         MicroKernelSpace(host, static_k=64, kind="dense", split_k=(1, 2))
     with pytest.raises(ValueError, match="CUDA options; an x86 space"):

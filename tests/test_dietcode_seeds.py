@@ -14,7 +14,7 @@ from benchmarks.dietcode.seeds import combine, main
 def _run(speed: float, vs_ps: float, below: list[int], passed: bool) -> dict:
     goal = {"workload": "scores", "speed_vs_torch_geomean": speed, "speed_vs_torch_worst": 0.8,
             "t_below_0_9": below, "vs_per_shape_at_tuned_t": vs_ps, "tuning_time_share": 0.05}  # fmt: skip
-    return {"goals": [goal], "gates": [{"workload": "scores", "passed": passed}]}
+    return {"goals": [goal], "meta": {"noise_gate": {"scores": {"passed": passed, "drift": 1.0}}}}
 
 
 def test_each_goal_is_a_geomean_over_the_runs_with_its_interval() -> None:
@@ -41,12 +41,8 @@ def test_the_command_reads_run_folders_and_their_gates(tmp_path: os.PathLike) ->
     for i, (speed, passed) in enumerate([(1.2, True), (1.0, False)]):
         d = os.path.join(tmp_path, f"run{i}")
         os.makedirs(d)
-        run = _run(speed, 1.0, [], passed)
         with open(os.path.join(d, "results.json"), "w") as f:
-            json.dump({"goals": run["goals"]}, f)
-        verdict = "**passed**" if passed else "**FAILED: noisy**"
-        with open(os.path.join(d, "summary.md"), "w") as f:
-            f.write(f"scores, framing the interleaved pass: Noise gate (...): drift 1.0x: {verdict}.\n")
+            json.dump(_run(speed, 1.0, [], passed), f)
         dirs.append(d)
     out = os.path.join(tmp_path, "out")
     assert main(["--runs", *dirs, "--out", out]) == 0

@@ -400,8 +400,8 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel, align: int = 1) -
             )
         if wl.b_panel:
             raise ValueError(f"CUDA micro-kernels read B row-major; {wl.name} packs it (b_panel={wl.b_panel})")
-        if split_k_error(wl, mk):
-            raise ValueError(split_k_error(wl, mk))
+        if why := split_k_error(wl, mk):
+            raise ValueError(why)
         _schedule_cuda(sch, wl, mk)
     else:
         raise ValueError(f"micro-kernel device must be 'cpu' or 'cuda', got {mk.device!r}")

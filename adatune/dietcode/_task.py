@@ -14,12 +14,13 @@ import numpy as np
 import tvm
 
 from .. import target as _target
+from ..devices import DeviceLimits
 from ..task import ArgSpec, TuningTask, register_task_kind, workload_key
 from ._schedule import schedule_microkernel
 from ._space import MicroKernel, MicroKernelSpace
 from ._workloads import DynamicWorkload
 
-__all__ = ["PREFIX", "DynamicGemmTask", "MicroKernelTask", "arg_specs_at", "static_k"]
+__all__ = ["PREFIX", "DynamicGemmTask", "MicroKernelTask", "arg_specs_at", "microkernel_space", "static_k"]
 
 PREFIX = "dietcode/"
 
@@ -28,6 +29,21 @@ def static_k(wl: DynamicWorkload) -> int:
     """The reduction depth the space sizes panels for (the range's top when the reduction is T)."""
     _, _, _, k = wl.gemm_extents(wl.t_range[1])
     return k
+
+
+def microkernel_space(
+    wl: DynamicWorkload,
+    target: _target.TargetLike,
+    split_k: Sequence[int] | None = None,
+    device_limits: DeviceLimits | None = None,
+    interleave: Sequence[bool] = (False,),
+) -> MicroKernelSpace:
+    """The micro-kernel space of ``wl`` on ``target``, sized for its reduction; ``split_k`` (CUDA; None: the
+    space's default) applies where the reduction is fixed, and a reduction over T (bmm NN) takes none."""
+    parts = (1,) if split_k is not None and wl.dynamic_axes()[2] else split_k
+    return MicroKernelSpace(
+        _target.create(target), wl.dtype, static_k(wl), device_limits, wl.kind, split_k=parts, interleave=interleave
+    )
 
 
 def arg_specs_at(wl: DynamicWorkload, t: int) -> list[ArgSpec]:
@@ -52,7 +68,7 @@ class DynamicGemmTask(TuningTask):
         self.name, self.args = name, args
         self.target = _target.create(target)
         self.workload_key = workload_key(self.name, self.args)
-        self._space = space or MicroKernelSpace(self.target, workload.dtype, static_k(workload), kind=workload.kind)
+        self._space = space or microkernel_space(workload, self.target)
 
     @property
     def space(self) -> MicroKernelSpace:

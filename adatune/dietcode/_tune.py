@@ -40,8 +40,8 @@ from ._program import FEATURE_KINDS
 from ._range_task import RangeTask, seconds_at
 from ._search import SEARCHES, propose_kernels
 from ._select import Compression, calibrated_costs, compress_votes
-from ._space import MicroKernel, MicroKernelSpace
-from ._task import static_k
+from ._space import MicroKernel
+from ._task import microkernel_space
 from ._workloads import DynamicWorkload
 
 __all__ = ["DISPATCH_COSTS", "Measurement", "DietCodeResult", "DietCodeTuner"]
@@ -158,10 +158,7 @@ class DietCodeTuner(Tuner):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
         self.shapes = sample_shapes(workload.t_range, n_shapes, np.random.default_rng(seed))
-        space = None
-        if split_k is not None:
-            k = static_k(workload)
-            space = MicroKernelSpace(self.target, workload.dtype, k, kind=workload.kind, split_k=split_k)
+        space = microkernel_space(workload, self.target, split_k) if split_k is not None else None
         task = RangeTask(workload, self.shapes, self.target, space)
         super().__init__(task, seed)
         self.n_rounds, self.per_round, self.max_kernels = rounds, kernels_per_round, max_kernels

@@ -6,7 +6,7 @@ Each run's ``results.json`` holds, per workload, DietCode's speed against PyTorc
 below 0.9x), its latency against per-shape tuning's at the T that tuned (``vs_per_shape_at_tuned_t``, where the run
 had that arm) and its tuning time as a share of per-shape's for every T. Here each is a geometric mean over the
 runs with its 95% Student-t interval on the log scale (``benchmarks.models.seeds.ratio_interval``), beside each
-run's noise gate. Writes ``seeds.json`` and ``summary.md``.
+run's noise gate (``meta.noise_gate``). Writes ``seeds.json`` and ``summary.md``.
 """
 
 from __future__ import annotations
@@ -27,31 +27,22 @@ METRICS = ("speed_vs_torch_geomean", "speed_vs_torch_worst", "vs_per_shape_at_tu
 
 
 def combine(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """``{workload: {metric: {"geomean", "ci95", "per_run"}, "t_below_0_9": [...], "gates": [...]}}``."""
+    """``{workload: {metric: {"geomean", "ci95", "per_run"}, "t_below_0_9": [...], "gates": [...]}}`` from runs'
+    ``results.json`` (each gate: whether the run's noise gate passed for that workload, None if it has none)."""
     out: dict[str, dict[str, Any]] = {}
     for run in runs:
-        gates = {g.get("workload"): g.get("passed") for g in run.get("gates", [])} if "gates" in run else {}
+        gates = run.get("meta", {}).get("noise_gate", {})
         for goal in run["goals"]:
             w = out.setdefault(goal["workload"], {"per_run": [], "t_below_0_9": [], "gates": []})
             w["per_run"].append({m: goal.get(m) for m in METRICS})
             w["t_below_0_9"].append(len(goal.get("t_below_0_9", [])))
-            w["gates"].append(gates.get(goal["workload"]))
+            w["gates"].append(gates.get(goal["workload"], {}).get("passed"))
     for w in out.values():
         for m in METRICS:
             values = [r[m] for r in w["per_run"] if isinstance(r[m], (int, float)) and r[m] > 0]
             if values:
                 gm, lo, hi = ratio_interval(values)
                 w[m] = {"geomean": gm, "ci95": [lo, hi], "per_run": values}
-    return out
-
-
-def _gates(run_dir: str) -> dict[str, bool]:
-    """Per workload, whether the run's noise gate passed (read from its summary's gate lines)."""
-    out: dict[str, bool] = {}
-    with open(os.path.join(run_dir, "summary.md")) as f:
-        for line in f:
-            if ", framing the interleaved pass: Noise gate" in line:
-                out[line.split(",")[0].strip()] = "**passed**" in line
     return out
 
 
@@ -72,9 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = []
     for d in args.runs:
         with open(os.path.join(d, "results.json")) as f:
-            run = json.load(f)
-        run["gates"] = [{"workload": w, "passed": ok} for w, ok in _gates(d).items()]
-        runs.append(run)
+            runs.append(json.load(f))
     combined = combine(runs)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "seeds.json"), "w") as f:

@@ -33,10 +33,10 @@ import tvm
 
 from adatune.cuda_export._kernel import parse_kernels
 from adatune.devices import profile
-from adatune.dietcode import MicroKernel, MicroKernelSpace
+from adatune.dietcode import MicroKernel
 from adatune.dietcode._cost import sample_shapes
 from adatune.dietcode._schedule import schedule_microkernel, split_k_error
-from adatune.dietcode._task import static_k
+from adatune.dietcode._task import microkernel_space
 from adatune.dietcode._workloads import DynamicWorkload, bert_workloads
 
 __all__ = ["export_workload", "kernel_grid", "kernel_launches", "main", "workspace_bytes"]
@@ -115,11 +115,7 @@ def export_workload(
 ) -> dict:
     """Every micro-kernel of ``wl``'s CUDA space (or those of ``keys``) as source bundles, blocks and grids over
     its T range; ``split_k``, ``interleave``: the space's CUDA options (``MicroKernelSpace``)."""
-    split_k = split_k if wl.kind != "bmm_nn" else (1,)
-    limits = profile(limits_name)
-    space = MicroKernelSpace(
-        target, wl.dtype, static_k(wl), limits, kind=wl.kind, split_k=split_k, interleave=interleave
-    )
+    space = microkernel_space(wl, target, split_k, profile(limits_name), interleave)
     chosen = [space.get(k) for k in keys] if keys else space.kernels
     lo, hi = wl.t_range
     ts = list(range(lo, hi + 1))
@@ -187,8 +183,7 @@ def _one(job: dict[str, Any]) -> tuple[str, int, int, float]:
     wl = DynamicWorkload.from_json(job["workload"])
     split_k, interleave, also = job["split_k"], job["interleave"], job["also"]
     keys: list[str] = []
-    if job["from_run"]:
-        split_k = split_k if wl.kind != "bmm_nn" else [1]
+    if job["from_run"]:  # each split that applies (split_k_error: none where the reduction follows T)
         base = [MicroKernel.from_key(k) for k in best_keys(job["from_run"], wl.name, job["from_top"])]
         variants = [dataclasses.replace(k, split_k=s, interleave=v) for v in interleave for s in split_k for k in base]
         keys = [k.key for k in variants if not split_k_error(wl, k)]

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from adatune.dietcode import MicroKernel
+from benchmarks.gpu.dietcode_report import NOT_MEASURED, OK, geomean_finite, load
 from benchmarks.models.seeds import ratio_interval
 
 __all__ = ["GROUPS", "group_best", "main"]
@@ -37,30 +38,19 @@ GROUPS: dict[str, Callable[[MicroKernel], bool]] = {
     "split_k": lambda k: not k.interleave,
     "both": lambda k: True,
 }
-OK = 0
-
-
-def _median(seconds: np.ndarray, errors: np.ndarray) -> np.ndarray:
-    """Median seconds per (kernel, T), +inf where the kernel failed or was not timed."""
-    good = errors == OK
-    with np.errstate(all="ignore"):
-        med = np.nanmedian(np.where(good[..., None], seconds, np.nan), axis=2)
-    return np.where(good & np.isfinite(med), med, np.inf)
 
 
 def group_best(keys: Sequence[str], med: np.ndarray) -> dict[str, np.ndarray]:
-    """Best seconds at each column of ``med`` among each group's kernels (+inf where none was timed)."""
+    """Best seconds at each column of ``med`` (NaN where a kernel failed or was not timed) among each group's
+    kernels (NaN where none was timed)."""
     kernels = [MicroKernel.from_key(k) for k in keys]
     out = {}
     for name, member in GROUPS.items():
         rows = [i for i, k in enumerate(kernels) if member(k)]
-        out[name] = med[rows].min(axis=0) if rows else np.full(med.shape[1], np.inf)
+        with warnings.catch_warnings():  # a column no kernel of the group was timed at is NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[name] = np.nanmin(med[rows], axis=0) if rows else np.full(med.shape[1], np.nan)
     return out
-
-
-def _geomean(x: np.ndarray) -> float:
-    x = x[np.isfinite(x) & (x > 0)]
-    return float(np.exp(np.log(x).mean())) if len(x) else float("nan")
 
 
 def _chosen(path: str) -> dict[tuple[str, int], dict[int, str]]:
@@ -80,46 +70,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--chosen", default="", help="a dietcode_report's per_t.csv: its deployed kernels at every T")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.batch, "plan.json")) as f:
-        plan = json.load(f)
-    with open(os.path.join(args.results, "meta.json")) as f:
-        meta = json.load(f)
-    z = np.load(os.path.join(args.results, "results.npz"))
+    plan, data, meta = load(args.batch, args.results)
     ts1 = list(plan["phase1_ts"])
     chosen = _chosen(args.chosen) if args.chosen else {}
     report: dict[str, Any] = {"device": meta.get("nvidia_smi", ""), "plan": plan, "workloads": {}}
     option_rows, deployed_rows = [], []
     curves: dict[str, dict[str, Any]] = {}
-    for name in plan["workloads"]:
-        if f"{name}/keys" not in z.files:
-            continue
-        keys = [str(k) for k in z[f"{name}/keys"]]
-        with gzip.open(os.path.join(args.batch, f"{name}.json.gz"), "rt") as f:
-            ts = json.load(f)["ts"]
-        med1 = _median(z[f"{name}/p1_seconds"], z[f"{name}/p1_error"])
-        cub1 = np.nanmedian(z[f"{name}/cublas_p1"], axis=1)
+    for name, d in data.items():
+        keys, ts, med1 = d["keys"], d["ts"], d["p1_med"]
+        cub1 = np.nanmedian(d["cublas_p1"], axis=1)
         best = group_best(keys, med1)
         for c, t in enumerate(ts1):
             option_rows.append([name, t, cub1[c]] + [best[g][c] for g in GROUPS])
+        kernels = [MicroKernel.from_key(k) for k in keys]
+        winners = [kernels[int(np.nanargmin(med1[:, c]))] for c in range(len(ts1))]
         w: dict[str, Any] = {
             "kernels": len(keys),
-            "wrong_or_failed_cells": int(((z[f"{name}/p1_error"] != OK) & (z[f"{name}/p1_error"] != -1)).sum()),
-            "cublas_drift_median": float(
-                np.nanmedian(np.abs(np.log(z[f"{name}/cublas_p1"][:, 1] / z[f"{name}/cublas_p1"][:, 0])))
-            ),
-            "speed_vs_cublas_phase1": {g: _geomean(cub1 / best[g]) for g in GROUPS},
-            "min_speed_vs_cublas_phase1": {g: float(np.min(cub1 / best[g])) for g in GROUPS},
-            "split_k_of_the_best": {},
+            "wrong_or_failed_cells": int(((d["p1_err"] != OK) & (d["p1_err"] != NOT_MEASURED)).sum()),
+            "cublas_drift_median": float(np.nanmedian(np.abs(np.log(d["cublas_p1"][:, 1] / d["cublas_p1"][:, 0])))),
+            "speed_vs_cublas_phase1": {g: geomean_finite(cub1 / best[g]) for g in GROUPS},
+            "min_speed_vs_cublas_phase1": {g: float(np.nanmin(cub1 / best[g])) for g in GROUPS},
+            "split_k_of_the_best": {str(t): k.split_k for t, k in zip(ts1, winners)},
         }
-        kernels = [MicroKernel.from_key(k) for k in keys]
-        winners = [kernels[int(np.argmin(med1[:, c]))] for c in range(len(ts1))]
-        w["split_k_of_the_best"] = {str(t): k.split_k for t, k in zip(ts1, winners)}
-        p2_rows = [int(i) for i in z[f"{name}/p2_kernels"]]
-        med2 = _median(z[f"{name}/p2_seconds"], z[f"{name}/p2_error"]) if p2_rows else np.zeros((0, len(ts)))
-        cub2 = np.nanmedian(z[f"{name}/cublas_p2"], axis=1)
-        p2_keys = [keys[i] for i in p2_rows]
-        best2 = med2.min(axis=0) if p2_rows else np.full(len(ts), np.inf)
-        w["speed_vs_cublas_all_t_best_timed"] = _geomean(cub2 / best2)
+        p2_keys = d["p2_keys"]
+        med2 = d["p2_med"] if d["p2_med"] is not None else np.full((0, len(ts)), np.nan)
+        cub2 = np.nanmedian(d["cublas_p2"], axis=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            best2 = np.nanmin(med2, axis=0) if len(p2_keys) else np.full(len(ts), np.nan)
+        w["speed_vs_cublas_all_t_best_timed"] = geomean_finite(cub2 / best2)
         curves[name] = {
             "ts": ts,
             "best": cub2 / best2,
@@ -132,15 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if wname != name:
                 continue
             lat = np.array(
-                [med2[p2_keys.index(by_t[t])][ts.index(t)] if by_t.get(t) in p2_keys else np.inf for t in ts]
+                [med2[p2_keys.index(by_t[t])][ts.index(t)] if by_t.get(t) in p2_keys else np.nan for t in ts]
             )
             speed = cub2 / lat
-            per_seed.append(_geomean(speed))
+            per_seed.append(geomean_finite(speed))
             curves[name].setdefault("deployed", {})[seed] = speed
             for t, s, k in zip(ts, speed, (by_t.get(t, "") for t in ts)):
                 deployed_rows.append([name, seed, t, k, s])
             w.setdefault("deployed", {})[str(seed)] = {
-                "speed_vs_cublas_all_t": _geomean(speed),
+                "speed_vs_cublas_all_t": geomean_finite(speed),
                 "min_speed_vs_cublas": float(np.min(speed[np.isfinite(speed)])) if np.isfinite(speed).any() else None,
                 "ts_at_or_above_0.9": int((speed >= 0.9).sum()),
                 "ts_not_timed": int((~np.isfinite(speed)).sum()),
@@ -176,7 +155,7 @@ def _summary(args: argparse.Namespace, report: dict) -> None:
         "split-K, with either. `deployed`: the replayed tuner's kernels (`--chosen`, program features, seeds "
         "0-2) timed at every T of the range, geometric mean over seeds and 95% t interval.",
         "",
-        "| GEMM | kernels | plain | +interleave | +split-K | both | best timed, all T | deployed (no split), all T | "
+        "| GEMM | kernels | plain | +interleave | +split-K | both | best timed, all T | deployed (--chosen), all T | "
         "cuBLAS drift |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

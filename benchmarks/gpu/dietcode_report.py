@@ -39,7 +39,7 @@ __all__ = ["main"]
 WRONG, NOT_MEASURED, OK = 5, -1, 0
 
 
-def _geomean(xs: Any) -> float:
+def geomean_finite(xs: Any) -> float:
     a = np.asarray(xs, dtype=np.float64)
     a = a[np.isfinite(a)]
     return float(np.exp(np.log(a).mean())) if len(a) else float("nan")
@@ -120,7 +120,7 @@ def tune_replayed(
     wl = DynamicWorkload.from_json(d["workload"])
     tuner = DietCodeTuner(
         wl, target, rounds=rounds, kernels_per_round=per_round, seed=seed, features=features,
-        dispatch_costs=dispatch_costs, split_k=split_k if wl.kind != "bmm_nn" else (1,),
+        dispatch_costs=dispatch_costs, split_k=split_k,
     )  # fmt: skip
     missing = set(d["keys"]) ^ {k.key for k in tuner.kernels}
     if missing:
@@ -197,15 +197,15 @@ def run_metrics(
     speed = ref["cublas"] / lat
     held = np.array([t not in set(sampled) for t in d["ts1"]])
     return {
-        "geomean_speed_vs_cublas_held_out": _geomean(speed1[held]),
-        "geomean_vs_per_shape_best_held_out": _geomean((lat1 / best1)[held]),
+        "geomean_speed_vs_cublas_held_out": geomean_finite(speed1[held]),
+        "geomean_vs_per_shape_best_held_out": geomean_finite((lat1 / best1)[held]),
         "ts_held_out": int(held.sum()),
-        "geomean_speed_vs_cublas": _geomean(speed1),
+        "geomean_speed_vs_cublas": geomean_finite(speed1),
         "min_speed_vs_cublas": float(np.nanmin(speed1)),
         "ts_at_or_above_0.9": int(np.sum(speed1 >= 0.9)),
         "ts_evaluated": len(d["ts1"]),
-        "geomean_vs_per_shape_best": _geomean(lat1 / best1),
-        "geomean_speed_vs_cublas_all_t": _geomean(speed),
+        "geomean_vs_per_shape_best": geomean_finite(lat1 / best1),
+        "geomean_speed_vs_cublas_all_t": geomean_finite(speed),
         "min_speed_vs_cublas_all_t": float(np.nanmin(speed)),
         "missing_ts": int(np.sum(~np.isfinite(lat))),
     }
@@ -322,8 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "replay_spread_median": float(np.nanmedian(np.nanmax(d["p1"], 2) / np.nanmin(d["p1"], 2) - 1)),
             "arms": {
                 k: {
-                    "geomean_speed_vs_cublas": _geomean(cub1 / v[cols1]),
-                    "geomean_speed_vs_cublas_all_t": _geomean(cub / v),
+                    "geomean_speed_vs_cublas": geomean_finite(cub1 / v[cols1]),
+                    "geomean_speed_vs_cublas_all_t": geomean_finite(cub / v),
                 }
                 for k, v in ref.items()
                 if k != "cublas"

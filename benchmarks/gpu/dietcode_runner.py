@@ -95,6 +95,8 @@ class Bench:
         self.kind, (self.d0, self.d1) = wl[1], wl[2]
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.t_lo = 1
+        self.ws: Any = None  # the buffer a kernel's launches pass between them (``workspace``)
+        self.ws_bytes = 0
 
     def shapes(self, t: int) -> list[tuple[int, ...]]:
         a, b = self.d0, self.d1
@@ -132,7 +134,7 @@ class Bench:
 
     def workspace(self, nbytes: int) -> None:
         """Room for the buffers a kernel's launches pass between them (split-K's parts), the largest asked for."""
-        if nbytes > getattr(self, "ws_bytes", 0):
+        if nbytes > self.ws_bytes:
             self.ws = self.cp.empty(nbytes // 4 + 1, dtype=np.float32)
             self.ws_bytes = nbytes
 
@@ -141,7 +143,7 @@ class Bench:
         grid, block, parameter names)`` in order (one, or a split-K kernel's parts and their sum)."""
         cp, s = self.cp, self.stream
         named = {"A_ptr": self.args_cp[0], "B_ptr": self.args_cp[1], "C_ptr": self.args_cp[2], "T": self.args_cp[3]}
-        calls = [(fn, grid, block, [named.get(p, getattr(self, "ws", None)) for p in params])
+        calls = [(fn, grid, block, [named.get(p, self.ws) for p in params])
                  for fn, grid, block, params in launches]  # fmt: skip
 
         def launch() -> None:
