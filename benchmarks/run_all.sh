@@ -237,6 +237,9 @@ locked $PY -m benchmarks.dietcode --workloads scores context --arms per-shape pa
 #   there: python benchmarks/gpu/dietcode_runner.py BATCH --out $OUT --top 3 --repeat 5 --budget 290 --p1-share 0.9
 #   $PY -m benchmarks.gpu.dietcode_report --batch benchmarks/results/gpu_dietcode/batch_splitk_full \
 #     --results benchmarks/results/gpu_dietcode/h200_splitk_full --out benchmarks/results/gpu_dietcode/h200_splitk_full/report
+#   (the same for attention-out and FFN1: --workloads attn_out,ffn1, batch_splitk_rest / h200_splitk_rest, runner
+#   --budget 300; and FFN2 with 16 and 32 parts: --split-k 1,2,4,8,16,32 --workloads ffn2, batch_splitk32_ffn2 /
+#   h200_splitk32_ffn2, runner --budget 300)
 for s in 1 2; do
   locked $PY -m benchmarks.dietcode --workloads scores context --arms per-shape padded-largest torch numpy dietcode \
     --static-trials 64 --static-converge 24 --seed $s \
