@@ -187,6 +187,19 @@ locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 1
   --out benchmarks/results/models_zen4  # ~14 min: static BERT-base on Zen 4 (its log feeds the next run)
 locked $PY -m benchmarks.models --models resnet18 --arms rfei-ae --budget-min 10 --checkpoints 2 \
   --out benchmarks/results/models_zen4_resnet18  # ~13 min: ResNet-18 on Zen 4
+for s in 1 2; do
+  locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --fast-math \
+    --seed $s --out benchmarks/results/models_zen4_seed$s  # ~14 min each: BERT-base's seeds 1 and 2
+done
+$PY -m benchmarks.models.seeds benchmarks/results/models_zen4 benchmarks/results/models_zen4_seed1 \
+  benchmarks/results/models_zen4_seed2 --out benchmarks/results/models_zen4_bert_seeds
+for s in 0 1 2; do
+  locked $PY -m benchmarks.models --models resnet18 --arms rfei-ae --budget-min 15 --checkpoints 3 --seed $s \
+    --out benchmarks/results/models_zen4_resnet18_15min_seed$s  # ~18 min each: ResNet-18, 15 min of tuning
+done
+$PY -m benchmarks.models.seeds benchmarks/results/models_zen4_resnet18_15min_seed0 \
+  benchmarks/results/models_zen4_resnet18_15min_seed1 benchmarks/results/models_zen4_resnet18_15min_seed2 \
+  --out benchmarks/results/models_zen4_resnet18_15min_seeds
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen4  # ~10 min: exact GELU; the static model built without fast math
