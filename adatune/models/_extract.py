@@ -23,6 +23,8 @@ from .. import target as _target
 from ..space import FallbackConfig
 from ..task import ArgSpec, Task, TuningTask, register_task_kind, workload_key
 from ..templates.conv2d_nchwc import BLOCK as BLOCK_NCHWC
+from ..templates.conv2d_winograd import BLOCK as BLOCK_WINOGRAD
+from ..templates.conv2d_winograd import STAGES as WINOGRAD_STAGES
 from ..trace import TraceTask
 from ..trace._candidate import module_from_text, module_key, module_to_text, trace_to_json
 from ..trace._task import _arg_specs
@@ -259,6 +261,28 @@ def _match_conv_nchwc(sch: tvm.s_tir.Schedule, names: list[str], params: _Params
     return _Match(f"{BLOCK_NCHWC}.x86", args, BLOCK_NCHWC, BLOCK_NCHWC)
 
 
+def _match_winograd(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) -> _Match | None:
+    """A Winograd convolution as ``adatune.models._winograd`` legalises it: the template's stages in order,
+    reading the data and the transformed kernel from parameters; ``m`` and the padding follow from shapes."""
+    if BLOCK_WINOGRAD not in names or tuple(names[: names.index(BLOCK_WINOGRAD)]) != WINOGRAD_STAGES:
+        return None
+    data_buf = sch.get(sch.get_sblock("data_pad")).reads[0].source
+    weight = sch.get(sch.get_sblock("bgemm")).reads[1].source
+    out_buf = sch.get(sch.get_sblock(BLOCK_WINOGRAD)).writes[0].source
+    data, kern, out = _shape(data_buf), _shape(weight), _shape(out_buf)
+    if data_buf not in params or weight not in params or data is None or kern is None or out is None:
+        return None
+    if str(data_buf.dtype) != "float32" or len(data) != 4 or len(kern) != 4 or len(out) != 4:
+        return None
+    N, CI, H, W = data
+    alpha, _, CI_k, CO = kern
+    pad = (out[2] + 2 - H) // 2
+    if CI_k != CI or out != (N, CO, H + 2 * pad - 2, W + 2 * pad - 2):
+        return None
+    args = (N, CI, H, W, CO, pad, alpha - 2, "float32")
+    return _Match(f"{BLOCK_WINOGRAD}.x86", args, BLOCK_WINOGRAD, BLOCK_WINOGRAD)
+
+
 def _match_matmul(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) -> _Match | None:
     if "matmul" not in names or names.index("matmul") != 0:
         return None
@@ -296,6 +320,7 @@ def _match_matmul(sch: tvm.s_tir.Schedule, names: list[str], params: _Params) ->
 _MATCHERS: list[Callable[[tvm.s_tir.Schedule, list[str], _Params], _Match | None]] = [
     _match_conv,
     _match_conv_nchwc,
+    _match_winograd,
     _match_matmul,
 ]
 

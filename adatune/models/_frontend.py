@@ -18,6 +18,7 @@ import tvm
 from tvm import relax
 
 from ._layout import convert_conv_layout, resolve_conv_layout
+from ._winograd import legalize_winograd
 
 __all__ = ["Model", "InputSpec", "from_torch", "from_onnx", "load_builtin", "prepare"]
 
@@ -64,13 +65,21 @@ class Model:
                 raise ValueError(f"input {spec.name!r} of model {self.name!r} is {spec.dtype}, got {arr.dtype}")
 
 
-def prepare(mod: tvm.IRModule, fast_math: bool = False, conv_layout: str = "NCHW") -> tvm.IRModule:
+def prepare(
+    mod: tvm.IRModule, fast_math: bool = False, conv_layout: str = "NCHW", winograd: bool = False
+) -> tvm.IRModule:
     """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task. With ``fast_math``,
     erf (GELU), exp and softmax, and tanh become TVM's vectorisable approximations (``FastMathTransform``)
     first: the exact erf in a dense layer's GELU write-back is a scalar libm call per element. ``conv_layout``
     ``"NCHW<b>c"`` (e.g. ``"NCHW8c"``) runs the convolutions on channel-blocked activations with kernels blocked
-    once, here (``_layout.convert_conv_layout``); ``"NCHW"`` keeps the model's layout."""
-    return relax.get_pipeline("zero")(convert_conv_layout(simplify(mod, fast_math), conv_layout))
+    once, here (``_layout.convert_conv_layout``); ``"NCHW"`` keeps the model's layout. ``winograd`` runs the
+    3x3 stride-1 NCHW convolutions with large enough outputs as Winograd F(4x4, 3x3), their kernels transformed
+    here (``_winograd.legalize_winograd``)."""
+    if winograd and conv_layout != "NCHW":
+        raise ValueError(f"winograd convolutions take NCHW activations, got conv_layout={conv_layout!r}")
+    mod = simplify(mod, fast_math)
+    mod = legalize_winograd(mod) if winograd else convert_conv_layout(mod, conv_layout)
+    return relax.get_pipeline("zero")(mod)
 
 
 def simplify(mod: tvm.IRModule, fast_math: bool = False) -> tvm.IRModule:
@@ -128,10 +137,12 @@ def from_torch(
     fast_math: bool = False,
     dynamic: Mapping[str, Mapping[int, tuple[int, int]]] | None = None,
     conv_layout: str = "NCHW",
+    winograd: bool = False,
 ) -> Model:
     """A ``torch.nn.Module`` (in eval mode) traced by ``torch.export`` with ``example_inputs`` (their shapes are
     the model's); ``fast_math``: approximate erf/exp/softmax/tanh; ``conv_layout``: ``"NCHW"``, a blocked
-    ``"NCHW<b>c"`` for the convolutions (see ``prepare``) or ``"auto"`` (blocks of the host's SIMD width).
+    ``"NCHW<b>c"`` for the convolutions (see ``prepare``) or ``"auto"`` (blocks of the host's SIMD width);
+    ``winograd``: 3x3 stride-1 convolutions as Winograd (NCHW only; see ``prepare``).
 
     ``dynamic`` (input name -> {axis: (lo, hi)}, e.g. ``{"x": {1: (1, 128)}}``) makes those axes symbolic (a
     ``torch.export.Dim`` per distinct range) and returns a ``DynamicModel``: tune its GEMMs with
@@ -147,8 +158,8 @@ def from_torch(
     module = module.eval()
     conv_layout = resolve_conv_layout(conv_layout)
     if dynamic is not None:
-        if conv_layout != "NCHW":
-            raise ValueError("conv_layout applies to static-shape models; a dynamic model keeps NCHW")
+        if conv_layout != "NCHW" or winograd:
+            raise ValueError("conv_layout and winograd apply to static-shape models; a dynamic model keeps NCHW")
         from ._dynamic_import import import_dynamic  # it builds on this module: imported late
 
         return import_dynamic(module, example, dynamic, name, fast_math)
@@ -161,7 +172,7 @@ def from_torch(
                 f"{[tuple(t.shape) for t in example]}: {err}"
             ) from err
         mod = from_exported_program(exported, keep_params_as_input=False)
-    fused = prepare(mod, fast_math, conv_layout)
+    fused = prepare(mod, fast_math, conv_layout, winograd)
     return Model(name or type(module).__name__, fused, _input_specs(fused), torch_reference(module), source=module)
 
 
@@ -184,10 +195,11 @@ def from_onnx(
     name: str | None = None,
     fast_math: bool = False,
     conv_layout: str = "NCHW",
+    winograd: bool = False,
 ) -> Model:
     """An ONNX model (a path or an ``onnx.ModelProto``) with static ``shapes`` for its inputs (by input name;
-    needed when the file's shapes are symbolic). onnxruntime, when installed, is the reference; ``fast_math``
-    and ``conv_layout`` as for ``from_torch``."""
+    needed when the file's shapes are symbolic). onnxruntime, when installed, is the reference; ``fast_math``,
+    ``conv_layout`` and ``winograd`` as for ``from_torch``."""
     try:
         import onnx
     except ImportError as err:
@@ -228,7 +240,7 @@ def from_onnx(
             raise ValueError(f"ONNX input {n!r} has a symbolic shape {shape}: pass shapes={{{n!r}: [...]}}")
     conv_layout = resolve_conv_layout(conv_layout)
     mod = relax_from_onnx(proto, shape_dict=shape_dict, keep_params_in_input=False)
-    fused = prepare(mod, fast_math, conv_layout)
+    fused = prepare(mod, fast_math, conv_layout, winograd)
     return Model(
         name or (os.path.basename(path) if path else proto.graph.name or "onnx"),
         fused,
@@ -251,9 +263,11 @@ def _onnxruntime_reference(proto: Any, names: list[str]) -> Any:
     return reference
 
 
-def load_builtin(name: str, seed: int = 0, fast_math: bool = False, conv_layout: str = "NCHW") -> Model:
+def load_builtin(
+    name: str, seed: int = 0, fast_math: bool = False, conv_layout: str = "NCHW", winograd: bool = False
+) -> Model:
     """``resnet18`` or ``bert-base`` (see ``adatune.models._zoo``), imported through torch.export."""
     from ._zoo import builtin_model
 
     module, example = builtin_model(name, seed)
-    return from_torch(module, example, name=name, fast_math=fast_math, conv_layout=conv_layout)
+    return from_torch(module, example, name=name, fast_math=fast_math, conv_layout=conv_layout, winograd=winograd)

@@ -40,6 +40,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NCHW|NCHW<b>c|auto",
         help="convolutions in the model's NCHW or channel-blocked (NCHW8c; auto: the SIMD width), kernels blocked once",
     )
+    parser.add_argument(
+        "--winograd",
+        action="store_true",
+        help="3x3 stride-1 NCHW convolutions on maps of >= 14x14 as Winograd F(4x4, 3x3), kernels transformed once",
+    )
 
 
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,16 +95,16 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
 
 def load_model(args: argparse.Namespace) -> Model:
     """The model named on the command line (ValueError with the reason when it cannot be loaded)."""
-    layout = getattr(args, "conv_layout", "NCHW")
+    layout, winograd = getattr(args, "conv_layout", "NCHW"), bool(getattr(args, "winograd", False))
     if args.model in BUILTIN_MODELS:
-        return load_builtin(args.model, conv_layout=layout)
+        return load_builtin(args.model, conv_layout=layout, winograd=winograd)
     shapes = {}
     for item in args.shape:
         name, _, dims = item.partition("=")
         if not name or not dims:
             raise ValueError(f"--shape wants NAME=D0,D1,..., got {item!r}")
         shapes[name] = [int(d) for d in dims.split(",")]
-    return from_onnx(args.model, shapes, conv_layout=layout)
+    return from_onnx(args.model, shapes, conv_layout=layout, winograd=winograd)
 
 
 def model_tasks_main(args: argparse.Namespace) -> int:

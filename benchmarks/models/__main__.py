@@ -58,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         help="convolutions in the model's NCHW or channel-blocked (NCHW8c; auto: the SIMD width)",
     )
     p.add_argument(
+        "--winograd",
+        action="store_true",
+        help="3x3 stride-1 NCHW convolutions on maps of >= 14x14 as Winograd F(4x4, 3x3), kernels transformed once",
+    )
+    p.add_argument(
         "--cache-flush",
         action="store_true",
         help="tune with the caches flushed before every run (cold weights, as inside the model)",
@@ -115,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 on_progress=save,
                 fast_math=args.fast_math,
                 conv_layout=args.conv_layout,
+                winograd=args.winograd,
                 cold=args.cache_flush,
             )
         )

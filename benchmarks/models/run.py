@@ -192,9 +192,10 @@ def run_model(
     fast_math: bool = False,
     conv_layout: str = "NCHW",
     cold: bool = False,
+    winograd: bool = False,
 ) -> ModelRun:
     t0 = time.perf_counter()
-    model = am.load_builtin(name, fast_math=fast_math, conv_layout=conv_layout)
+    model = am.load_builtin(name, fast_math=fast_math, conv_layout=conv_layout, winograd=winograd)
     tasks = am.extract_tasks(model)
     extract_s = time.perf_counter() - t0
     print(f"{name}: {len(tasks)} tasks extracted in {extract_s:.1f} s", flush=True)

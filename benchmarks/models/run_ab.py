@@ -59,7 +59,8 @@ def log_target(log: str) -> Any:
 def tuned_model(name: str, config: dict[str, Any], log: str) -> am.Model:
     """The model as a run tuned it: its layout and fast-math setting from the run's config."""
     layout = am.resolve_conv_layout(config.get("conv_layout", "NCHW"), log_target(log))
-    return am.load_builtin(name, fast_math=bool(config.get("fast_math")), conv_layout=layout)
+    winograd = bool(config.get("winograd"))
+    return am.load_builtin(name, fast_math=bool(config.get("fast_math")), conv_layout=layout, winograd=winograd)
 
 
 def compare(a_dir: str, b_dir: str, labels: tuple[str, str], rounds: int, repeats: int) -> dict[str, Any]:
