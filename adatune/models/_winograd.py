@@ -4,8 +4,8 @@
 Eligible: NCHW data, OIHW kernel, groups 1, dilation 1, stride 1, the same padding on every side, a constant
 kernel (``FoldConstant`` in ``prepare`` computes ``G g G^T`` once; the deployed model never transforms a
 weight), and an output of at least ``WINOGRAD_MIN_PIXELS`` pixels. Below that (ResNet's 7x7 maps) the
-transformed kernel, ``(m+2)^2 / 9`` times the original, is streamed from memory for few output tiles, and the
-direct template measured faster (README, "Winograd"). Every other convolution keeps Relax's legalisation.
+transformed kernel, ``(m+2)^2 / 9`` times the original, would be streamed from memory for a few output tiles
+(a threshold chosen from those sizes, not tuned). Every other convolution keeps Relax's legalisation.
 """
 
 from __future__ import annotations
