@@ -13,6 +13,11 @@ repeats too) stays under ``CV_LIMIT`` (3%) at every reading and its median moved
   Zen 5 host swung between 170 and 340 GFLOPS from one minute to the next (benchmarks/results/
   awkward_shapes_run1 and _run2, kept as measured; their memory-probe readings were flat too).
 - ``memory_probe_timer``: 256 MiB streamed through every core, for a neighbour on the memory bus or L3.
+- ``core_probe_seconds`` (recorded, not gated): a one-thread matmul pinned to each CPU in turn. TVM splits a
+  parallel loop into one equal chunk per thread, so one vCPU slowed on its own (its SMT sibling busy on the
+  host) holds back every kernel and the two probes above, while a work-stealing pool (onnxruntime's) does not;
+  tuned ResNet-18 models ran at 12.5 or 17.4 ms from one round to the next on the Zen 4 while onnxruntime stayed
+  at 17.1-17.7 (README, "Winograd on the Zen 4"). Per-core times that differ tell that state from a slow host.
 
 A study whose gate failed reports its numbers as measured but claims no speedup from them.
 
@@ -40,6 +45,7 @@ __all__ = [
     "PROBE_GEMM",
     "memory_probe_timer",
     "drift_passes",
+    "core_probe_seconds",
     "probe_timer",
     "robust_cv",
 ]
@@ -112,6 +118,31 @@ def memory_probe_timer(mib: int = 256, number: int = 2) -> Timer:
     return lambda: float(timer(*args).results[0])
 
 
+def core_probe_seconds(repeats: int = 7, size: int = 256, calls: int = 8) -> list[float]:
+    """Median seconds of ``calls`` one-thread ``size``^2 float32 matmuls (numpy's BLAS) on each CPU this process
+    may run on, pinned to it in turn (CPU order); the calling thread's affinity is restored after."""
+    from adatune.target import one_blas_thread
+
+    allowed = sorted(os.sched_getaffinity(0))
+    a = np.random.default_rng(0).uniform(-1, 1, (size, size)).astype("float32")
+    out = []
+    try:
+        with one_blas_thread():
+            for cpu in allowed:
+                os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread
+                a @ a  # first call on this CPU: caches, clock
+                runs = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    for _ in range(calls):
+                        a @ a
+                    runs.append(time.perf_counter() - t0)
+                out.append(statistics.median(runs))
+    finally:
+        os.sched_setaffinity(0, allowed)
+    return out
+
+
 def _furthest(medians: list[float]) -> float:
     """The ratio to the first median that is furthest from 1 (1.0 for fewer than two)."""
     return max((m / medians[0] for m in medians[1:]), key=lambda r: abs(r - 1.0), default=1.0)
@@ -151,6 +182,12 @@ class ProbeReading:
     load: list[float]
     seconds: list[float]
     memory_seconds: list[float] = field(default_factory=list)  # the memory probe's (absent in older records)
+    core_seconds: list[float] = field(default_factory=list)  # ``core_probe_seconds``, per CPU (recorded, not gated)
+
+    @property
+    def core_spread(self) -> float | None:
+        """The slowest CPU's probe over the fastest's (None without per-core readings)."""
+        return max(self.core_seconds) / min(self.core_seconds) if self.core_seconds else None
 
     @property
     def median(self) -> float:
@@ -196,7 +233,7 @@ class NoiseGate:
         for _ in range(self.repeats):  # the two probes in turns, so both see the same moments
             secs.append(self._timer())
             mem.append(self._memory_timer())
-        reading = ProbeReading(label, time.time(), list(os.getloadavg()), secs, mem)
+        reading = ProbeReading(label, time.time(), list(os.getloadavg()), secs, mem, core_probe_seconds())
         self.readings.append(reading)
         return reading
 
@@ -225,7 +262,7 @@ class NoiseGate:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "probe": f"dense.x86{PROBE_GEMM} at peak FMA rate; memory: 256 MiB stream",
+            "probe": f"dense.x86{PROBE_GEMM} at peak FMA rate; memory: 256 MiB stream; per CPU: 1-thread 256^2 matmul",
             "cv_limit": self.cv_limit,
             "drift_limit": self.drift_limit,
             "passed": self.passed,
@@ -239,6 +276,7 @@ class NoiseGate:
                     "robust_cv": r.robust_cv,
                     "memory_median": r.memory_median,
                     "memory_robust_cv": r.memory_robust_cv,
+                    "core_spread": r.core_spread,
                 }
                 for r in self.readings
             ],
@@ -253,6 +291,7 @@ class NoiseGate:
                 if r.memory_median is not None and r.memory_robust_cv is not None
                 else ""
             )
+            + (f"per-CPU probe {'/'.join(f'{c * 1e3:.2f}' for c in r.core_seconds)} ms, " if r.core_seconds else "")
             + f"load {r.load[0]:.2f}"
             for r in self.readings
         ]

@@ -171,6 +171,23 @@ def test_the_memory_probe_gates_too_and_older_readings_without_it_still_pass():
     assert old.passed and old.readings[0].memory_median is None
 
 
+def test_the_per_cpu_probe_times_every_allowed_cpu_and_is_recorded_but_not_gated():
+    import os
+
+    from benchmarks.noise_gate import core_probe_seconds
+
+    allowed = os.sched_getaffinity(0)
+    seconds = core_probe_seconds(repeats=2, size=64, calls=2)
+    assert len(seconds) == len(allowed) and all(s > 0 for s in seconds)
+    assert os.sched_getaffinity(0) == allowed  # the thread may run anywhere again
+    steady = [1e-3 * (1 + 0.001 * (k % 3)) for k in range(30)]
+    lopsided = ProbeReading("after", 1.0, [0.5] * 3, steady, steady, [1e-3, 1.6e-3])
+    gate = NoiseGate(readings=[ProbeReading("before", 0.0, [0.5] * 3, steady, steady, [1e-3, 1e-3]), lopsided])
+    assert lopsided.core_spread == pytest.approx(1.6) and gate.passed  # one slow CPU is shown, not gated
+    assert "per-CPU probe 1.00/1.60 ms" in gate.sentence()
+    assert gate.to_json()["readings"][1]["core_spread"] == pytest.approx(1.6)
+
+
 def test_sweep_sessions_map_to_log_lines_and_remeasured_configs_count_as_gated():
     from types import SimpleNamespace
 
