@@ -13,11 +13,11 @@ repeats too) stays under ``CV_LIMIT`` (3%) at every reading and its median moved
   Zen 5 host swung between 170 and 340 GFLOPS from one minute to the next (benchmarks/results/
   awkward_shapes_run1 and _run2, kept as measured; their memory-probe readings were flat too).
 - ``memory_probe_timer``: 256 MiB streamed through every core, for a neighbour on the memory bus or L3.
-- ``core_probe_seconds`` (recorded, not gated): a one-thread matmul pinned to each CPU in turn. TVM splits a
-  parallel loop into one equal chunk per thread, so one vCPU slowed on its own (its SMT sibling busy on the
-  host) holds back every kernel and the two probes above, while a work-stealing pool (onnxruntime's) does not;
-  tuned ResNet-18 models ran at 12.5 or 17.4 ms from one round to the next on the Zen 4 while onnxruntime stayed
-  at 17.1-17.7 (README, "Winograd on the Zen 4"). Per-core times that differ tell that state from a slow host.
+- ``core_probe_seconds`` (recorded, not gated): a one-thread matmul pinned to each CPU in turn, beside the
+  two-thread probes: it tells a slowed vCPU (per-CPU times differ) from two vCPUs slowing each other (per-CPU
+  times unchanged while the two-thread probe slows). Its first reading of the Zen 4 host's slow state was the
+  second: per-CPU 2.61/2.63 -> 2.61/2.65 ms while the two-thread probe went 0.116 -> 0.194 ms
+  (benchmarks/results/small_models_zen4), as if the two vCPUs had come to share one physical core.
 
 A study whose gate failed reports its numbers as measured but claims no speedup from them.
 

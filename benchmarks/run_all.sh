@@ -200,6 +200,16 @@ done
 $PY -m benchmarks.models.seeds benchmarks/results/models_zen4_resnet18_15min_seed0 \
   benchmarks/results/models_zen4_resnet18_15min_seed1 benchmarks/results/models_zen4_resnet18_15min_seed2 \
   --out benchmarks/results/models_zen4_resnet18_15min_seeds
+for s in 0 1 2; do
+  locked $PY -m benchmarks.models --models resnet18 --arms rfei-ae --budget-min 15 --checkpoints 3 --winograd \
+    --seed $s --out benchmarks/results/models_zen4_resnet18_winograd_seed$s  # ~17 min each: Winograd convolutions
+done
+$PY -m benchmarks.models.seeds benchmarks/results/models_zen4_resnet18_winograd_seed0 \
+  benchmarks/results/models_zen4_resnet18_winograd_seed1 benchmarks/results/models_zen4_resnet18_winograd_seed2 \
+  --out benchmarks/results/models_zen4_resnet18_winograd_seeds
+locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen4_resnet18_15min_seed{0,1,2} \
+  --b benchmarks/results/models_zen4_resnet18_winograd_seed{0,1,2} --labels NCHW Winograd \
+  --out benchmarks/results/models_zen4_resnet18_winograd_ab  # ~4 min: both ways' models timed in the same turns
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen4  # ~10 min: exact GELU; the static model built without fast math
