@@ -210,6 +210,8 @@ $PY -m benchmarks.models.seeds benchmarks/results/models_zen4_resnet18_winograd_
 locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen4_resnet18_15min_seed{0,1,2} \
   --b benchmarks/results/models_zen4_resnet18_winograd_seed{0,1,2} --labels NCHW Winograd \
   --out benchmarks/results/models_zen4_resnet18_winograd_ab  # ~4 min: both ways' models timed in the same turns
+locked $PY -m benchmarks.models.small_models --seeds 0 1 2 --budget-s 40 \
+  --out benchmarks/results/small_models_zen4  # ~9 min: the three small test models against PyTorch eager
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 \
   --static-log benchmarks/results/models_zen4/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen4  # ~10 min: exact GELU; the static model built without fast math
