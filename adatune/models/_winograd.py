@@ -19,7 +19,7 @@ from ..templates.conv2d_winograd import BLOCK, conv2d_winograd, winograd_weight_
 
 __all__ = ["WINOGRAD_MIN_PIXELS", "WINOGRAD_TILE", "legalize_winograd", "winograd_eligible"]
 
-#: output tile F(m x m, 3 x 3): 4x fewer multiplies than direct at 6x6 input tiles (m = 6 loses accuracy)
+#: output tile F(m x m, 3 x 3): 4x fewer multiplies than direct at 6x6 input tiles (m = 6 not tried here)
 WINOGRAD_TILE = 4
 #: smallest output map (pixels) legalised to Winograd: ResNet's 14x14 maps and larger
 WINOGRAD_MIN_PIXELS = 196

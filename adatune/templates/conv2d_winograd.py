@@ -20,12 +20,14 @@ in a model it is a constant, transformed once when the model is imported (``adat
 The transform matrices are TVM's (``topi``'s Cook-Toom points); their entries are constants that fold once
 the transform loops are unrolled. Knobs beyond the GEMM's: ``pack_vec`` (data_pack vectorised over input
 channels, or scalar), ``tile_co`` (output channels per inverse-transform vector chunk), ``pack_par``
-(parallel over tiles or over tiles x channel chunks).
+(parallel over tiles or over tiles x channel chunks). A task's FLOPs are the direct convolution's, so its
+GFLOPS compare with the direct template's (a model task counts the Winograd function's own operations instead).
 """
 
 from __future__ import annotations
 
-from functools import cache
+import functools
+import operator
 from typing import Any
 
 import numpy as np
@@ -60,7 +62,7 @@ KERNEL = 3
 WINOGRAD_TILES = (2, 4, 6)
 
 
-@cache
+@functools.cache
 def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(A, B, G)`` of F(m x m, 3 x 3) as float64 arrays (``A``: alpha x m, ``B``: alpha x alpha, ``G``:
     alpha x 3), from TVM's Cook-Toom construction."""
@@ -97,7 +99,7 @@ def winograd_weight_transform(kernel: te.Tensor, m: int) -> te.Tensor:
 def _coef(matrix: np.ndarray, row: int, col: Any, dtype: str) -> Any:
     """``matrix[row, col]`` for a loop variable ``col``: a select over the row's non-zero entries, which folds
     to one constant once the loop over ``col`` is unrolled (a nested select over both indices, as
-    ``topi.utils.const_matrix`` builds it, takes minutes to simplify in the unrolled transforms)."""
+    ``topi.utils.const_matrix`` builds it, took minutes to build per config in a trial while this was written)."""
     value = tvm.tirx.const(0, dtype)
     for j in range(matrix.shape[1]):
         if matrix[row, j] != 0:
@@ -108,18 +110,9 @@ def _coef(matrix: np.ndarray, row: int, col: Any, dtype: str) -> Any:
 def _combine(matrix: np.ndarray, col: Any, value: Any, dtype: str) -> Any:
     """``sum_r matrix[r, col] * value(r)``, written out over ``r`` in Python (no reduction loop): rows of zeros
     drop out here, the selects once the loop over ``col`` is unrolled."""
-    terms = [_coef(matrix, r, col, dtype) * value(r) for r in range(matrix.shape[0]) if matrix[r].any()]
-    total = terms[0]
-    for term in terms[1:]:
-        total = total + term
-    return total
-
-
-def _geometry(H: int, W: int, pad: int, m: int) -> tuple[int, int, int, int]:
-    OH, OW = H + 2 * pad - KERNEL + 1, W + 2 * pad - KERNEL + 1
-    if OH < 1 or OW < 1:
-        raise ValueError(f"a 3x3 kernel with padding {pad} does not fit the {H}x{W} input")
-    return OH, OW, -(-OH // m), -(-OW // m)
+    return functools.reduce(
+        operator.add, [_coef(matrix, r, col, dtype) * value(r) for r in range(matrix.shape[0]) if matrix[r].any()]
+    )
 
 
 def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad: int | tuple[int, int, int, int], m: int) -> te.Tensor:
@@ -140,7 +133,7 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad: int | tuple[int, in
     zero = tvm.tirx.const(0, dtype)
 
     # the input, zero-padded to whole tiles: one parallel copy, so the tile reads below need no guard (a guard
-    # per tile element costs the input transform 3x)
+    # per tile element made the input transform about 3x slower in a one-off trial, not a committed benchmark)
     PH, PW = nH * m + KERNEL - 1, nW * m + KERNEL - 1
     padded = te.compute(
         (N, CI, PH, PW),
@@ -208,8 +201,7 @@ def conv2d_winograd_reference(data: np.ndarray, weight: np.ndarray, args: tuple)
 
 def _define_knobs(cfg: Any, CI: int, CO: int, lanes: int) -> None:
     cfg.define_knob("pack_vec", [0, 1] if CI % lanes == 0 else [0])
-    cos = [c for c in _divisors(CO, 4 * lanes) if c % lanes == 0] or [c for c in _divisors(CO, lanes)]
-    cfg.define_knob("tile_co", cos)
+    cfg.define_knob("tile_co", [c for c in _divisors(CO, 4 * lanes) if c % lanes == 0] or _divisors(CO, lanes))
     cfg.define_knob("pack_par", ["p", "p_ci"])
 
 
@@ -236,8 +228,8 @@ def schedule_winograd(sch: Any, cfg: Any, m: int, info: _target.CpuInfo, dtype: 
         sch, cfg, gemm, [e, n], p, co, rc, lambda nr: lambda a, b, c, o: (a, b, o // nr, c, o % nr), info, dtype
     )
 
-    # the input transform, per tile and chunk of input channels: a guarded copy of the tile, then rows and
-    # columns of B^T d B, all in buffers the size of one tile (vectorised over the channel chunk)
+    # the input transform, per tile and chunk of input channels: a copy of the tile from the padded input, then
+    # rows and columns of B^T d B, all in buffers the size of one tile (vectorised over the channel chunk)
     pad = sch.get_sblock("data_pad")
     b, c, *_ = sch.get_loops(pad)
     sch.parallel(sch.fuse(b, c))

@@ -31,7 +31,6 @@ import numpy as np  # noqa: E402
 
 import adatune  # noqa: E402
 import adatune.models as am  # noqa: E402
-from adatune.reference import physical_cores, time_callable  # noqa: E402
 from adatune.target import size_tvm_thread_pool  # noqa: E402
 
 from .._common import load_now, run_meta, settled  # noqa: E402
@@ -59,20 +58,9 @@ def _one(name: str, seed: int, budget_s: float, rounds: int, repeats: int, out: 
         compiled = am.build(model, log)
     x = model.random_inputs(seed)
     np.testing.assert_allclose(compiled.run(*x)[0], model.reference(*x)[0], rtol=1e-4, atol=1e-4)
-    import tvm
-
-    dev_args = [tvm.runtime.tensor(a, tvm.cpu()) for a in x]
-    fn = compiled.main
-    torch.set_num_threads(physical_cores())
-    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in x]
-
-    def run_torch() -> None:
-        with torch.inference_mode():
-            net(*tensors)
-
-    timers = {
-        "adatune": lambda: settled(time_callable(lambda: fn(*dev_args), repeats)),
-        "pytorch": lambda: settled(time_callable(run_torch, repeats)),
+    timers = {  # as benchmarks.models.run_ab times its engines
+        "adatune": lambda: settled(am.compiled_latency(compiled, x, repeats)),
+        "pytorch": lambda: settled(am.framework_latency(model, "pytorch", x, repeats) or float("nan")),
     }
     rounds_s = interleaved(timers, rounds)
     ada, pt = statistics.median(rounds_s["adatune"]), statistics.median(rounds_s["pytorch"])
@@ -154,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.makedirs(args.out, exist_ok=True)
     started, t0, load_before = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter(), load_now()
+    host = adatune.target.describe_host()
     gate = NoiseGate()
     gate.probe("before")
     runs: list[dict[str, Any]] = []
@@ -161,16 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:  # seed s of every model before seed s + 1
         for name in SMALL_MODELS:
             runs.append(_one(name, seed, args.budget_s, args.rounds, args.repeats, args.out))
-            meta = {**run_meta("benchmarks.models.small_models", argv, started, t0, load_before)}
-            meta["host"] = adatune.target.describe_host()
+            meta = {**run_meta("benchmarks.models.small_models", argv, started, t0, load_before), "host": host}
             _write(args.out, meta, runs)  # after every model: a killed run keeps what it measured
     gate.probe("after")
-    meta = {**run_meta("benchmarks.models.small_models", argv, started, t0, load_before)}
-    meta["host"], meta["noise_gate"], meta["noise_sentence"] = (
-        adatune.target.describe_host(),
-        gate.to_json(),
-        gate.sentence(),
-    )
+    meta = {**run_meta("benchmarks.models.small_models", argv, started, t0, load_before), "host": host}
+    meta["noise_gate"], meta["noise_sentence"] = gate.to_json(), gate.sentence()
     _write(args.out, meta, runs)
     _summary(args.out, meta, runs)
     print(meta["noise_sentence"])
