@@ -6,7 +6,12 @@ was tuned with, checked against each other's outputs, and timed in turns with on
 ``--rounds`` rounds, each engine once per round (the order reversed every other round, a pause after each),
 framed by the noise gate. Runs tuned at different times on a noisy host cannot be compared by their own final
 latencies; here every ratio comes from latencies taken together. Ratios over seeds: geometric mean with a
-Student-t 95% interval on the log ratios.
+Student-t 95% interval on the log ratios. Without ``--b`` the A runs alone are timed with the engines.
+
+The gate's probe is also timed before every engine of a round and after the last (``benchmarks.host_state``),
+so every ratio is also reported per host state: the 2-core Zen 4 host alternates within seconds between a
+state in which two-thread TVM kernels run at full speed and one in which they run up to 1.9x slower while
+onnxruntime barely moves, and a ratio over all rounds mixes the two in whatever proportion the run saw.
 
     python -m benchmarks.models.run_ab --a RUN0 RUN1 --b RUN0' RUN1' --labels NCHW NCHW8c --out DIR
 """
@@ -20,6 +25,7 @@ import os
 import statistics
 import time
 import warnings
+from collections.abc import Iterable
 from typing import Any
 
 import matplotlib
@@ -33,7 +39,8 @@ import adatune.models as am  # noqa: E402
 from adatune.models._latency import compiled_latency  # noqa: E402
 
 from .._common import load_now, run_meta, settled  # noqa: E402
-from ..noise_gate import NoiseGate, interleaved  # noqa: E402
+from ..host_state import STATES, HostStates, interleaved_with_state, state_probe  # noqa: E402
+from ..noise_gate import NoiseGate, Timer  # noqa: E402
 from .seeds import ratio_interval  # noqa: E402
 
 ENGINES = ("onnxruntime", "pytorch")
@@ -63,86 +70,165 @@ def tuned_model(name: str, config: dict[str, Any], log: str) -> am.Model:
     return am.load_builtin(name, fast_math=bool(config.get("fast_math")), conv_layout=layout, winograd=winograd)
 
 
-def compare(a_dir: str, b_dir: str, labels: tuple[str, str], rounds: int, repeats: int) -> dict[str, Any]:
-    a, b = labels
-    name, arm, a_log, a_config = run_config(a_dir)
-    name_b, _, b_log, b_config = run_config(b_dir)
-    if name_b != name:
-        raise ValueError(f"{a_dir} tuned {name}, {b_dir} tuned {name_b}")
-    models = {a: tuned_model(name, a_config, a_log), b: tuned_model(name, b_config, b_log)}
-    logs = {a: a_log, b: b_log}
+def compare(runs: dict[str, str], rounds: int, repeats: int, probe: Timer) -> dict[str, Any]:
+    """Build each labelled run's tuned model, check their outputs agree, and time them with the engines in turns,
+    the probe around every engine (``host_state``)."""
+    labels = list(runs)
+    configs = {k: run_config(d) for k, d in runs.items()}
+    names = {c[0] for c in configs.values()}
+    if len(names) != 1:
+        raise ValueError(f"the runs tuned different models: {sorted(names)}")
+    name, arm = configs[labels[0]][0], configs[labels[0]][1]
+    logs = {k: c[2] for k, c in configs.items()}
+    models = {k: tuned_model(name, c[3], c[2]) for k, c in configs.items()}
+    a = labels[0]
     inputs = models[a].random_inputs(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # untuned tasks use their fallback in both builds alike
         built = {k: am.build(m, logs[k], log_target(logs[k])) for k, m in models.items()}
     outs = {k: c.run(*inputs)[0] for k, c in built.items()}
-    diff = float(np.abs(outs[a] - outs[b]).max())
+    diff = max((float(np.abs(outs[a] - outs[k]).max()) for k in labels[1:]), default=0.0)
     if diff > 1e-3 * max(1.0, float(np.abs(outs[a]).max())):
-        raise RuntimeError(f"{name}: the {a} and {b} builds disagree by {diff}")
+        raise RuntimeError(f"{name}: the builds of {', '.join(labels)} disagree by {diff}")
     timers = {k: (lambda c=c: settled(compiled_latency(c, inputs, repeats))) for k, c in built.items()}
     for fw in ENGINES:
         timers[fw] = lambda fw=fw: settled(am.framework_latency(models[a], fw, inputs, repeats) or math.nan)
-    times = interleaved(timers, rounds)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    return {
+    times, probes = interleaved_with_state(timers, rounds, probe)
+    states = HostStates(probes)
+    result: dict[str, Any] = {
         "model": name,
         "arm": arm,
-        "labels": [a, b],
-        "runs": {a: a_dir, b: b_dir},
+        "labels": labels,
+        "runs": runs,
         "max_abs_diff": diff,
         "rounds_s": times,
-        "median_s": med,
-        "b_speedup": med[a] / med[b],
-        "vs": {fw: {k: med[fw] / med[k] for k in (a, b)} for fw in ENGINES},
+        "host_state": states.to_json(),
+        "median_s": {k: statistics.median(v) for k, v in times.items()},
     }
+    result |= ratios(times, range(rounds), labels)
+    result["by_state"] = {
+        s: {"rounds": idx, "steady": states.steady(s), **ratios(times, idx, labels)}
+        for s in STATES
+        if (idx := states.rounds_in(s))
+    }
+    return result
+
+
+def ratios(times: dict[str, list[float]], rounds: Iterable[int], labels: list[str]) -> dict[str, Any]:
+    """Medians over ``rounds`` and the ratios between them: B's speed over A's, each engine's latency over each
+    label's (> 1: the tuned model is faster), with a t-interval over the rounds' paired ratios."""
+    idx = list(rounds)
+    med = {k: statistics.median(times[k][i] for i in idx) for k in times}
+
+    def paired(num: str, den: str) -> dict[str, float]:
+        g, lo, hi = ratio_interval([times[num][i] / times[den][i] for i in idx])
+        return {"median_ratio": med[num] / med[den], "geomean": g, "lo": lo, "hi": hi}
+
+    out: dict[str, Any] = {"median_s": med, "vs": {fw: {k: paired(fw, k) for k in labels} for fw in ENGINES}}
+    if len(labels) == 2:
+        out["b_speedup"] = paired(labels[0], labels[1])
+    return out
+
+
+def _ratio_keys(labels: list[str]) -> list[tuple[str, Any]]:
+    """(column name, getter) of the ratios a summary shows: B over A, then every label against each engine."""
+    keys: list[tuple[str, Any]] = []
+    if len(labels) == 2:
+        keys.append((f"{labels[1]} / {labels[0]} speed", lambda r: r["b_speedup"]))
+    for k in labels:
+        keys += [(f"{k} vs {fw}", lambda r, k=k, fw=fw: r["vs"][fw][k]) for fw in ENGINES]
+    return keys
 
 
 def _markdown(meta: dict[str, Any], results: list[dict[str, Any]], gate: NoiseGate) -> list[str]:
-    a, b = results[0]["labels"]
+    labels = results[0]["labels"]
     host = meta["host"]
+    keys = _ratio_keys(labels)
+    header = " | ".join(f"{k} (ms)" for k in [*labels, *ENGINES]) + " | " + " | ".join(n for n, _ in keys) + " |"
     lines = [
-        f"# {results[0]['model']}: tuned as {a} against tuned as {b}, timed in the same turns",
+        f"# {results[0]['model']}: tuned as {' and as '.join(labels)}, timed in turns with the engines",
         "",
         f"Command: `{meta['command']}`; started {meta['started']}, wall {meta['wall_s']:.0f} s.  ",
         f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); load before {meta['load_before']}.  ",
         f"{gate.sentence()}",
         "",
-        f"| runs | {a} (ms) | {b} (ms) | onnxruntime (ms) | PyTorch (ms) | {b} / {a} speed | {a} vs ort | {b} vs ort |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "Ratios > 1: the second name is faster (an engine's latency over a tuned model's). Median latency over "
+        "the rounds; a ratio's interval is a t-interval over the rounds' paired ratios (per seed) or over the "
+        "seeds' ratios (combined).",
+        "",
+        "## All rounds",
+        "",
+        "| runs | " + header,
+        "|---|" + "---:|" * (len(labels) + len(ENGINES) + len(keys)),
     ]
     for r in results:
-        m = {k: v * 1e3 for k, v in r["median_s"].items()}
-        lines.append(
-            f"| {os.path.basename(r['runs'][a])} / {os.path.basename(r['runs'][b])} | {m[a]:.2f} | {m[b]:.2f} | "
-            f"{m['onnxruntime']:.2f} | {m['pytorch']:.2f} | {r['b_speedup']:.3f}x | "
-            f"{r['vs']['onnxruntime'][a]:.3f}x | {r['vs']['onnxruntime'][b]:.3f}x |"
-        )
+        runs = " / ".join(os.path.basename(r["runs"][k]) for k in labels)
+        ms = " | ".join(f"{r['median_s'][k] * 1e3:.2f}" for k in [*labels, *ENGINES])
+        lines.append(f"| {runs} | {ms} | " + " | ".join(_cell(get(r)) for _, get in keys) + " |")
+    lines += ["", *_over_seeds(results, keys, None), "", "## By host state", ""]
+    for i, r in enumerate(results):
+        lines.append(f"- seed {i}: {HostStates(r['host_state']['round_probes_s']).sentence()}")
+    lines += [
+        "",
+        "| runs | state | rounds | gated | " + header,
+        "|---|---|---:|---|" + "---:|" * (len(labels) + len(ENGINES) + len(keys)),
+    ]
+    for r in results:
+        runs = " / ".join(os.path.basename(r["runs"][k]) for k in labels)
+        for state, sr in r["by_state"].items():
+            ms = " | ".join(f"{sr['median_s'][k] * 1e3:.2f}" for k in [*labels, *ENGINES])
+            cells = " | ".join(_cell(get(sr)) for _, get in keys)
+            gated = "yes" if sr["steady"] else "no"
+            lines.append(f"| {runs} | {state} | {len(sr['rounds'])} | {gated} | {ms} | {cells} |")
     lines.append("")
-    for label, ratios in (
-        (f"{b} / {a} speed", [r["b_speedup"] for r in results]),
-        (f"{a} vs onnxruntime", [r["vs"]["onnxruntime"][a] for r in results]),
-        (f"{b} vs onnxruntime", [r["vs"]["onnxruntime"][b] for r in results]),
-        (f"{b} vs PyTorch", [r["vs"]["pytorch"][b] for r in results]),
-    ):
-        g, lo, hi = ratio_interval(ratios)
-        interval = f"95% t-interval [{lo:.3f}, {hi:.3f}]" if len(ratios) > 1 else "one seed: no interval"
-        lines.append(f"- {label}: geometric mean {g:.3f}x over {len(ratios)} seeds, {interval}")
+    for state in ("fast", "slow"):
+        lines += _over_seeds(results, keys, state)
     lines.append("")
     return lines
 
 
+def _cell(ratio: dict[str, float]) -> str:
+    if math.isnan(ratio["lo"]):
+        return f"{ratio['median_ratio']:.3f}x"
+    return f"{ratio['median_ratio']:.3f}x [{ratio['lo']:.3f}, {ratio['hi']:.3f}]"
+
+
+def _over_seeds(results: list[dict[str, Any]], keys: list[tuple[str, Any]], state: str | None) -> list[str]:
+    """Each ratio over the seeds (geometric mean of the seeds' median ratios, t-interval): from all rounds, or
+    from the rounds in ``state``; a state's line says whether it was gated (steady in every seed)."""
+    runs = results if state is None else [r["by_state"][state] for r in results if state in r["by_state"]]
+    if not runs:
+        return [f"- {state} state: no round in any seed"]
+    if state is None:
+        head = "all rounds"
+    else:
+        gated = len(runs) == len(results) and all(r["steady"] for r in runs)
+        verdict = "gated" if gated else "not gated: claims nothing"
+        head = f"{state} state ({len(runs)} of {len(results)} seeds; {verdict})"
+    lines = []
+    for name, get in keys:
+        g, lo, hi = ratio_interval([get(r)["median_ratio"] for r in runs])
+        interval = f"95% t-interval [{lo:.3f}, {hi:.3f}]" if len(runs) > 1 else "one seed: no interval"
+        lines.append(f"- {head}, {name}: geometric mean {g:.3f}x over {len(runs)} seeds, {interval}")
+    return lines
+
+
 def _plot(out: str, results: list[dict[str, Any]]) -> str:
-    a, b = results[0]["labels"]
+    keys = [*results[0]["labels"], *ENGINES]
+    marker = {"fast": "o", "slow": "x", "mixed": "^"}
     fig, ax = plt.subplots(figsize=(7, 4))
-    keys = [a, b, "onnxruntime", "pytorch"]
     for i, r in enumerate(results):
+        states = r["host_state"]["round_states"]
         for j, k in enumerate(keys):
-            ys = [t * 1e3 for t in r["rounds_s"][k]]
-            ax.scatter([i * (len(keys) + 1) + j] * len(ys), ys, s=10, color=f"C{j}", label=k if i == 0 else None)
+            for state in marker:
+                ys = [t * 1e3 for t, s in zip(r["rounds_s"][k], states) if s == state]
+                x = [i * (len(keys) + 1) + j] * len(ys)
+                label = f"{k}" if i == 0 and state == "fast" else None
+                ax.scatter(x, ys, s=12, color=f"C{j}", marker=marker[state], label=label)
     ax.set_xticks([i * (len(keys) + 1) + 1.5 for i in range(len(results))], [f"seed {i}" for i in range(len(results))])
     ax.set_ylabel("latency per inference (ms), every round")
-    ax.set_title(f"{results[0]['model']}: {a} vs {b}, interleaved")
-    ax.legend()
+    ax.set_title(f"{results[0]['model']}: every round (o fast state, x slow, ^ mixed)")
+    ax.legend(fontsize=8)
     path = os.path.join(out, "run_ab.png")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -153,20 +239,24 @@ def _plot(out: str, results: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.models.run_ab", description=__doc__)
     ap.add_argument("--a", nargs="+", required=True, help="benchmarks.models output dirs, one per seed")
-    ap.add_argument("--b", nargs="+", required=True, help="the same seeds tuned the other way")
-    ap.add_argument("--labels", nargs=2, default=["A", "B"], help="names of the two ways")
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--b", nargs="+", help="the same seeds tuned the other way (omit to time A with the engines)")
+    ap.add_argument("--labels", nargs="+", default=["A", "B"], help="names of the ways (one per --a/--b given)")
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    if len(args.a) != len(args.b) or args.labels[0] == args.labels[1]:
-        ap.error("give one B run per A run, and two different labels")
+    if args.b is not None and len(args.a) != len(args.b):
+        ap.error("give one B run per A run")
+    labels = args.labels[: 1 if args.b is None else 2]
+    if len(set(labels)) != (1 if args.b is None else 2) or len(args.labels) > 2:
+        ap.error("give one label per way (two with --b), all different")
     adatune.target.size_tvm_thread_pool()
     t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_now()
     gate = NoiseGate()
     gate.probe("before")
-    labels = (args.labels[0], args.labels[1])
-    results = [compare(a, b, labels, args.rounds, args.repeats) for a, b in zip(args.a, args.b)]
+    probe = state_probe()
+    pairs = zip(args.a, args.b) if args.b is not None else ((a,) for a in args.a)
+    results = [compare(dict(zip(labels, dirs)), args.rounds, args.repeats, probe) for dirs in pairs]
     gate.probe("after")
     meta = run_meta("benchmarks.models.run_ab", argv, started, t0, load_before) | {
         "host": adatune.target.describe_host(),

@@ -1,0 +1,83 @@
+"""Ratios per host state: rounds sorted by the probe readings taken around their engines, and the A/B summary
+that reports a ratio per state and gates only a steady one. Nothing here is timed: timers are fed numbers."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from benchmarks.host_state import HostStates, interleaved_with_state
+from benchmarks.models.run_ab import _markdown, ratios
+
+FAST, SLOW = 1.0e-4, 1.9e-4
+
+
+def test_the_probe_is_read_before_every_engine_and_after_the_last():
+    calls: list[str] = []
+    counter = itertools.count()
+
+    def timer(name: str):
+        return lambda: calls.append(name) or 1.0
+
+    def probe() -> float:
+        calls.append("probe")
+        return FAST * (1 + next(counter) / 1000)
+
+    times, probes = interleaved_with_state({"a": timer("a"), "b": timer("b")}, 2, probe)
+    assert calls == ["probe", "a", "probe", "b", "probe", "probe", "b", "probe", "a", "probe"]
+    assert times == {"a": [1.0, 1.0], "b": [1.0, 1.0]} and [len(p) for p in probes] == [3, 3]
+
+
+def test_rounds_are_fast_slow_or_mixed_and_only_a_steady_state_with_enough_rounds_is_gated():
+    rounds = [[FAST] * 3] * 5 + [[SLOW] * 3] * 4 + [[FAST, SLOW, FAST]]
+    states = HostStates(rounds)
+    assert states.reference == FAST
+    assert states.rounds_in("fast") == [0, 1, 2, 3, 4]
+    assert states.rounds_in("slow") == [5, 6, 7, 8] and states.rounds_in("mixed") == [9]
+    assert states.steady("fast") and not states.steady("slow")  # 4 slow rounds < MIN_ROUNDS
+    assert not states.steady("mixed")
+    noisy = [[FAST * f for f in (1.0, 1.07, 0.98, 1.03, 0.975)]] * 6  # within 10% of the fastest, robust CV 3.7%
+    assert HostStates(noisy).rounds_in("fast") == list(range(6)) and not HostStates(noisy).steady("fast")
+    text = states.sentence()
+    assert "fast 5 rounds" in text and "slow 4 rounds" in text and "mixed 1 rounds" in text
+    with pytest.raises(ValueError, match="positive probe readings"):
+        HostStates([])
+
+
+def test_an_ab_summary_reports_each_state_and_claims_only_from_a_state_gated_in_every_seed():
+    """Two seeds whose tuned model runs 1.3x onnxruntime's speed in the fast state and 0.9x in the slow one."""
+
+    def seed(run: str, n_fast: int, n_slow: int) -> dict:
+        fast_rounds = {"Winograd": 10e-3, "onnxruntime": 13e-3, "pytorch": 20e-3}
+        slow_rounds = {"Winograd": 14.4e-3, "onnxruntime": 13e-3, "pytorch": 20e-3}
+        times = {k: [fast_rounds[k]] * n_fast + [slow_rounds[k]] * n_slow for k in fast_rounds}
+        states = HostStates([[FAST] * 4] * n_fast + [[SLOW] * 4] * n_slow)
+        result = {"model": "resnet18", "labels": ["Winograd"], "runs": {"Winograd": run}, "rounds_s": times}
+        result |= {"host_state": states.to_json(), **ratios(times, range(n_fast + n_slow), ["Winograd"])}
+        result["by_state"] = {
+            s: {"rounds": idx, "steady": states.steady(s), **ratios(times, idx, ["Winograd"])}
+            for s in ("fast", "slow")
+            if (idx := states.rounds_in(s))
+        }
+        return result
+
+    results = [seed("run0", 8, 7), seed("run1", 6, 9)]
+    fast = results[0]["by_state"]["fast"]["vs"]["onnxruntime"]["Winograd"]
+    assert fast["median_ratio"] == pytest.approx(1.3) and fast["geomean"] == pytest.approx(1.3)
+    slow = results[1]["by_state"]["slow"]["vs"]["onnxruntime"]["Winograd"]
+    assert slow["median_ratio"] == pytest.approx(13 / 14.4)
+
+    class Gate:
+        def sentence(self) -> str:
+            return "Noise gate: FAILED"
+
+    meta = {"command": "run_ab", "started": "now", "wall_s": 1.0, "load_before": [0.1], "host": {}}
+    meta["host"] = {"model": "EPYC", "isa": "avx512f", "cores": 2}
+    text = "\n".join(_markdown(meta, results, Gate()))  # type: ignore[arg-type]
+    assert "fast state (2 of 2 seeds; gated), Winograd vs onnxruntime: geometric mean 1.300x" in text
+    assert "slow state (2 of 2 seeds; gated), Winograd vs onnxruntime: geometric mean 0.903x" in text
+    assert "| run0 | fast | 8 | yes |" in text
+    results[1]["by_state"]["fast"]["steady"] = False
+    text = "\n".join(_markdown(meta, results, Gate()))  # type: ignore[arg-type]
+    assert "fast state (2 of 2 seeds; not gated: claims nothing)" in text
