@@ -1,25 +1,26 @@
-"""Ratios taken inside one state of the host: the noise gate's probe timed around every engine of every round.
+"""Ratios taken inside one state of the host: the noise gate's probe timed between every two measurements.
 
-The 2-core Zen 4 host runs two-thread TVM kernels at two speeds that alternate within seconds (a 512^3 GEMM
-1.28 ms or 2.45 ms in consecutive 2 s rounds, the gate's peak-FMA probe 0.116 or 0.203 ms; its parallel-region
-overhead 0.77 us in both, so not thread wake-up) while onnxruntime on the same two threads moves by about 4%
-(scratch probes of 2026-11-27, not committed). A study's before/after gate then fails on drift although every
-ratio was taken in turns, and a ratio averaged over rounds mixes the two states in whatever proportion the run
-happened to see. Here the probe is timed before every engine of a round and after the last one, so each round is
-known to have run wholly in the fast state (every reading within ``STATE_TOLERANCE`` of the fastest reading of
-the run), wholly outside it, or across a change; a ratio is then reported per state, and the fast state's
-counts as gated when it has at least ``MIN_ROUNDS`` rounds whose probe readings have a robust CV under the noise
-gate's ``CV_LIMIT``. Mixed rounds count in no state.
+The 2-core Zen 4 host runs two-thread TVM kernels at two speeds, in spells of 10-45 s: the gate's peak-FMA probe
+0.115 or 0.19-0.21 ms, a tuned ResNet-18 12.4 or 17.5 ms, with the calling thread and TVM's worker each on its
+own CPU, neither waiting for its CPU (``/proc/<tid>/schedstat``), while one-thread matmuls pinned to the two CPUs
+at the same time run at full speed and onnxruntime barely moves (``benchmarks.thread_placement`` and scratch
+probes of 2026-11-27; what the hypervisor does is not visible from inside). A study's before/after gate then
+fails on drift although every ratio was taken in turns, and a ratio over all rounds mixes the two states in
+whatever proportion the run saw. Here the probe is timed before every measurement of a round and after the last,
+so each measurement is known to have run in the fast state (the readings before and after it within
+``STATE_TOLERANCE`` of the run's fastest reading), outside it, or across a change. A ratio between two
+measurements of a round counts in a state when both are in it; it counts as gated when at least ``MIN_ROUNDS``
+rounds qualify and their probe readings have a robust CV under the noise gate's ``CV_LIMIT``.
 
-    times, probes = interleaved_with_state(timers, rounds, probe_timer())
-    states = HostStates(probes)
-    states.rounds_in("fast")   # indices of the rounds to take a ratio from
+    times, probes, orders = interleaved_with_state(timers, rounds, state_probe())
+    states = HostStates(probes, orders)
+    states.rounds_in("fast", ["tuned", "onnxruntime"])   # the rounds to take that ratio from
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,28 +40,36 @@ STATES: tuple[State, ...] = ("fast", "slow", "mixed")
 
 def interleaved_with_state(
     timers: Mapping[str, Timer], rounds: int, probe: Timer
-) -> tuple[dict[str, list[float]], list[list[float]]]:
+) -> tuple[dict[str, list[float]], list[list[float]], list[list[str]]]:
     """Each timer once per round, round-robin, the order reversed every other round (as ``interleaved``), with
-    ``probe`` called before each timer and after the round's last: the seconds per timer and round, and the
-    probe's ``len(timers) + 1`` readings per round."""
+    ``probe`` called before each timer and after the round's last: the seconds per timer and round, the probe's
+    ``len(timers) + 1`` readings per round, and each round's order (reading i precedes the order's timer i)."""
     names = list(timers)
     out: dict[str, list[float]] = {n: [] for n in names}
     probes: list[list[float]] = []
+    orders: list[list[str]] = []
     for r in range(rounds):
+        order = names if r % 2 == 0 else names[::-1]
         readings = []
-        for name in names if r % 2 == 0 else names[::-1]:
+        for name in order:
             readings.append(probe())
             out[name].append(timers[name]())
         readings.append(probe())
         probes.append(readings)
-    return out, probes
+        orders.append(list(order))
+    return out, probes, orders
 
 
 @dataclass
 class HostStates:
-    """The state of every round, from the probe readings taken around its engines."""
+    """The host's state around every measurement of a run, from the probe readings taken between them.
+
+    A measurement is in the fast state when the readings just before and just after it are; a ratio between two
+    measurements of a round counts in a state when both are in it (the state flips within seconds, so whole
+    rounds of four engines are seldom all fast)."""
 
     round_probes: list[list[float]]
+    round_orders: list[list[str]] | None = None
     tolerance: float = STATE_TOLERANCE
     min_rounds: int = MIN_ROUNDS
     cv_limit: float = CV_LIMIT
@@ -68,45 +77,68 @@ class HostStates:
     def __post_init__(self) -> None:
         if not self.round_probes or not all(self.round_probes) or min(min(r) for r in self.round_probes) <= 0:
             raise ValueError("HostStates needs at least one round of positive probe readings")
+        if self.round_orders is not None and [len(o) + 1 for o in self.round_orders] != [
+            len(r) for r in self.round_probes
+        ]:
+            raise ValueError("HostStates needs one reading more than measurements in every round")
 
     @property
     def reference(self) -> float:
         """The fastest probe reading of the run: the host's fast state."""
         return min(min(r) for r in self.round_probes)
 
-    def state(self, round_index: int) -> State:
-        fast = [p <= self.reference * (1 + self.tolerance) for p in self.round_probes[round_index]]
+    def state_of(self, readings: list[float]) -> State:
+        """Fast when every reading is within the tolerance of the run's fastest, slow when none is."""
+        fast = [p <= self.reference * (1 + self.tolerance) for p in readings]
         return "fast" if all(fast) else "slow" if not any(fast) else "mixed"
 
-    def rounds_in(self, state: State) -> list[int]:
-        return [i for i in range(len(self.round_probes)) if self.state(i) == state]
+    def readings_around(self, round_index: int, names: Iterable[str] | None = None) -> list[float]:
+        """The readings just before and after each of ``names`` in that round (every reading of the round when
+        ``names`` is None)."""
+        readings = self.round_probes[round_index]
+        if names is None:
+            return list(readings)
+        if self.round_orders is None:
+            raise ValueError("HostStates without round orders cannot place a measurement")
+        order = self.round_orders[round_index]
+        return [readings[i + d] for n in names for i in [order.index(n)] for d in (0, 1)]
 
-    def probe_robust_cv(self, state: State) -> float | None:
-        """The robust CV of the probe readings of the rounds in ``state`` (None when it has no rounds)."""
-        readings = [p for i in self.rounds_in(state) for p in self.round_probes[i]]
+    def rounds_in(self, state: State, names: Iterable[str] | None = None) -> list[int]:
+        """The rounds in which the readings around ``names`` (the whole round when None) are all in ``state``."""
+        names = None if names is None else list(names)
+        return [i for i in range(len(self.round_probes)) if self.state_of(self.readings_around(i, names)) == state]
+
+    def probe_robust_cv(self, state: State, names: Iterable[str] | None = None) -> float | None:
+        """The robust CV of the readings around ``names`` in the rounds in ``state`` (None without such rounds)."""
+        names = None if names is None else list(names)
+        readings = [p for i in self.rounds_in(state, names) for p in self.readings_around(i, names)]
         return robust_cv(readings) if readings else None
 
-    def steady(self, state: State) -> bool:
-        """Enough rounds in ``state``, and its probe readings steady: a ratio from those rounds may be claimed."""
-        cv = self.probe_robust_cv(state)
-        enough = len(self.rounds_in(state)) >= self.min_rounds
+    def steady(self, state: State, names: Iterable[str] | None = None) -> bool:
+        """Enough rounds in ``state`` around ``names``, and their probe readings steady: a ratio between those
+        measurements, taken from those rounds, may be claimed."""
+        names = None if names is None else list(names)
+        cv = self.probe_robust_cv(state, names)
+        enough = len(self.rounds_in(state, names)) >= self.min_rounds
         return state != "mixed" and enough and cv is not None and cv <= self.cv_limit
 
     def sentence(self) -> str:
-        """The summary's line: rounds per state, the probe in each, and which state's ratios are gated."""
-        parts = []
-        for s in STATES:
-            idx = self.rounds_in(s)
-            if not idx:
-                continue
-            med = statistics.median(p for i in idx for p in self.round_probes[i])
-            verdict = "gated" if self.steady(s) else "not gated"
-            parts.append(
-                f"{s} {len(idx)} rounds (probe median {med * 1e3:.3f} ms, robust CV {self.probe_robust_cv(s):.1%}; "
-                f"{verdict})"
-            )
+        """The summary's line: how many measurements were in each state, and the probe in each."""
+        counts = {s: 0 for s in STATES}
+        per_state: dict[State, list[float]] = {s: [] for s in STATES}
+        for readings in self.round_probes:
+            for k in range(len(readings) - 1):
+                s = self.state_of(readings[k : k + 2])
+                counts[s] += 1
+                per_state[s] += readings[k : k + 2]
+        parts = [
+            f"{s} {counts[s]} (probe median {statistics.median(per_state[s]) * 1e3:.3f} ms, robust CV "
+            f"{robust_cv(per_state[s]):.1%})"
+            for s in STATES
+            if counts[s]
+        ]
         return (
-            f"Host state per round (probe before every engine and after the last; fast = every reading within "
+            f"Host state around each measurement (probe before and after it; fast = both readings within "
             f"{self.tolerance:.0%} of the run's fastest, {self.reference * 1e3:.3f} ms): " + "; ".join(parts) + "."
         )
 
@@ -115,10 +147,8 @@ class HostStates:
             "tolerance": self.tolerance,
             "min_rounds": self.min_rounds,
             "reference_s": self.reference,
-            "round_states": [self.state(i) for i in range(len(self.round_probes))],
             "round_probes_s": self.round_probes,
-            "probe_robust_cv": {s: self.probe_robust_cv(s) for s in STATES},
-            "steady": {s: self.steady(s) for s in STATES},
+            "round_orders": self.round_orders,
         }
 
 

@@ -117,7 +117,12 @@ def kernel_timer(task: Any, config: Any, repeats: int, cpu_time: bool = False) -
         return lambda: time_callable(lambda: kernel(*args), repeats, warmup_s=0.05, clock=time.thread_time)
     evaluator = lib.time_evaluator("main", dev, number=1, repeat=repeats)
     evaluator(*args)  # warm-up: thread pool, caches, page tables
-    return lambda: statistics.median(evaluator(*args).results)
+
+    def timer() -> float:
+        with adatune.target.tvm_main_thread():
+            return statistics.median(evaluator(*args).results)
+
+    return timer
 
 
 def interleaved(

@@ -217,7 +217,8 @@ def tvm_timer(
     evaluator(*args)  # warm-up
 
     def timer() -> float:
-        return settled(float(evaluator(*args).mean))
+        with adatune.target.tvm_main_thread():
+            return settled(float(evaluator(*args).mean))
 
     return timer, ok
 

@@ -27,6 +27,7 @@ machine lands on all of them alike: a ratio between kernels is only meaningful w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
@@ -64,7 +65,7 @@ Timer = Callable[[], float]
 PROBE_GEMM = (64, 256, 512)  # rows, K, columns: operands in L2, so the probe reads the FMA units
 
 
-def probe_timer(number: int = 20) -> Timer:
+def probe_timer(number: int = 20, place_caller: bool = True) -> Timer:
     """One call: seconds per run of a fixed 64x256x512 float32 GEMM (``dense.x86``, this host, every core)
     averaged over ``number`` runs, with the template config of the largest register tile: it runs at the
     cores' peak FMA rate (338-348 GFLOPS on the 2-core Zen 5 host), so a host state that halves peak-rate
@@ -90,7 +91,13 @@ def probe_timer(number: int = 20) -> Timer:
     rng = np.random.default_rng(0)
     args = [tvm.runtime.tensor(rng.uniform(-1, 1, s.shape).astype(s.dtype), dev) for s in task.arg_specs]
     timer = lib.time_evaluator("main", dev, number=number, repeat=1)
-    return lambda: float(timer(*args).results[0])
+    placement = adatune.target.tvm_main_thread if place_caller else contextlib.nullcontext
+
+    def call() -> float:
+        with placement():
+            return float(timer(*args).results[0])
+
+    return call
 
 
 def memory_probe_timer(mib: int = 256, number: int = 2) -> Timer:
@@ -115,7 +122,12 @@ def memory_probe_timer(mib: int = 256, number: int = 2) -> Timer:
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(np.ones(n, "float32"), dev), tvm.runtime.tensor(np.zeros(n, "float32"), dev)]
     timer = lib.time_evaluator(lib.entry_name, dev, number=number, repeat=1)
-    return lambda: float(timer(*args).results[0])
+
+    def call() -> float:
+        with adatune.target.tvm_main_thread():
+            return float(timer(*args).results[0])
+
+    return call
 
 
 def core_probe_seconds(repeats: int = 7, size: int = 256, calls: int = 8) -> list[float]:
@@ -259,6 +271,13 @@ class NoiseGate:
             and all(cv <= self.cv_limit for cv in memory_cvs)
             and abs(self.memory_drift - 1.0) <= self.drift_limit
         )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NoiseGate:
+        """The gate as ``to_json`` stored it (its readings and limits), to re-write a summary from results.json."""
+        fields = ("label", "at", "load", "seconds", "memory_seconds", "core_seconds")
+        readings = [ProbeReading(**{k: r[k] for k in fields if k in r}) for r in data.get("readings", [])]
+        return cls(cv_limit=data["cv_limit"], drift_limit=data["drift_limit"], readings=readings)
 
     def to_json(self) -> dict[str, Any]:
         return {

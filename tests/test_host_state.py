@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from benchmarks.host_state import HostStates, interleaved_with_state
-from benchmarks.models.run_ab import _markdown, ratios
+from benchmarks.models.run_ab import _markdown, ratios, state_ratios
 
 FAST, SLOW = 1.0e-4, 1.9e-4
 
@@ -24,23 +24,32 @@ def test_the_probe_is_read_before_every_engine_and_after_the_last():
         calls.append("probe")
         return FAST * (1 + next(counter) / 1000)
 
-    times, probes = interleaved_with_state({"a": timer("a"), "b": timer("b")}, 2, probe)
+    times, probes, orders = interleaved_with_state({"a": timer("a"), "b": timer("b")}, 2, probe)
     assert calls == ["probe", "a", "probe", "b", "probe", "probe", "b", "probe", "a", "probe"]
     assert times == {"a": [1.0, 1.0], "b": [1.0, 1.0]} and [len(p) for p in probes] == [3, 3]
+    assert orders == [["a", "b"], ["b", "a"]]
+    states = HostStates(probes, orders)
+    assert states.readings_around(1, ["a"]) == [probes[1][1], probes[1][2]]  # a ran second in round 1
 
 
 def test_rounds_are_fast_slow_or_mixed_and_only_a_steady_state_with_enough_rounds_is_gated():
-    rounds = [[FAST] * 3] * 5 + [[SLOW] * 3] * 4 + [[FAST, SLOW, FAST]]
+    rounds = [[FAST] * 3] * 5 + [[SLOW] * 3] * 4 + [[FAST, FAST, SLOW]]
     states = HostStates(rounds)
     assert states.reference == FAST
     assert states.rounds_in("fast") == [0, 1, 2, 3, 4]
     assert states.rounds_in("slow") == [5, 6, 7, 8] and states.rounds_in("mixed") == [9]
     assert states.steady("fast") and not states.steady("slow")  # 4 slow rounds < MIN_ROUNDS
     assert not states.steady("mixed")
+    # a measurement between two fast readings is fast even in a round that changed state
+    orders = [["x", "y"]] * 10
+    states = HostStates(rounds, orders)
+    assert states.rounds_in("fast", ["x"]) == [0, 1, 2, 3, 4, 9] and states.rounds_in("mixed", ["y"]) == [9]
+    with pytest.raises(ValueError, match="one reading more"):
+        HostStates(rounds, [["x"]] * 10)
     noisy = [[FAST * f for f in (1.0, 1.07, 0.98, 1.03, 0.975)]] * 6  # within 10% of the fastest, robust CV 3.7%
     assert HostStates(noisy).rounds_in("fast") == list(range(6)) and not HostStates(noisy).steady("fast")
     text = states.sentence()
-    assert "fast 5 rounds" in text and "slow 4 rounds" in text and "mixed 1 rounds" in text
+    assert "fast 11 (" in text and "slow 8 (" in text and "mixed 1 (" in text  # measurements, two per round
     with pytest.raises(ValueError, match="positive probe readings"):
         HostStates([])
 
@@ -52,14 +61,14 @@ def test_an_ab_summary_reports_each_state_and_claims_only_from_a_state_gated_in_
         fast_rounds = {"Winograd": 10e-3, "onnxruntime": 13e-3, "pytorch": 20e-3}
         slow_rounds = {"Winograd": 14.4e-3, "onnxruntime": 13e-3, "pytorch": 20e-3}
         times = {k: [fast_rounds[k]] * n_fast + [slow_rounds[k]] * n_slow for k in fast_rounds}
-        states = HostStates([[FAST] * 4] * n_fast + [[SLOW] * 4] * n_slow)
+        order = ["Winograd", "onnxruntime", "pytorch"]
+        states = HostStates([[FAST] * 4] * n_fast + [[SLOW] * 4] * n_slow, [order] * (n_fast + n_slow))
         result = {"model": "resnet18", "labels": ["Winograd"], "runs": {"Winograd": run}, "rounds_s": times}
-        result |= {"host_state": states.to_json(), **ratios(times, range(n_fast + n_slow), ["Winograd"])}
-        result["by_state"] = {
-            s: {"rounds": idx, "steady": states.steady(s), **ratios(times, idx, ["Winograd"])}
-            for s in ("fast", "slow")
-            if (idx := states.rounds_in(s))
+        result |= {
+            "host_state": states.to_json(),
+            **ratios(times, ["Winograd"], lambda names: list(range(n_fast + n_slow))),
         }
+        result["by_state"] = {s: state_ratios(times, ["Winograd"], states, s) for s in ("fast", "slow", "mixed")}
         return result
 
     results = [seed("run0", 8, 7), seed("run1", 6, 9)]
@@ -77,7 +86,8 @@ def test_an_ab_summary_reports_each_state_and_claims_only_from_a_state_gated_in_
     text = "\n".join(_markdown(meta, results, Gate()))  # type: ignore[arg-type]
     assert "fast state (2 of 2 seeds; gated), Winograd vs onnxruntime: geometric mean 1.300x" in text
     assert "slow state (2 of 2 seeds; gated), Winograd vs onnxruntime: geometric mean 0.903x" in text
-    assert "| run0 | fast | 8 | yes |" in text
-    results[1]["by_state"]["fast"]["steady"] = False
+    assert "| run0 | fast | 10.00 | 13.00 | 20.00 | 1.300x [1.300, 1.300] (8, gated) |" in text
+    assert "| run1 | mixed | nan | nan | nan | - | - |" in text
+    results[1]["by_state"]["fast"]["vs"]["onnxruntime"]["Winograd"]["steady"] = False
     text = "\n".join(_markdown(meta, results, Gate()))  # type: ignore[arg-type]
     assert "fast state (2 of 2 seeds; not gated: claims nothing)" in text

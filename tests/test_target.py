@@ -5,6 +5,8 @@ public target helpers keep working."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 import tvm
@@ -142,3 +144,63 @@ def test_one_blas_thread_limits_numpy_blas_inside_the_block_only() -> None:
     with target.one_blas_thread():
         assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
     assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before
+
+
+needs_two_cpus = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to place threads"
+)
+
+
+@needs_two_cpus
+def test_tvm_main_thread_keeps_the_caller_off_cpus_other_threads_are_pinned_to() -> None:
+    """A thread pinned to one CPU (as TVM pins its pool workers): inside the block the caller may run on every
+    other allowed CPU but not that one, and gets its affinity back after, also when the block raises."""
+    allowed = os.sched_getaffinity(0)
+    worker_cpu = max(allowed)
+    pinned, release = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        os.sched_setaffinity(0, {worker_cpu})
+        pinned.set()
+        release.wait(10)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        pinned.wait(10)
+        with target.tvm_main_thread():
+            assert os.sched_getaffinity(0) == allowed - {worker_cpu}
+        assert os.sched_getaffinity(0) == allowed
+        with pytest.raises(RuntimeError), target.tvm_main_thread():
+            raise RuntimeError("a failing kernel")
+        assert os.sched_getaffinity(0) == allowed
+    finally:
+        release.set()
+        t.join()
+    with target.tvm_main_thread():  # nothing pinned now: the caller keeps every CPU
+        assert os.sched_getaffinity(0) == allowed
+
+
+@needs_two_cpus
+def test_tvm_main_thread_leaves_the_caller_alone_when_every_cpu_is_taken() -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    events = [threading.Event() for _ in allowed]
+    release = threading.Event()
+
+    def worker(cpu: int, ev: threading.Event) -> None:
+        os.sched_setaffinity(0, {cpu})
+        ev.set()
+        release.wait(10)
+
+    threads = [threading.Thread(target=worker, args=(c, e)) for c, e in zip(allowed, events)]
+    for t in threads:
+        t.start()
+    try:
+        for e in events:
+            e.wait(10)
+        with target.tvm_main_thread():
+            assert os.sched_getaffinity(0) == set(allowed)
+    finally:
+        release.set()
+        for t in threads:
+            t.join()

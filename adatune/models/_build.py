@@ -40,8 +40,15 @@ class CompiledModel:
 
     @property
     def main(self) -> Any:
-        """The VM's ``main`` on TVM tensors (what latency measurements call, without numpy conversions)."""
-        return self._vm["main"]
+        """The VM's ``main`` on TVM tensors (what latency measurements call, without numpy conversions), run with
+        the calling thread off TVM's pool workers' CPUs (``adatune.target.tvm_main_thread``)."""
+        fn = self._vm["main"]
+
+        def call(*args: Any) -> Any:
+            with _target.tvm_main_thread():
+                return fn(*args)
+
+        return call
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         self.model.check_inputs(arrays)

@@ -219,7 +219,8 @@ def _tensors(wl: DynamicWorkload, t: int) -> list[Any]:
 def _time_tvm(lib: Any, name: str, tensors: list[Any], extra_args: tuple, cfg: BenchConfig) -> float:
     mod = lib.mod if hasattr(lib, "mod") else lib
     ev = mod.time_evaluator(name, tvm.cpu(0), number=1, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms)
-    return float(np.median(ev(*tensors, *extra_args).results))
+    with adatune.target.tvm_main_thread():  # the caller off TVM's worker CPU (vendor threads ran before)
+        return float(np.median(ev(*tensors, *extra_args).results))
 
 
 def run_vendor(wl: DynamicWorkload, library: str, cfg: BenchConfig) -> tuple[ArmResult, Retimer]:

@@ -25,7 +25,7 @@ import os
 import statistics
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any
 
 import matplotlib
@@ -39,7 +39,7 @@ import adatune.models as am  # noqa: E402
 from adatune.models._latency import compiled_latency  # noqa: E402
 
 from .._common import load_now, run_meta, settled  # noqa: E402
-from ..host_state import STATES, HostStates, interleaved_with_state, state_probe  # noqa: E402
+from ..host_state import STATES, HostStates, State, interleaved_with_state, state_probe  # noqa: E402
 from ..noise_gate import NoiseGate, Timer  # noqa: E402
 from .seeds import ratio_interval  # noqa: E402
 
@@ -93,8 +93,8 @@ def compare(runs: dict[str, str], rounds: int, repeats: int, probe: Timer) -> di
     timers = {k: (lambda c=c: settled(compiled_latency(c, inputs, repeats))) for k, c in built.items()}
     for fw in ENGINES:
         timers[fw] = lambda fw=fw: settled(am.framework_latency(models[a], fw, inputs, repeats) or math.nan)
-    times, probes = interleaved_with_state(timers, rounds, probe)
-    states = HostStates(probes)
+    times, probes, orders = interleaved_with_state(timers, rounds, probe)
+    states = HostStates(probes, orders)
     result: dict[str, Any] = {
         "model": name,
         "arm": arm,
@@ -103,26 +103,44 @@ def compare(runs: dict[str, str], rounds: int, repeats: int, probe: Timer) -> di
         "max_abs_diff": diff,
         "rounds_s": times,
         "host_state": states.to_json(),
-        "median_s": {k: statistics.median(v) for k, v in times.items()},
     }
-    result |= ratios(times, range(rounds), labels)
-    result["by_state"] = {
-        s: {"rounds": idx, "steady": states.steady(s), **ratios(times, idx, labels)}
-        for s in STATES
-        if (idx := states.rounds_in(s))
-    }
+    result |= ratios(times, labels, lambda names: list(range(rounds)))
+    result["by_state"] = {s: state_ratios(times, labels, states, s) for s in STATES}
     return result
 
 
-def ratios(times: dict[str, list[float]], rounds: Iterable[int], labels: list[str]) -> dict[str, Any]:
-    """Medians over ``rounds`` and the ratios between them: B's speed over A's, each engine's latency over each
-    label's (> 1: the tuned model is faster), with a t-interval over the rounds' paired ratios."""
-    idx = list(rounds)
-    med = {k: statistics.median(times[k][i] for i in idx) for k in times}
+def state_ratios(times: dict[str, list[float]], labels: list[str], states: HostStates, state: State) -> dict[str, Any]:
+    """``ratios`` from the rounds in which the probe read ``state`` around the measurements named."""
 
-    def paired(num: str, den: str) -> dict[str, float]:
+    def rounds_of(names: list[str]) -> list[int]:
+        return states.rounds_in(state, names)
+
+    return ratios(times, labels, rounds_of, states, state)
+
+
+def ratios(
+    times: dict[str, list[float]],
+    labels: list[str],
+    rounds_of: Callable[[list[str]], list[int]],
+    states: HostStates | None = None,
+    state: State | None = None,
+) -> dict[str, Any]:
+    """Medians and ratios over the rounds ``rounds_of`` gives for the measurements named: each timer's median
+    over its rounds, B's speed over A's and each engine's latency over each label's (> 1: the tuned model is
+    faster), each ratio with a t-interval over its rounds' paired ratios, its round count and, with ``states``,
+    whether ``state`` is steady around that pair."""
+    med = {k: statistics.median(times[k][i] for i in idx) if (idx := rounds_of([k])) else math.nan for k in times}
+
+    def paired(num: str, den: str) -> dict[str, Any]:
+        idx = rounds_of([num, den])
+        out: dict[str, Any] = {"rounds": len(idx)}
+        if states is not None and state is not None:
+            out["steady"] = states.steady(state, [num, den])
+        if not idx:
+            return out | {"median_ratio": math.nan, "geomean": math.nan, "lo": math.nan, "hi": math.nan}
         g, lo, hi = ratio_interval([times[num][i] / times[den][i] for i in idx])
-        return {"median_ratio": med[num] / med[den], "geomean": g, "lo": lo, "hi": hi}
+        num_med, den_med = (statistics.median(times[k][i] for i in idx) for k in (num, den))
+        return out | {"median_ratio": num_med / den_med, "geomean": g, "lo": lo, "hi": hi}
 
     out: dict[str, Any] = {"median_s": med, "vs": {fw: {k: paired(fw, k) for k in labels} for fw in ENGINES}}
     if len(labels) == 2:
@@ -167,19 +185,24 @@ def _markdown(meta: dict[str, Any], results: list[dict[str, Any]], gate: NoiseGa
         lines.append(f"| {runs} | {ms} | " + " | ".join(_cell(get(r)) for _, get in keys) + " |")
     lines += ["", *_over_seeds(results, keys, None), "", "## By host state", ""]
     for i, r in enumerate(results):
-        lines.append(f"- seed {i}: {HostStates(r['host_state']['round_probes_s']).sentence()}")
+        hs = r["host_state"]
+        lines.append(f"- seed {i}: {HostStates(hs['round_probes_s'], hs['round_orders']).sentence()}")
     lines += [
         "",
-        "| runs | state | rounds | gated | " + header,
-        "|---|---|---:|---|" + "---:|" * (len(labels) + len(ENGINES) + len(keys)),
+        "A ratio counts in a state from the rounds in which the probe read that state before and after both of its "
+        "measurements; cells give the geometric mean of those rounds' ratios, its t-interval, the number of rounds "
+        "and whether the state was steady around the pair (gated: >= 5 rounds, probe robust CV <= 3%).",
+        "",
+        "| runs | state | " + header,
+        "|---|---|" + "---:|" * (len(labels) + len(ENGINES) + len(keys)),
     ]
     for r in results:
         runs = " / ".join(os.path.basename(r["runs"][k]) for k in labels)
-        for state, sr in r["by_state"].items():
+        for state in STATES:
+            sr = r["by_state"][state]
             ms = " | ".join(f"{sr['median_s'][k] * 1e3:.2f}" for k in [*labels, *ENGINES])
             cells = " | ".join(_cell(get(sr)) for _, get in keys)
-            gated = "yes" if sr["steady"] else "no"
-            lines.append(f"| {runs} | {state} | {len(sr['rounds'])} | {gated} | {ms} | {cells} |")
+            lines.append(f"| {runs} | {state} | {ms} | {cells} |")
     lines.append("")
     for state in ("fast", "slow"):
         lines += _over_seeds(results, keys, state)
@@ -187,29 +210,36 @@ def _markdown(meta: dict[str, Any], results: list[dict[str, Any]], gate: NoiseGa
     return lines
 
 
-def _cell(ratio: dict[str, float]) -> str:
-    if math.isnan(ratio["lo"]):
-        return f"{ratio['median_ratio']:.3f}x"
-    return f"{ratio['median_ratio']:.3f}x [{ratio['lo']:.3f}, {ratio['hi']:.3f}]"
+def _cell(ratio: dict[str, Any]) -> str:
+    if math.isnan(ratio["geomean"]):
+        return "-"
+    text = f"{ratio['geomean']:.3f}x"
+    if not math.isnan(ratio["lo"]):
+        text += f" [{ratio['lo']:.3f}, {ratio['hi']:.3f}]"
+    if "steady" in ratio:
+        text += f" ({ratio['rounds']}, {'gated' if ratio['steady'] else 'not gated'})"
+    return text
 
 
 def _over_seeds(results: list[dict[str, Any]], keys: list[tuple[str, Any]], state: str | None) -> list[str]:
-    """Each ratio over the seeds (geometric mean of the seeds' median ratios, t-interval): from all rounds, or
-    from the rounds in ``state``; a state's line says whether it was gated (steady in every seed)."""
-    runs = results if state is None else [r["by_state"][state] for r in results if state in r["by_state"]]
-    if not runs:
-        return [f"- {state} state: no round in any seed"]
-    if state is None:
-        head = "all rounds"
-    else:
-        gated = len(runs) == len(results) and all(r["steady"] for r in runs)
-        verdict = "gated" if gated else "not gated: claims nothing"
-        head = f"{state} state ({len(runs)} of {len(results)} seeds; {verdict})"
+    """Each ratio over the seeds (geometric mean of the seeds' ratios, t-interval over the seeds): from all
+    rounds, or from each seed's rounds in ``state``; a state's line says whether every seed was gated on it."""
     lines = []
     for name, get in keys:
-        g, lo, hi = ratio_interval([get(r)["median_ratio"] for r in runs])
-        interval = f"95% t-interval [{lo:.3f}, {hi:.3f}]" if len(runs) > 1 else "one seed: no interval"
-        lines.append(f"- {head}, {name}: geometric mean {g:.3f}x over {len(runs)} seeds, {interval}")
+        per_seed = [get(r if state is None else r["by_state"][state]) for r in results]
+        used = [p for p in per_seed if not math.isnan(p["geomean"])]
+        if not used:
+            lines.append(f"- {state} state, {name}: no round in any seed")
+            continue
+        g, lo, hi = ratio_interval([p["geomean"] for p in used])
+        interval = f"95% t-interval [{lo:.3f}, {hi:.3f}]" if len(used) > 1 else "one seed: no interval"
+        if state is None:
+            head = "all rounds"
+        else:
+            gated = len(used) == len(results) and all(p["steady"] for p in used)
+            verdict = "gated" if gated else "not gated: claims nothing"
+            head = f"{state} state ({len(used)} of {len(results)} seeds; {verdict})"
+        lines.append(f"- {head}, {name}: geometric mean {g:.3f}x over {len(used)} seeds, {interval}")
     return lines
 
 
@@ -218,16 +248,18 @@ def _plot(out: str, results: list[dict[str, Any]]) -> str:
     marker = {"fast": "o", "slow": "x", "mixed": "^"}
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, r in enumerate(results):
-        states = r["host_state"]["round_states"]
+        states = HostStates(r["host_state"]["round_probes_s"], r["host_state"]["round_orders"])
         for j, k in enumerate(keys):
             for state in marker:
-                ys = [t * 1e3 for t, s in zip(r["rounds_s"][k], states) if s == state]
-                x = [i * (len(keys) + 1) + j] * len(ys)
-                label = f"{k}" if i == 0 and state == "fast" else None
-                ax.scatter(x, ys, s=12, color=f"C{j}", marker=marker[state], label=label)
+                rounds = set(states.rounds_in(state, [k]))  # type: ignore[arg-type]
+                ys = [t * 1e3 for n, t in enumerate(r["rounds_s"][k]) if n in rounds]
+                label = k if i == 0 and state == "fast" else None
+                ax.scatter(
+                    [i * (len(keys) + 1) + j] * len(ys), ys, s=12, color=f"C{j}", marker=marker[state], label=label
+                )
     ax.set_xticks([i * (len(keys) + 1) + 1.5 for i in range(len(results))], [f"seed {i}" for i in range(len(results))])
     ax.set_ylabel("latency per inference (ms), every round")
-    ax.set_title(f"{results[0]['model']}: every round (o fast state, x slow, ^ mixed)")
+    ax.set_title(f"{results[0]['model']}: every measurement (o fast state, x slow, ^ mixed)")
     ax.legend(fontsize=8)
     path = os.path.join(out, "run_ab.png")
     fig.tight_layout()
@@ -238,13 +270,18 @@ def _plot(out: str, results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.models.run_ab", description=__doc__)
-    ap.add_argument("--a", nargs="+", required=True, help="benchmarks.models output dirs, one per seed")
+    ap.add_argument("--a", nargs="+", help="benchmarks.models output dirs, one per seed")
     ap.add_argument("--b", nargs="+", help="the same seeds tuned the other way (omit to time A with the engines)")
     ap.add_argument("--labels", nargs="+", default=["A", "B"], help="names of the ways (one per --a/--b given)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--report", action="store_true", help="re-write OUT's summary from its results.json (no timing)")
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args.out)
+    if not args.a:
+        ap.error("--a is required (or --report)")
     if args.b is not None and len(args.a) != len(args.b):
         ap.error("give one B run per A run")
     labels = args.labels[: 1 if args.b is None else 2]
@@ -265,11 +302,40 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
+    _write_summary(args.out, meta, results, gate)
+    return 0
+
+
+def _write_summary(out: str, meta: dict[str, Any], results: list[dict[str, Any]], gate: NoiseGate) -> None:
     lines = _markdown(meta, results, gate)
-    lines.append(f"![rounds]({os.path.basename(_plot(args.out, results))})")
-    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
+    lines.append(f"![rounds]({os.path.basename(_plot(out, results))})")
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def report(out: str) -> int:
+    """Re-compute every ratio from a results.json's rounds and probe readings and re-write its summary. Runs
+    stored before the probe was read around every measurement (no ``host_state``) get no state table; runs
+    stored before the round orders were kept get them back (labels, then the engines, reversed every other round,
+    as ``compare`` times them)."""
+    path = os.path.join(out, "results.json")
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    for r in data["results"]:
+        hs = r.get("host_state")
+        if hs is None:
+            raise ValueError(f"{path}: stored before the host state was recorded; nothing to re-compute")
+        times, labels = r["rounds_s"], r["labels"]
+        order = [*labels, *ENGINES]
+        orders = hs.get("round_orders") or [order if i % 2 == 0 else order[::-1] for i in range(len(times[labels[0]]))]
+        states = HostStates(hs["round_probes_s"], orders)
+        r["host_state"] = states.to_json()
+        r |= ratios(times, labels, lambda names: list(range(len(orders))))
+        r["by_state"] = {s: state_ratios(times, labels, states, s) for s in STATES}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+    _write_summary(out, data["meta"], data["results"], NoiseGate.from_json(data["meta"]["noise_gate"]))
     return 0
 
 
