@@ -331,7 +331,8 @@ def report(out: str) -> int:
         orders = hs.get("round_orders") or [order if i % 2 == 0 else order[::-1] for i in range(len(times[labels[0]]))]
         states = HostStates(hs["round_probes_s"], orders)
         r["host_state"] = states.to_json()
-        r |= ratios(times, labels, lambda names: list(range(len(orders))))
+        every_round = list(range(len(orders)))
+        r |= ratios(times, labels, lambda names, idx=every_round: idx)
         r["by_state"] = {s: state_ratios(times, labels, states, s) for s in STATES}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
