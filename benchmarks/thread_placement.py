@@ -5,8 +5,9 @@ timed with the caller left free, pinned to the CPU TVM's pool worker holds, and 
 TVM 0.27 pins each pool worker to one CPU and runs the first share of every parallel loop on the calling thread,
 which it leaves free. This benchmark times, in turns every round, the noise gate's two-thread peak-FMA probe and
 (with ``--model``) a built model, under three placements of the caller, and onnxruntime's MatMul of the probe's
-size on two threads (its threads are not pinned); then the share of each placement's rounds that ran in the
-fast state (within 10% of the fastest reading of the probe).
+size on two threads (its threads are not pinned) and two one-thread numpy matmuls pinned one to each CPU at the
+same time; then the share of each series' rounds that ran in the fast state (within 10% of the fastest reading of
+its kind).
 
     python -m benchmarks.thread_placement --rounds 40 --out benchmarks/results/thread_placement
 """
@@ -111,6 +112,40 @@ def _model_timer(run_dir: str) -> Timer:
     return lambda: time_callable(lambda: vm_main(*args), 10, 0.1)
 
 
+def _concurrent_matmuls() -> Timer:
+    """Two threads, each pinned to one CPU, each timing one-thread numpy matmuls (384^2) at the same time: the
+    slower one's median seconds per matmul. If the two vCPUs shared one core, or one were slow, this would read
+    slow too; it does not share data between the CPUs, as TVM's parallel loops do."""
+    import threading
+
+    from adatune.target import one_blas_thread
+
+    a = np.random.default_rng(0).uniform(-1, 1, (384, 384)).astype("float32")
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+
+    def run() -> float:
+        out: dict[int, float] = {}
+
+        def loop(cpu: int) -> None:
+            os.sched_setaffinity(0, {cpu})
+            times = []
+            for _ in range(20):
+                t = time.perf_counter()
+                a @ a
+                times.append(time.perf_counter() - t)
+            out[cpu] = statistics.median(times)
+
+        with one_blas_thread():
+            threads = [threading.Thread(target=loop, args=(c,)) for c in cpus]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        return max(out.values())
+
+    return run
+
+
 def _worker_cpus() -> set[int]:
     from adatune.target import _cpus_pinned_by_other_threads
 
@@ -133,7 +168,9 @@ def measure(rounds: int, model_dir: str | None) -> dict[str, list[float]]:
     workers = _worker_cpus()
     if not workers:
         raise RuntimeError("no TVM pool worker is pinned to a CPU here (one thread, or TVM_BIND_THREADS=0)")
+    concurrent = _concurrent_matmuls()
     out: dict[str, list[float]] = {k: [] for k in timers}
+    out["numpy_1thread_per_cpu_concurrent"] = []
     if ort_gemm is not None:
         out["onnxruntime_gemm"] = []
     names = list(timers)
@@ -142,6 +179,7 @@ def measure(rounds: int, model_dir: str | None) -> dict[str, list[float]]:
             placement, timer = timers[name]
             with placed(placement, workers):
                 out[name].append(statistics.median(timer() for _ in range(3)))
+        out["numpy_1thread_per_cpu_concurrent"].append(concurrent())
         if ort_gemm is not None:
             out["onnxruntime_gemm"].append(settled(ort_gemm()))
     return out
