@@ -17,7 +17,11 @@ repeats too) stays under ``CV_LIMIT`` (3%) at every reading and its median moved
   two-thread probes: it tells a slowed vCPU (per-CPU times differ) from two vCPUs slowing each other (per-CPU
   times unchanged while the two-thread probe slows). Its first reading of the Zen 4 host's slow state was the
   second: per-CPU 2.61/2.63 -> 2.61/2.65 ms while the two-thread probe went 0.116 -> 0.194 ms
-  (benchmarks/results/small_models_zen4_run1), as if the two vCPUs had come to share one physical core.
+  (benchmarks/results/small_models_zen4_run1). Not a shared core either: one-thread matmuls pinned to both CPUs
+  at once keep their speed in that state (``benchmarks.thread_placement``); two-thread TVM kernels alone slow.
+
+Both two-thread probes run under ``adatune.target.tvm_main_thread``: with the calling thread on TVM's worker's
+CPU the compute probe reads 1.9x slow in every call (``benchmarks.thread_placement``).
 
 A study whose gate failed reports its numbers as measured but claims no speedup from them.
 
