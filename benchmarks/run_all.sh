@@ -273,3 +273,14 @@ done
 $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen4_paper_search_attn \
   benchmarks/results/dietcode/zen4_paper_search_attn_seed1 benchmarks/results/dietcode/zen4_paper_search_attn_seed2 \
   --out benchmarks/results/dietcode/zen4_paper_search_attn_seeds  # no timing: the three runs over seeds
+# the calling thread's placement, and the models re-timed with it placed and the host state read per measurement
+locked $PY -m benchmarks.thread_placement --rounds 30 --model benchmarks/results/models_zen4_resnet18_winograd_seed0 \
+  --out benchmarks/results/thread_placement  # ~5 min
+locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen4_resnet18_15min_seed{0,1,2} \
+  --b benchmarks/results/models_zen4_resnet18_winograd_seed{0,1,2} --labels NCHW Winograd --rounds 30 \
+  --out benchmarks/results/models_zen4_resnet18_winograd_ab_placed30  # ~9 min
+locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen4 benchmarks/results/models_zen4_seed1 \
+  benchmarks/results/models_zen4_seed2 --labels tuned --rounds 15 \
+  --out benchmarks/results/models_zen4_bert_vs_engines_placed  # ~13 min
+locked $PY -m benchmarks.dietcode --workloads scores --arms per-shape padded-largest torch numpy dietcode \
+  --static-trials 64 --static-converge 24 --out benchmarks/results/dietcode/zen4_paper_search_scores_placed  # ~10 min
