@@ -298,10 +298,6 @@ def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool, func_na
     """Adapter from a TVM runtime module (its entry function, or ``func_name``) to ``time_fn``."""
 
     def run(number: int, repeat: int, min_repeat_ms: float) -> list[float]:
-        with tvm_main_thread():  # the caller off TVM's worker CPUs, or a run reads up to 1.9x slow at random
-            return _timed(number, repeat, min_repeat_ms)
-
-    def _timed(number: int, repeat: int, min_repeat_ms: float) -> list[float]:
         ev = module.time_evaluator(
             func_name or module.entry_name,
             device,
@@ -310,7 +306,8 @@ def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool, func_na
             min_repeat_ms=math.ceil(min_repeat_ms),
             f_preproc="cache_flush_cpu_non_first_arg" if cache_flush else "",
         )
-        return list(ev(*args).results)
+        with tvm_main_thread():  # the caller off TVM's worker CPUs, or a run reads up to 1.9x slow at random
+            return list(ev(*args).results)
 
     return run
 

@@ -28,6 +28,7 @@ __all__ = [
     "CpuInfo",
     "TargetLike",
     "cpu_info",
+    "cpus_pinned_by_other_threads",
     "create",
     "cuda",
     "one_blas_thread",
@@ -83,7 +84,7 @@ def size_tvm_thread_pool() -> None:
     os.environ.update(tvm_thread_env())
 
 
-def _cpus_pinned_by_other_threads() -> set[int]:
+def cpus_pinned_by_other_threads() -> set[int]:
     """The CPUs this process's other threads are each pinned to alone (TVM's pool workers; onnxruntime's,
     PyTorch's and OpenBLAS's threads are not pinned)."""
     me = threading.get_native_id()
@@ -109,7 +110,7 @@ def tvm_main_thread() -> Iterator[None]:
     share one core and every parallel kernel runs up to 1.9x slower until it moves, and a thread stays where it
     last ran (after another engine's threads, or an affinity change, it may sit on the worker's CPU for good).
     On the 2-core Zen 4 host the gate's probe took 0.21 ms in every round with the caller on the worker's CPU
-    against 0.11 ms off it, a tuned ResNet-18 24 ms against 12.3 (``benchmarks.thread_placement``). The block
+    against 0.11 ms off it, a tuned ResNet-18 24.3 ms against 12.4-12.9 (``benchmarks.thread_placement``). The block
     pins the caller to the CPUs no worker holds and restores its affinity after, so threads started elsewhere
     (builders, other engines) keep every CPU; a no-op where nothing is pinned (TVM's pool not started yet, one
     thread, ``TVM_BIND_THREADS=0``)."""
@@ -117,7 +118,7 @@ def tvm_main_thread() -> Iterator[None]:
         yield
         return
     before = os.sched_getaffinity(0)
-    free = before - _cpus_pinned_by_other_threads()
+    free = before - cpus_pinned_by_other_threads()
     if not free or free == before:
         yield
         return

@@ -1,10 +1,11 @@
 """Ratios taken inside one state of the host: the noise gate's probe timed between every two measurements.
 
 The 2-core Zen 4 host runs two-thread TVM kernels at two speeds, in spells of 10-45 s: the gate's peak-FMA probe
-0.115 or 0.19-0.21 ms, a tuned ResNet-18 12.4 or 17.5 ms, with the calling thread and TVM's worker each on its
-own CPU, neither waiting for its CPU (``/proc/<tid>/schedstat``), while one-thread matmuls pinned to the two CPUs
-at the same time run at full speed and onnxruntime barely moves (``benchmarks.thread_placement`` and scratch
-probes of 2026-11-27; what the hypervisor does is not visible from inside). A study's before/after gate then
+0.115 or 0.19-0.21 ms, a tuned ResNet-18 12.4 or 17.8 ms, with the calling thread and TVM's worker each on its
+own CPU, neither waiting for its CPU (``/proc/<tid>/schedstat``, a scratch probe), while one-thread matmuls pinned
+to the two CPUs at the same time run at full speed (``benchmarks.thread_placement``) and onnxruntime's ResNet-18
+moves by about 4% (its BERT-base by 13%; ``benchmarks.models.run_ab``). What the hypervisor does is not visible
+from inside. A study's before/after gate then
 fails on drift although every ratio was taken in turns, and a ratio over all rounds mixes the two states in
 whatever proportion the run saw. Here the probe is timed before every measurement of a round and after the last,
 so each measurement is known to have run in the fast state (the readings before and after it within
@@ -152,7 +153,8 @@ class HostStates:
         }
 
 
-def state_probe(calls: int = 3) -> Timer:
-    """The noise gate's peak-FMA probe as one reading: the median of ``calls`` calls (about 7 ms in all)."""
-    timer = probe_timer()
-    return lambda: statistics.median(timer() for _ in range(calls))
+def state_probe(calls: int = 3, timer: Timer | None = None) -> Timer:
+    """The noise gate's peak-FMA probe as one reading: the median of ``calls`` calls (about 7 ms in all); pass a
+    gate's ``compute_timer`` to reuse its built kernel."""
+    probe = timer or probe_timer()
+    return lambda: statistics.median(probe() for _ in range(calls))

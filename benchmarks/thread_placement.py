@@ -146,12 +146,6 @@ def _concurrent_matmuls() -> Timer:
     return run
 
 
-def _worker_cpus() -> set[int]:
-    from adatune.target import _cpus_pinned_by_other_threads
-
-    return _cpus_pinned_by_other_threads()
-
-
 def measure(rounds: int, model_dir: str | None) -> dict[str, list[float]]:
     adatune.target.size_tvm_thread_pool()
     probe = probe_timer(place_caller=False)  # the placement is this benchmark's variable
@@ -165,7 +159,7 @@ def measure(rounds: int, model_dir: str | None) -> dict[str, list[float]]:
     ort_gemm = _ort_gemm()
     for _ in range(5):
         probe()  # the pool starts: its worker is pinned from here on
-    workers = _worker_cpus()
+    workers = adatune.target.cpus_pinned_by_other_threads()  # TVM's pool worker
     if not workers:
         raise RuntimeError("no TVM pool worker is pinned to a CPU here (one thread, or TVM_BIND_THREADS=0)")
     concurrent = _concurrent_matmuls()

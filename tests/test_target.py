@@ -157,7 +157,7 @@ def test_tvm_main_thread_keeps_the_caller_off_cpus_other_threads_are_pinned_to()
     other allowed CPU but not that one, and gets its affinity back after, also when the block raises."""
     allowed = os.sched_getaffinity(0)
     worker_cpu = max(allowed)
-    already = target._cpus_pinned_by_other_threads()  # TVM's own worker, if an earlier test started its pool
+    already = target.cpus_pinned_by_other_threads()  # TVM's own worker, if an earlier test started its pool
     pinned, release = threading.Event(), threading.Event()
 
     def worker() -> None:

@@ -9,9 +9,10 @@ latencies; here every ratio comes from latencies taken together. Ratios over see
 Student-t 95% interval on the log ratios. Without ``--b`` the A runs alone are timed with the engines.
 
 The gate's probe is also timed before every engine of a round and after the last (``benchmarks.host_state``),
-so every ratio is also reported per host state: the 2-core Zen 4 host alternates within seconds between a
-state in which two-thread TVM kernels run at full speed and one in which they run up to 1.9x slower while
-onnxruntime barely moves, and a ratio over all rounds mixes the two in whatever proportion the run saw.
+so every ratio is also reported per host state: the 2-core Zen 4 host alternates, in spells of seconds to
+minutes, between a state in which two-thread TVM kernels run at full speed and one in which they run 1.4-1.7x
+slower while onnxruntime's ResNet-18 moves about 4%, and a ratio over all rounds mixes the two in whatever
+proportion the run saw.
 
     python -m benchmarks.models.run_ab --a RUN0 RUN1 --b RUN0' RUN1' --labels NCHW NCHW8c --out DIR
 """
@@ -291,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_now()
     gate = NoiseGate()
     gate.probe("before")
-    probe = state_probe()
+    probe = state_probe(timer=gate.compute_timer)
     pairs = zip(args.a, args.b) if args.b is not None else ((a,) for a in args.a)
     results = [compare(dict(zip(labels, dirs)), args.rounds, args.repeats, probe) for dirs in pairs]
     gate.probe("after")
