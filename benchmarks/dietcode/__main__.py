@@ -31,6 +31,7 @@ from adatune.reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, run_meta
+from ..host_state import state_probe
 from ..noise_gate import NoiseGate
 from .report import plot, summarise, write_json, write_markdown
 from .run import (
@@ -39,6 +40,7 @@ from .run import (
     ArmResult,
     BenchConfig,
     Retimer,
+    RetimeStates,
     StaticTuner,
     retime,
     run_dietcode,
@@ -78,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
         help=DISPATCH_COSTS_OPTION.doc,
     )
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds of every arm at every T")
+    p.add_argument(
+        "--no-host-state", dest="host_state", action="store_false",
+        help="do not read the probe around every timing (no fast-state latencies, no re-timing passes)",
+    )  # fmt: skip
+    p.add_argument(
+        "--state-passes", type=int, default=2,
+        help="further passes over the T still short of rounds wholly in the host's fast state",
+    )  # fmt: skip
     p.add_argument("--repeat", type=int, default=3, help="time_evaluator repeats per timing of a TVM kernel")
     p.add_argument("--min-repeat-ms", type=int, default=10)
     p.add_argument("--vendor-repeats", type=int, default=15)
@@ -100,12 +110,19 @@ def _config(args: argparse.Namespace) -> BenchConfig:
         (lo, hi), sampled, args.bucket, args.static_trials, args.dietcode_shapes, args.dietcode_rounds,
         args.dietcode_per_round, args.dietcode_max_kernels, args.repeat, args.min_repeat_ms, args.vendor_repeats,
         args.vendor_threads, args.seed, args.timeout, args.n_parallel, args.static_converge, args.dietcode_search,
-        args.dietcode_features, args.dispatch_tolerance, args.rounds, args.dispatch_costs,
+        args.dietcode_features, args.dispatch_tolerance, args.rounds, args.dispatch_costs, args.host_state,
+        args.state_passes,
     )  # fmt: skip
 
 
 def _run_workload(
-    name: str, arms: list[str], cfg: BenchConfig, out: str, failed: list[str], gates: dict[str, NoiseGate]
+    name: str,
+    arms: list[str],
+    cfg: BenchConfig,
+    out: str,
+    failed: list[str],
+    gates: dict[str, NoiseGate],
+    states: dict[str, RetimeStates],
 ) -> list[ArmResult]:
     wl = bert_workloads(cfg.t_range)[name]
     target = adatune.target.host()
@@ -127,9 +144,15 @@ def _run_workload(
         static.close()
         gate = gates[name] = NoiseGate()  # the probe frames the interleaved pass the latencies come from
         gate.probe("before")
-        retime(timed, cfg.rounds)  # after the worker pools have stopped
+        # after the worker pools have stopped; the probe read around every timing too (the host's two speeds)
+        probe = state_probe(timer=gate.compute_timer) if cfg.host_state else None
+        found = retime(timed, cfg.rounds, probe=probe, extra_passes=cfg.state_passes)
         gate.probe("after")
         print(f"{name:>9} noise gate: {gate.sentence()}", flush=True)
+        if found is not None:
+            ts = list(range(lo, hi + 1))
+            states[name] = found
+            print(f"{name:>9} {found.sentence(ts)}", flush=True)
     finally:
         static.close()
     for res, _ in timed:
@@ -171,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[ArmResult] = []
     failed: list[str] = []
     gates: dict[str, NoiseGate] = {}
+    states: dict[str, RetimeStates] = {}
+    ts = list(range(cfg.t_range[0], cfg.t_range[1] + 1))
 
     def write(figures: bool) -> list[str]:
         """Results so far (after every workload, so a run cut off keeps them); plots at the end."""
@@ -188,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": cfg.rounds,
             "noise_gate": {name: gate.to_json() for name, gate in gates.items()},
             "noise_sentence": {name: gate.sentence() for name, gate in gates.items()},
+            "host_state": {name: st.to_json() for name, st in states.items()},
+            "host_state_sentence": {name: st.sentence(ts) for name, st in states.items()},
+            "host_state_gated": {name: st.gated(ts) for name, st in states.items()},
             "vendor_threads": cfg.vendor_threads or physical_cores(),
             "dietcode": {
                 "shapes": cfg.dietcode_shapes,
@@ -208,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         return made
 
     for name in args.workloads:
-        results += _run_workload(name, args.arms, cfg, args.out, failed, gates)
+        results += _run_workload(name, args.arms, cfg, args.out, failed, gates, states)
         write(figures=False)
     figures = write(figures=True)
     print(f"wrote {args.out}/results.json, summary.md and {len(figures)} figures")

@@ -72,8 +72,30 @@ def goals(results: list[ArmResult]) -> list[dict[str, Any]]:
             row["vs_per_shape_at_tuned_t"] = _geomean([dc.latency[t] / per_shape.latency[t] for t in own])
             full = per_shape.tuning_seconds / max(1, len(own)) * len(dc.latency)
             row |= {"per_shape_tuning_s_extrapolated": full, "tuning_time_share": dc.tuning_seconds / full}
+        if "latency_fast" in dc.extra:
+            row["fast_state"] = _fast_goals(dc, torch_, per_shape)
         out.append(row)
     return out
+
+
+def _fast_goals(dc: ArmResult, torch_: ArmResult | None, per_shape: ArmResult | None) -> dict[str, Any]:
+    """The goals from the rounds timed wholly in the host's fast state (``run.retime`` with a probe), over the T
+    that have them (``t_resolved`` of ``t_total``)."""
+    fast = {int(t): v for t, v in dc.extra["latency_fast"].items()}
+    row: dict[str, Any] = {"t_resolved": len(fast), "t_total": len(dc.latency)}
+    if torch_ is not None and "latency_fast" in torch_.extra:
+        other = {int(t): v for t, v in torch_.extra["latency_fast"].items()}
+        speed = {t: other[t] / fast[t] for t in fast if t in other}
+        if speed:
+            worst = min(speed, key=lambda t: speed[t])
+            row |= {"speed_vs_torch_geomean": _geomean(list(speed.values())), "speed_vs_torch_worst": speed[worst],
+                    "worst_t": worst, "t_below_0_9": sorted(t for t, v in speed.items() if v < 0.9)}  # fmt: skip
+    if per_shape is not None and "latency_fast" in per_shape.extra:
+        other = {int(t): v for t, v in per_shape.extra["latency_fast"].items()}
+        own = [int(t) for t in per_shape.extra.get("kernels_at", []) if int(t) in fast and int(t) in other]
+        if own:
+            row["vs_per_shape_at_tuned_t"] = _geomean([fast[t] / other[t] for t in own])
+    return row
 
 
 def write_json(path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]]) -> None:
@@ -170,6 +192,28 @@ def write_markdown(
         speed, vs_static = _num(g, "speed_vs_torch_geomean", unit="x"), _num(g, "vs_per_shape_at_tuned_t", unit="x")
         lines.append(f"| {g['workload']} | {speed} | {worst} | {below} | {vs_static} | "
                      f"{_num(g, 'tuning_time_share', '.3f')} |")  # fmt: skip
+    fast_rows = [g for g in goals(results) if "fast_state" in g]
+    if fast_rows:
+        lines += [
+            "",
+            "The same goals from the rounds timed wholly in the host's fast state (every probe reading around them "
+            "within 10% of the run's fast reference; T that never had enough such rounds are left out and counted):",
+            "",
+            "| workload | T resolved | speed vs torch (geomean) | worst T (speed) | T below 0.9x "
+            "| latency vs per-shape at its tuned T | host state |",
+            "|---|---:|---:|---:|---|---:|---|",
+        ]
+        for g in fast_rows:
+            f = g["fast_state"]
+            worst = f"T={f['worst_t']} ({f['speed_vs_torch_worst']:.2f}x)" if "worst_t" in f else "n/a"
+            below = ", ".join(map(str, f.get("t_below_0_9", []))) or "none"
+            gate = meta.get("host_state_gated", {}).get(g["workload"])
+            verdict = "gated" if gate else "not gated" if gate is not None else "n/a"
+            lines.append(f"| {g['workload']} | {f['t_resolved']} of {f['t_total']} | "
+                         f"{_num(f, 'speed_vs_torch_geomean', unit='x')} | {worst} | {below} | "
+                         f"{_num(f, 'vs_per_shape_at_tuned_t', unit='x')} | {verdict} |")  # fmt: skip
+        for name, sentence in meta.get("host_state_sentence", {}).items():
+            lines += ["", f"{name}: {sentence}"]
     gaps = [(r, t, why) for r in results for t, why in r.extra.get("unavailable", {}).items()]
     if gaps:
         lines += ["", "Static shapes the knob template could not serve (their T went to the next tuned kernel up):"]

@@ -35,14 +35,17 @@ from adatune.reference import physical_cores, time_callable
 from adatune.target import one_blas_thread
 from adatune.tuners import XGBTuner
 
-from ..noise_gate import interleaved
+from ..host_state import HostStates, interleaved_with_state
+from ..noise_gate import Timer, interleaved
 
 __all__ = [
     "ARMS",
     "ArmResult",
     "BenchConfig",
     "DISPATCH_COSTS_OPTION",
+    "FAST_ROUNDS",
     "Retimer",
+    "RetimeStates",
     "StaticTuner",
     "retime",
     "run_dietcode",
@@ -80,6 +83,8 @@ class BenchConfig:
     dispatch_tolerance: float = 0.01
     rounds: int = 5  # interleaved timing rounds of every arm at every T
     dispatch_costs: str = DISPATCH_COSTS_OPTION.default  # what the sampled T vote on
+    host_state: bool = True  # read the probe around every timing of the interleaved pass (``retime``)
+    state_passes: int = 2  # further passes over the T short of fast-state rounds
 
 
 @dataclass
@@ -326,12 +331,29 @@ def run_dietcode(
     return ArmResult(wl.name, "dietcode", secs, latency, served, extra), at
 
 
-def retime(arms: list[tuple[ArmResult, Retimer]], rounds: int, settle_s: float = 0.005) -> None:
+#: fewest rounds of a T, every reading around them in the host's fast state, for its fast-state latency
+FAST_ROUNDS = 3
+
+
+def retime(
+    arms: list[tuple[ArmResult, Retimer]],
+    rounds: int,
+    settle_s: float = 0.005,
+    probe: Timer | None = None,
+    extra_passes: int = 2,
+) -> RetimeStates | None:
     """Every arm timed again at every T, interleaved: per T, ``rounds`` rounds of one timing per arm (order
     reversed every other round, ``noise_gate.interleaved``), and the median becomes the arm's latency (the
     first pass, taken right after each arm's tuning, is kept in ``extra["latency_passes"]``). Load that comes
     and goes then hits every arm at that T alike. A pause of ``settle_s`` before each timing lets the thread
-    pools another library leaves spinning (OpenMP, BLAS, TVM's) go idle first."""
+    pools another library leaves spinning (OpenMP, BLAS, TVM's) go idle first.
+
+    With ``probe`` (``host_state.state_probe``) the probe is read before every timing and after each round's last
+    (``host_state.interleaved_with_state``), and each arm also gets ``extra["latency_fast"]``: the median over the
+    rounds of T whose every reading was in the host's fast state, for each T with at least ``FAST_ROUNDS`` such
+    rounds. The host's slow spells last 10-45 s, longer than a T's rounds, so up to ``extra_passes`` further
+    passes re-time the T still short of fast rounds (their rounds add to every arm's list), which waits a slow
+    spell out instead of averaging over it. Returns the readings (None without a probe)."""
 
     def settled(at: Retimer, t: int) -> Callable[[], float]:
         def timed() -> float:
@@ -343,11 +365,74 @@ def retime(arms: list[tuple[ArmResult, Retimer]], rounds: int, settle_s: float =
     first = [dict(res.latency) for res, _ in arms]
     ts = sorted(set().union(*(res.latency for res, _ in arms))) if arms else []
     per_t: list[dict[int, list[float]]] = [{} for _ in arms]
-    for t in ts:
-        timers = {str(i): settled(at, t) for i, (res, at) in enumerate(arms) if t in res.latency}
-        for name, secs in interleaved(timers, rounds).items():
-            per_t[int(name)][t] = secs
-    for (res, _), before, rounds_at in zip(arms, first, per_t):
+    readings: list[list[float]] = []
+    orders: list[list[str]] = []
+    t_of_round: list[int] = []
+
+    def one_pass(pass_ts: list[int]) -> None:
+        for t in pass_ts:
+            timers = {str(i): settled(at, t) for i, (res, at) in enumerate(arms) if t in res.latency}
+            if probe is None:
+                times = interleaved(timers, rounds)
+            else:
+                times, probes, round_orders = interleaved_with_state(timers, rounds, probe)
+                readings.extend(probes)
+                orders.extend(round_orders)
+                t_of_round.extend([t] * rounds)
+            for name, secs in times.items():
+                per_t[int(name)].setdefault(t, []).extend(secs)
+
+    one_pass(ts)
+    states = None
+    for k in range(extra_passes + 1 if probe is not None else 0):
+        states = RetimeStates(HostStates(readings, orders), t_of_round)
+        short = [t for t in ts if len(states.fast_rounds(t)) < FAST_ROUNDS]
+        if not short or k == extra_passes:
+            break
+        one_pass(short)
+    for i, ((res, _), before) in enumerate(zip(arms, first)):
+        rounds_at = per_t[i]
         res.latency = {t: float(np.median(rounds_at[t])) for t in before}
         res.extra["latency_passes"] = [before, {t: min(rounds_at[t]) for t in before}]
         res.extra["latency_rounds"] = rounds_at
+        if states is not None:
+            fast = {t: [rounds_at[t][j] for j in states.fast_rounds(t)] for t in before}
+            res.extra["fast_rounds"] = {t: len(v) for t, v in fast.items()}
+            res.extra["latency_fast"] = {t: float(np.median(v)) for t, v in fast.items() if len(v) >= FAST_ROUNDS}
+    return states
+
+
+@dataclass
+class RetimeStates:
+    """The host state around every timing of ``retime``: its probe readings and which T each round timed."""
+
+    states: HostStates
+    t_of_round: list[int]
+
+    def fast_rounds(self, t: int) -> list[int]:
+        """Which of T's rounds (0, 1, ... in the order T was timed) had every reading in the fast state."""
+        fast = set(self.states.rounds_in("fast"))
+        mine = [g for g, tt in enumerate(self.t_of_round) if tt == t]
+        return [j for j, g in enumerate(mine) if g in fast]
+
+    def resolved(self, ts: list[int]) -> int:
+        return sum(len(self.fast_rounds(t)) >= FAST_ROUNDS for t in ts)
+
+    def gated(self, ts: list[int]) -> bool:
+        """Every T has its fast rounds and the probe readings of all fast rounds are steady: fast-state ratios
+        may be claimed."""
+        cv = self.states.probe_robust_cv("fast")
+        return self.resolved(ts) == len(ts) and cv is not None and cv <= self.states.cv_limit
+
+    def sentence(self, ts: list[int]) -> str:
+        cv = self.states.probe_robust_cv("fast")
+        fast_cv = f"the fast rounds' probe robust CV {cv:.1%}" if cv is not None else "no round wholly fast"
+        verdict = "**gated**" if self.gated(ts) else "**not gated**"
+        return (
+            f"{self.states.sentence()} T with >= {FAST_ROUNDS} rounds wholly in the fast state: "
+            f"{self.resolved(ts)} of {len(ts)} (after {len(self.t_of_round)} rounds in all); {fast_cv}: fast-state "
+            f"ratios {verdict}."
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.states.to_json(), "t_of_round": self.t_of_round, "fast_rounds_needed": FAST_ROUNDS}
