@@ -20,6 +20,7 @@ rounds qualify and their probe readings have a robust CV under the noise gate's 
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ class HostStates:
         ]:
             raise ValueError("HostStates needs one reading more than measurements in every round")
 
-    @property
+    @functools.cached_property
     def reference(self) -> float:
         """The host's fast state: the run's probe reading at the ``REFERENCE_QUANTILE`` (the fastest in a run of
         under 50 readings). Not the fastest outright: on a host whose fast state read 0.128-0.142 ms one reading

@@ -411,9 +411,18 @@ class RetimeStates:
 
     def fast_rounds(self, t: int) -> list[int]:
         """Which of T's rounds (0, 1, ... in the order T was timed) had every reading in the fast state."""
+        return self._fast_by_t.get(t, [])
+
+    @functools.cached_property
+    def _fast_by_t(self) -> dict[int, list[int]]:
         fast = set(self.states.rounds_in("fast"))
-        mine = [g for g, tt in enumerate(self.t_of_round) if tt == t]
-        return [j for j, g in enumerate(mine) if g in fast]
+        seen: dict[int, int] = {}
+        out: dict[int, list[int]] = {}
+        for g, t in enumerate(self.t_of_round):
+            j = seen[t] = seen.get(t, -1) + 1
+            if g in fast:
+                out.setdefault(t, []).append(j)
+        return out
 
     def resolved(self, ts: list[int]) -> int:
         return sum(len(self.fast_rounds(t)) >= FAST_ROUNDS for t in ts)
