@@ -95,10 +95,10 @@ def test_an_ab_summary_reports_each_state_and_claims_only_from_a_state_gated_in_
 
 def test_dietcode_retime_waits_out_a_slow_spell_and_reports_goals_from_fast_rounds():
     """The DietCode benchmark's pass with the probe around every timing: T timed in a slow spell get further
-    passes, each arm's fast-state latency comes only from rounds wholly fast, and the goals say how many T have
-    one; a run whose probe never settles is not gated."""
+    passes, each arm's fast-state latency comes only from its timings between two fast readings, and the goals
+    say how many T have one; a run whose probe never settles is not gated."""
     from benchmarks.dietcode.report import goals
-    from benchmarks.dietcode.run import FAST_ROUNDS, ArmResult, retime
+    from benchmarks.dietcode.run import FAST_ROUNDS, ArmResult, RetimeStates, retime
 
     calls: list[tuple[str, int]] = []
     slow_readings = iter([True] * 12)  # T=1's first pass (3 rounds x 3 readings) and T=2's first round slow
@@ -120,8 +120,8 @@ def test_dietcode_retime_waits_out_a_slow_spell_and_reports_goals_from_fast_roun
     found = retime([(dc, timer("dc", 1.0)), (torch_, timer("torch", 0.95))], rounds=3, settle_s=0,
                    probe=probe, extra_passes=2)  # fmt: skip
     assert found is not None
-    assert found.fast_rounds(1) == [3, 4, 5]  # T=1 re-timed once: its second pass was fast
-    assert found.fast_rounds(2) == [1, 2, 3, 4, 5] and found.fast_rounds(3) == [0, 1, 2]
+    assert found.fast_rounds(1, "0") == found.fast_rounds(1, "1") == [3, 4, 5]  # T=1 re-timed: fast the 2nd time
+    assert found.fast_rounds(2, "0") == [1, 2, 3, 4, 5] and found.fast_rounds(3, "1") == [0, 1, 2]
     assert found.t_of_round == [1] * 3 + [2] * 3 + [3] * 3 + [1] * 3 + [2] * 3
     assert len(dc.extra["latency_rounds"][1]) == 6 and dc.extra["fast_rounds"] == {1: 3, 2: 5, 3: 3}
     assert dc.extra["latency_fast"] == {1: 1.0, 2: 2.0, 3: 3.0}
@@ -131,6 +131,10 @@ def test_dietcode_retime_waits_out_a_slow_spell_and_reports_goals_from_fast_roun
     assert g["fast_state"]["speed_vs_torch_geomean"] == pytest.approx(0.95)
     assert g["speed_vs_torch_worst"] == pytest.approx(0.95 / 1.5)
     assert found.gated([1, 2, 3]) and "gated" in found.sentence([1, 2, 3])
+
+    # a state change inside a round: the arm timed before it counts as fast, the one across it does not
+    one_round = RetimeStates(HostStates([[FAST, FAST, SLOW, SLOW]], [["a", "b", "c"]]), [7])
+    assert [one_round.fast_rounds(7, n) for n in "abc"] == [[0], [], []]
 
     never = ArmResult("g", "dietcode", 10.0, {1: 9.0})
     flips = itertools.cycle([FAST, SLOW])  # the state changes within every round: no round is wholly fast

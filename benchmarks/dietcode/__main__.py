@@ -19,6 +19,7 @@ Smoke run (a minute or two)::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -42,6 +43,7 @@ from .run import (
     Retimer,
     RetimeStates,
     StaticTuner,
+    add_fast_latencies,
     retime,
     run_dietcode,
     run_vendor,
@@ -86,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument(
         "--state-passes", type=int, default=2,
-        help="further passes over the T still short of rounds wholly in the host's fast state",
+        help="further passes over the T where an arm is still short of timings in the host's fast state",
     )  # fmt: skip
     p.add_argument("--repeat", type=int, default=3, help="time_evaluator repeats per timing of a TVM kernel")
     p.add_argument("--min-repeat-ms", type=int, default=10)
@@ -98,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0, help="build and run timeout per static candidate (s)")
     p.add_argument("--n-parallel", type=int, default=2, help="build processes of the static tuner")
     p.add_argument("--out", default="benchmarks/results/dietcode")
+    p.add_argument("--report", metavar="DIR", default=None, help="re-write a stored run's summary; nothing timed")
     return p
 
 
@@ -180,9 +183,37 @@ def _run_arm(
     return run_dietcode(static.wl, cfg, static.target, os.path.join(out, f"records_{name}.jsonl"))
 
 
+def rerender(out: str) -> None:
+    """A stored run's results.json and summary.md written again from its own timings and probe readings (each
+    arm's fast-state latencies re-derived by the current rules); nothing is timed."""
+    with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+        stored = json.load(f)
+    meta = stored["meta"]
+    results = []
+    for a in stored["arms"]:
+        keyed = {k: {int(t): v for t, v in a[k].items()} for k in ("latency", "served_by")}
+        results.append(ArmResult(a["workload"], a["arm"], a["tuning_seconds"], keyed["latency"], keyed["served_by"],
+                                 a["extra"]))  # fmt: skip
+    lo, hi = meta["t_range"]
+    ts = list(range(lo, hi + 1))
+    for name, data in meta.get("host_state", {}).items():
+        found = RetimeStates.from_json(data)
+        add_fast_latencies([r for r in results if r.workload == name], found)
+        meta["host_state_sentence"][name] = found.sentence(ts)
+        meta["host_state_gated"][name] = found.gated(ts)
+    rows = summarise(results)
+    write_json(os.path.join(out, "results.json"), meta, results, rows)
+    figures = sorted(f for f in os.listdir(out) if f.startswith("latency_") and f.endswith(".png"))
+    write_markdown(os.path.join(out, "summary.md"), meta, results, rows, figures)
+
+
 def main(argv: list[str] | None = None) -> int:
     size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     args = _parser().parse_args(argv)
+    if args.report:
+        rerender(args.report)
+        print(f"re-wrote {args.report}/results.json and summary.md")
+        return 0
     try:
         cfg = _config(args)
     except ValueError as err:

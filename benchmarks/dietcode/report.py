@@ -79,13 +79,14 @@ def goals(results: list[ArmResult]) -> list[dict[str, Any]]:
 
 
 def _fast_goals(dc: ArmResult, torch_: ArmResult | None, per_shape: ArmResult | None) -> dict[str, Any]:
-    """The goals from the rounds timed wholly in the host's fast state (``run.retime`` with a probe), over the T
+    """The goals from each arm's timings in the host's fast state (``run.retime`` with a probe), over the T
     that have them (``t_resolved`` of ``t_total``)."""
     fast = {int(t): v for t, v in dc.extra["latency_fast"].items()}
     row: dict[str, Any] = {"t_resolved": len(fast), "t_total": len(dc.latency)}
     if torch_ is not None and "latency_fast" in torch_.extra:
         other = {int(t): v for t, v in torch_.extra["latency_fast"].items()}
         speed = {t: other[t] / fast[t] for t in fast if t in other}
+        row["t_resolved"] = len(speed)  # T where both arms have fast timings
         if speed:
             worst = min(speed, key=lambda t: speed[t])
             row |= {"speed_vs_torch_geomean": _geomean(list(speed.values())), "speed_vs_torch_worst": speed[worst],
@@ -196,8 +197,8 @@ def write_markdown(
     if fast_rows:
         lines += [
             "",
-            "The same goals from the rounds timed wholly in the host's fast state (every probe reading around them "
-            "within 10% of the run's fast reference; T that never had enough such rounds are left out and counted):",
+            "The same goals from each arm's timings in the host's fast state (the probe readings just before and "
+            "after a timing within 10% of the run's fast reference), T where an arm had too few left out and counted:",
             "",
             "| workload | T resolved | speed vs torch (geomean) | worst T (speed) | T below 0.9x "
             "| latency vs per-shape at its tuned T | host state |",
