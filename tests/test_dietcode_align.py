@@ -35,6 +35,7 @@ CASES = [  # (workload, kernel, its alignment)
     (NT, f"cpu:4x{4 * W}x1/2x{2 * W}", 2 * W),
     (NN, f"cpu:8x{2 * W}x4/4x{W}", 4),
     (NN, f"cpu:6x{W}x8/3x{W}", 8),
+    (NN, f"cpu:6x{2 * W}x1/3x{W}", 3),  # kt = 1: aligned on the rows
 ]
 
 
@@ -76,6 +77,8 @@ def test_aligned_version_pads_nothing_where_the_units_divide_it() -> None:
     assert "A_pad" in rows5 and not {"B_pad", "C_pad"} & rows5
     nn = _blocks(NN, MicroKernel.from_key(f"cpu:8x{2 * W}x4/4x{W}"), 4)  # reduction and rows unpadded
     assert not {"A_pad", "B_pad", "C_pad"} & nn
+    rows_only = MicroKernel.from_key(f"cpu:6x{2 * W}x1/3x{W}")  # kt = 1 pads only the rows, which 3 divides
+    assert "A_pad" in _blocks(NN, rows_only, 1) and not {"A_pad", "B_pad", "C_pad"} & _blocks(NN, rows_only, 3)
 
 
 def test_which_kernels_get_a_version_and_bad_alignments_are_named() -> None:
@@ -86,7 +89,9 @@ def test_which_kernels_get_a_version_and_bad_alignments_are_named() -> None:
     assert aligned_versions(NT, [mk, wide]) == [W, 4 * W]  # 4W-wide register tiles: T = 4W, the range's top
     short = DynamicWorkload("short", "bmm_nt", (3, 24), (1, 4 * W - 1))
     assert aligned_versions(short, [mk, wide]) == [W, 0]  # a version that would serve no T of the range
-    assert aligned_versions(NN, [MicroKernel.from_key(f"cpu:8x{W}x1/4x{W}")]) == [0]  # kt = 1: never padded
+    # kt = 1: the reduction is never padded, the rows are: the version aligns the rows' unit
+    assert aligned_versions(NN, [MicroKernel.from_key(f"cpu:8x{W}x1/4x{W}")]) == [4]
+    assert aligned_versions(NN, [MicroKernel.from_key(f"cpu:8x{W}x1/1x{W}")]) == [0]  # nothing padded at all
     assert aligned_name("scores_mk0", 16) == "scores_mk0_a16"
     with pytest.raises(ValueError, match="align must be a positive int"):
         NT.prim_func(align=0)

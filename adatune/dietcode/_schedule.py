@@ -73,10 +73,16 @@ def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
     faster at multiples of 16 (all 24 kernel x T cells; 1.04-1.16x in an earlier run) and bmm NN kernels 1.08-1.31x
     (all 16 cells), the latter within 0.99-1.19x of the same kernels compiled with T bound
     (``benchmarks/results/dietcode/zen4_align_probe_*``); a dense kernel, which pads only A's rows (one copy per call),
-    ran 2.2-2.4x slower aligned on QKV (not explained), so dense GEMMs get none."""
+    ran 2.2-2.4x slower aligned on QKV (not explained), so dense GEMMs get none.
+
+    Where that axis is never padded (a bmm NN kernel with ``kt = 1``, a one-column bmm NT tile) the rows still are:
+    the version then aligns the rows' unit ``mr`` instead, so a T that ``mr`` divides runs without the padded copy of
+    A and the guarded write-back (before, such kernels had no version at all, and those kernels served most T of
+    the context GEMM in the runs where it stayed 1.07-1.14x behind per-shape tuning at T >= 81)."""
     if mk.device != "cpu" or wl.kind == "dense":
         return 1
-    return padding_units(wl, mk)[wl.aligned_axis()]
+    units = padding_units(wl, mk)
+    return units[wl.aligned_axis()] if units[wl.aligned_axis()] > 1 else units[0]
 
 
 def aligned_versions(wl: DynamicWorkload, kernels: Sequence[MicroKernel]) -> list[int]:

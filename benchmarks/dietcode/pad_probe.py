@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -33,7 +34,7 @@ import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores bef
 from adatune import target as _target
 from adatune.dietcode import DynamicWorkload, MicroKernel, weight_panel
 from adatune.dietcode._schedule import _schedule_cpu, pad_places
-from adatune.target import describe_host, one_blas_thread, size_tvm_thread_pool
+from adatune.target import describe_host, one_blas_thread, size_tvm_thread_pool, tvm_main_thread
 
 from .._common import load_now, write_csv
 from ..noise_gate import NoiseGate, interleaved
@@ -123,8 +124,14 @@ def time_variants(
         np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{label} {v} T={t}")
         module = getattr(lib, "mod", lib)  # tvm.compile's Executable, or a runtime module
         f = module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
-        timers[v] = lambda f=f, args=args: float(f(*args).mean)
+        timers[v] = functools.partial(_placed, f, args)
     return {v: statistics.median(x) for v, x in interleaved(timers, rounds).items()}
+
+
+def _placed(evaluator: Any, args: list[Any]) -> float:
+    """One reading with the caller off TVM's worker CPU (``adatune.target.tvm_main_thread``)."""
+    with tvm_main_thread():
+        return float(evaluator(*args).mean)
 
 
 def open_gate() -> tuple[NoiseGate, list[float], str]:
