@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Compression", "calibrated_costs", "compress_votes"]
+__all__ = ["Compression", "calibrated_costs", "compress_votes", "verified_labels"]
 
 
 @dataclass
@@ -135,3 +135,31 @@ def compress_votes(
     labels = deployed[np.argmin(c[deployed], axis=0)]  # every T then takes its best deployed kernel
     loss = float(np.mean(c[labels, np.arange(len(best))] / best) - 1.0)
     return Compression([int(t) for t in ts], [int(v) for v in labels[back]], [int(v) for v in votes[back]], loss, tried)
+
+
+def verified_labels(labels: Sequence[int], timed: np.ndarray, aligned: np.ndarray) -> tuple[list[int], int]:
+    """Each T's deployed kernel chosen again on the deployed kernels' timings at every T (``DietCodeTuner``'s
+    ``verify``): rows of ``timed`` (seconds, non-finite where a kernel failed) are the deployed kernels, columns
+    the T; ``labels[j]`` is the row serving ``ts[j]``; ``aligned[i, j]`` says kernel ``i`` runs its aligned version
+    at ``ts[j]``. The generic versions were timed, so a T whose kernel runs its generic version takes the row timed
+    fastest there (an aligned rival is judged on its generic timing, an upper bound), and a T whose kernel runs its
+    aligned version keeps it (its generic timing would overstate it). Returns the labels and how many T changed.
+
+    The vote sees timings at the sampled T only: in one Zen 4 run on scores (``zen4_scores_states``) the kernel
+    voted for T = 35-38 (27-row tiles, T padded to 54 rows) ran them in 34.6-37.2 us, while a deployed 13x8 kernel,
+    which pads T = 35-39 to the same 39 x 40, served T = 39 in 29.6 us."""
+    t = np.asarray(timed, dtype=np.float64)
+    al = np.asarray(aligned, dtype=bool)
+    if t.ndim != 2 or t.shape != al.shape or t.shape[1] != len(labels):
+        raise ValueError(
+            f"timed and aligned must both be (kernels, {len(labels)}) matrices, got {t.shape} and {al.shape}"
+        )
+    out = list(labels)
+    for j, label in enumerate(labels):
+        if al[label, j] or not np.isfinite(t[:, j]).any():
+            continue
+        best = int(np.nanargmin(np.where(np.isfinite(t[:, j]), t[:, j], np.nan)))
+        if np.isfinite(t[label, j]) and t[best, j] >= t[label, j]:
+            continue
+        out[j] = best
+    return out, sum(a != b for a, b in zip(out, labels))

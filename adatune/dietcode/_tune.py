@@ -38,8 +38,9 @@ from ..tuners.callback import Callback, log_to_file
 from ._cost import MicroKernelCostModel, sample_shapes
 from ._program import FEATURE_KINDS
 from ._range_task import RangeTask, seconds_at
+from ._schedule import aligned_versions
 from ._search import SEARCHES, propose_kernels
-from ._select import Compression, calibrated_costs, compress_votes
+from ._select import Compression, calibrated_costs, compress_votes, verified_labels
 from ._space import MicroKernel
 from ._task import microkernel_space
 from ._workloads import DynamicWorkload
@@ -75,6 +76,7 @@ class DietCodeResult:
     predicted: dict[int, float] = field(default_factory=dict)  # T -> seconds its chosen kernel was voted on
     # (measured at a sampled T unless dispatch_costs="predicted", else the model's, calibrated or not)
     compression: Compression | None = None  # the votes over all kernels and the trees tried on them
+    verification: dict[str, Any] = field(default_factory=dict)  # what ``verify`` timed and changed (empty: off)
 
     def kernel_for(self, t: int) -> MicroKernel:
         return self.kernels[self.dispatcher.index(t)]
@@ -129,6 +131,11 @@ class DietCodeTuner(Tuner):
             "CUDA: the parts a kernel may split its reduction into (none: DEFAULT_SPLIT_K where it is fixed)",
             item_type=int,
         ),
+        Option.declare(
+            "verify",
+            bool,
+            "time the deployed kernels at every T of the range through the runner and give each T the fastest of them",
+        ),
         Option.declare("population", int, "evolutionary search population", minimum=2),
         Option.declare("generations", int, "evolutionary search generations per round", minimum=0),
     )
@@ -154,6 +161,7 @@ class DietCodeTuner(Tuner):
         generations: int = 4,
         dispatch_costs: str = "calibrated",
         split_k: tuple[int, ...] | None = None,
+        verify: bool = False,
     ):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
@@ -163,12 +171,14 @@ class DietCodeTuner(Tuner):
         super().__init__(task, seed)
         self.n_rounds, self.per_round, self.max_kernels = rounds, kernels_per_round, max_kernels
         self.kernels: list[MicroKernel] = task.space.kernels
+        self.micro_space = task.space  # what ``verify``'s task over the whole range measures in
         self.exploration = ExplorationPolicy(eps_greedy=explore)
         self.log_file = log_file
         self.timing = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
         self.model = MicroKernelCostModel(task.space, workload, seed, features)
         self.search, self.population, self.generations = search, population, generations
         self.dispatch_tolerance, self.dispatch_costs = dispatch_tolerance, dispatch_costs
+        self.verify = verify
         self.measurements: list[Measurement] = []
         self.plan: list[MicroKernel] = []
         self._fitted = False
@@ -260,13 +270,50 @@ class DietCodeTuner(Tuner):
                 time_budget,
                 target_flops,
             )
+            if not self._valid():
+                raise RuntimeError(f"no micro-kernel of {self.workload} compiled and ran correctly")
+            self._fit()
+            result = self._finish(self.shapes, 0.0)
+            if self.verify:
+                result = self._verified(result, option)
         finally:
             if own:
                 option.close()
-        if not self._valid():
-            raise RuntimeError(f"no micro-kernel of {self.workload} compiled and ran correctly")
-        self._fit()
-        return self._finish(self.shapes, time.time() - start)
+        result.tuning_seconds = time.time() - start
+        return result
+
+    def _verified(self, result: DietCodeResult, option: MeasureOption) -> DietCodeResult:
+        """``verify``: the deployed kernels timed at every T of the range (one ``RangeTask`` over it, through the
+        same builder and runner, logged like the rounds), each T given the fastest of them (``verified_labels``),
+        and the dispatcher fitted again on those choices. A kernel that fails here keeps no T it can lose."""
+        lo, hi = self.workload.t_range
+        ts = list(range(lo, hi + 1))
+        task = RangeTask(self.workload, ts, self.target, self.micro_space)
+        inputs = [MeasureInput(task, k) for k in result.kernels]
+        batch = option.measure(inputs)
+        if self.log_file:
+            log_to_file(self.log_file)(self, inputs, batch.results)
+        timed = np.array([[seconds_at(res).get(t, np.inf) for t in ts] for res in batch.results])
+        row = {k.key: i for i, k in enumerate(result.kernels)}
+        before = [row[result.kernel_for(t).key] for t in ts]
+        aligns = aligned_versions(self.workload, result.kernels)
+        aligned = np.array([[bool(u) and t % u == 0 for t in ts] for u in aligns])
+        labels, changed = verified_labels(before, timed, aligned)
+        dispatcher = ShapeDispatcher.fit(ts, [result.kernels[i].key for i in labels], (lo, hi),
+                                         random_state=int(self.seed or 0))  # fmt: skip
+        kernels = [next(k for k in result.kernels if k.key == label) for label in dispatcher.labels]
+        predicted = dict(result.predicted)
+        for t, i, j in zip(ts, labels, range(len(ts))):
+            if np.isfinite(timed[i, j]) and not aligned[i, j]:
+                predicted[t] = float(timed[i, j])
+        result.kernels, result.dispatcher, result.predicted = kernels, dispatcher, predicted
+        result.verification = {
+            "t_changed": changed,
+            "kernels_timed": len(inputs),
+            "kernels_kept": len(kernels),
+            "seconds": batch.build_seconds + batch.run_seconds,
+        }
+        return result
 
     def _measured_matrix(self, kernels: Sequence[MicroKernel], ts: Sequence[int]) -> np.ndarray:
         """Median measured seconds of each kernel at each T (NaN where it was not timed)."""

@@ -74,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dietcode-max-kernels", type=int, default=None, help="cap on deployed kernels (default none)")
     p.add_argument("--dietcode-search", default="evolutionary", choices=list(SEARCHES))
     p.add_argument("--dietcode-features", default="program", choices=list(FEATURE_KINDS))
+    p.add_argument(
+        "--verify-dispatch", action="store_true",
+        help="DietCodeTuner(verify=True): time the deployed kernels at every T and give each T the fastest",
+    )  # fmt: skip
     p.add_argument("--dispatch-tolerance", type=float, default=0.01, help="predicted loss allowed for fewer kernels")
     p.add_argument(
         "--dispatch-costs",
@@ -114,7 +118,7 @@ def _config(args: argparse.Namespace) -> BenchConfig:
         args.dietcode_per_round, args.dietcode_max_kernels, args.repeat, args.min_repeat_ms, args.vendor_repeats,
         args.vendor_threads, args.seed, args.timeout, args.n_parallel, args.static_converge, args.dietcode_search,
         args.dietcode_features, args.dispatch_tolerance, args.rounds, args.dispatch_costs, args.host_state,
-        args.state_passes,
+        args.state_passes, args.verify_dispatch,
     )  # fmt: skip
 
 
@@ -131,7 +135,8 @@ def _run_workload(
     target = adatune.target.host()
     lo, hi = cfg.t_range
     static = StaticTuner(wl, cfg, target, os.path.join(out, f"static_{name}.jsonl"))
-    for log in (static.log_file, os.path.join(out, f"records_{name}.jsonl")):
+    logs = [os.path.join(out, f"records_{name}{sfx}.jsonl") for sfx in ("", "_verified")]
+    for log in (static.log_file, *logs):
         if log and os.path.exists(log):  # the records beside results.json are this run's alone
             os.remove(log)
     buckets = sorted({min(hi, b) for b in range(cfg.bucket, hi + cfg.bucket, cfg.bucket) if b >= lo} | {hi})
@@ -180,7 +185,8 @@ def _run_arm(
         return serve_padded(static, arm, buckets, buckets)
     if arm in ("torch", "numpy"):
         return run_vendor(static.wl, arm, cfg)
-    return run_dietcode(static.wl, cfg, static.target, os.path.join(out, f"records_{name}.jsonl"))
+    suffix = "" if arm == "dietcode" else f"_{arm.removeprefix('dietcode-')}"
+    return run_dietcode(static.wl, cfg, static.target, os.path.join(out, f"records_{name}{suffix}.jsonl"), arm)
 
 
 def rerender(out: str) -> None:
@@ -257,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 "features": cfg.dietcode_features,
                 "dispatch_tolerance": cfg.dispatch_tolerance,
                 "dispatch_costs": cfg.dispatch_costs,
+                "verify": cfg.dietcode_verify,
             },
             "config": vars(args),
             "failed": failed,

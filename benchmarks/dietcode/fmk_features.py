@@ -45,10 +45,11 @@ __all__ = ["read_log", "cross_validate", "main"]
 def read_log(path: str) -> tuple[DynamicWorkload, MicroKernelSpace, dict[str, Any], dict[tuple[str, int], float]]:
     """(workload, its micro-kernel space, kernels by key, median seconds by (kernel key, T)) of a DietCode
     record log, from per-T records (``dietcode/...``) or range records (``dietcode-range/...``, each T in
-    ``extra.points``)."""
+    ``extra.points``; records over other T than the first's, as ``verify`` logs, are skipped)."""
     seconds: dict[tuple[str, int], float] = {}
     configs: dict[str, Any] = {}
     wl_json = target = None
+    sampled: tuple[int, ...] | None = None  # the tuning rounds' sampled T (the first range record's)
     with open(path, encoding="utf-8") as f:
         for line in f:
             rec = json.loads(line)
@@ -62,6 +63,9 @@ def read_log(path: str) -> tuple[DynamicWorkload, MicroKernelSpace, dict[str, An
             key = rec["key"]
             configs[key] = rec["config"]
             if str(name).startswith("dietcode-range/"):
+                sampled = sampled or tuple(args[1])
+                if tuple(args[1]) != sampled:  # ``verify``'s timings of the deployed kernels at every T: not
+                    continue  # what the tuner's model and vote saw
                 for point in res.get("extra", {}).get("points", []):
                     seconds[(key, int(point["at"][0]))] = float(np.median(point["costs"]))
             else:

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .._common import load_sentence  # noqa: E402
-from .run import ArmResult  # noqa: E402
+from .run import DIETCODE_ARMS, ArmResult  # noqa: E402
 
 __all__ = ["goals", "summarise", "write_json", "write_markdown", "plot"]
 
@@ -48,6 +48,12 @@ def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
     return rows
 
 
+def _label(goal_row: dict[str, Any]) -> str:
+    """A goals row's workload, with the arm when it is not the plain DietCode run."""
+    arm = goal_row.get("arm", "dietcode")
+    return goal_row["workload"] + ("" if arm == "dietcode" else f" ({arm})")
+
+
 def _num(row: dict[str, Any], key: str, fmt: str = ".2f", unit: str = "") -> str:
     return format(row[key], fmt) + unit if key in row else "n/a"
 
@@ -57,9 +63,9 @@ def goals(results: list[ArmResult]) -> list[dict[str, Any]]:
     T), its latency over converged per-shape kernels at the T they were tuned for, and its tuning time over
     per-shape tuning extrapolated to every T of the range (per-shape seconds per shape x range size)."""
     out = []
-    for dc in (r for r in results if r.arm == "dietcode"):
+    for dc in (r for r in results if r.arm in DIETCODE_ARMS):
         arms = {r.arm: r for r in results if r.workload == dc.workload}
-        row: dict[str, Any] = {"workload": dc.workload}
+        row: dict[str, Any] = {"workload": dc.workload, "arm": dc.arm}
         torch_ = arms.get("torch")
         if torch_ is not None:
             speed = {t: torch_.latency[t] / dc.latency[t] for t in dc.latency if t in torch_.latency}
@@ -114,7 +120,7 @@ def plot(out: str, results: list[ArmResult]) -> list[str]:
             if r.workload != wl:
                 continue
             ts = sorted(r.latency)
-            style = "-" if r.arm == "dietcode" else "--" if r.arm in ("torch", "numpy") else ":"
+            style = "-" if r.arm in DIETCODE_ARMS else "--" if r.arm in ("torch", "numpy") else ":"
             ax.plot(ts, [r.latency[t] * 1e3 for t in ts], style, label=f"{r.arm} (tuning {r.tuning_seconds:.0f} s)")
         ax.set_xlabel("T (tokens)")
         ax.set_ylabel("latency (ms)")
@@ -191,7 +197,7 @@ def write_markdown(
         worst = f"T={g['worst_t']} ({g['speed_vs_torch_worst']:.2f}x)" if "worst_t" in g else "n/a"
         below = ", ".join(map(str, g.get("t_below_0_9", []))) or "none"
         speed, vs_static = _num(g, "speed_vs_torch_geomean", unit="x"), _num(g, "vs_per_shape_at_tuned_t", unit="x")
-        lines.append(f"| {g['workload']} | {speed} | {worst} | {below} | {vs_static} | "
+        lines.append(f"| {_label(g)} | {speed} | {worst} | {below} | {vs_static} | "
                      f"{_num(g, 'tuning_time_share', '.3f')} |")  # fmt: skip
     fast_rows = [g for g in goals(results) if "fast_state" in g]
     if fast_rows:
@@ -210,7 +216,7 @@ def write_markdown(
             below = ", ".join(map(str, f.get("t_below_0_9", []))) or "none"
             gate = meta.get("host_state_gated", {}).get(g["workload"])
             verdict = "gated" if gate else "not gated" if gate is not None else "n/a"
-            lines.append(f"| {g['workload']} | {f['t_resolved']} of {f['t_total']} | "
+            lines.append(f"| {_label(g)} | {f['t_resolved']} of {f['t_total']} | "
                          f"{_num(f, 'speed_vs_torch_geomean', unit='x')} | {worst} | {below} | "
                          f"{_num(f, 'vs_per_shape_at_tuned_t', unit='x')} | {verdict} |")  # fmt: skip
         for name, sentence in meta.get("host_state_sentence", {}).items():
@@ -220,12 +226,12 @@ def write_markdown(
         lines += ["", "Static shapes the knob template could not serve (their T went to the next tuned kernel up):"]
         lines += [f"- {r.workload} {r.arm}, T={t}: {why}" for r, t, why in gaps]
     for r in results:
-        if r.arm != "dietcode":
+        if r.arm not in DIETCODE_ARMS:
             continue
         e = r.extra
         lines += [
             "",
-            f"## {r.workload}: the DietCode run",
+            f"## {r.workload}: the DietCode run" + ("" if r.arm == "dietcode" else f" ({r.arm})"),
             f"- measured {e['measured_kernels']} micro-kernels x {len(e['sampled_shapes'])} shapes "
             f"{e['sampled_shapes']} ({e['measurements']} measurements, {e['failed_measurements']} failed); search "
             f"{e['search_seconds']:.1f} s, plus compiling the deployed module "
@@ -241,6 +247,13 @@ def write_markdown(
                 f"winners); trees tried (leaves, kernels, predicted loss): "
                 + ", ".join(f"({a}, {b}, {c:.1%})" for a, b, c in e["trees_tried"])
                 + f"; deployed at predicted loss {e['predicted_dispatch_loss']:.2%}"
+            )
+        if e.get("verification"):
+            v = e["verification"]
+            lines.append(
+                f"- verified: the {v['kernels_timed']} deployed kernels timed at every T through the runner "
+                f"({v['seconds']:.1f} s, in the tuning time); {v['t_changed']} T changed kernel, "
+                f"{v['kernels_kept']} kernels kept"
             )
         if e.get("b_panel"):
             w = e["b_panel"]

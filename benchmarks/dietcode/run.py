@@ -42,6 +42,7 @@ __all__ = [
     "ARMS",
     "ArmResult",
     "BenchConfig",
+    "DIETCODE_ARMS",
     "DISPATCH_COSTS_OPTION",
     "FAST_ROUNDS",
     "Retimer",
@@ -54,7 +55,9 @@ __all__ = [
     "serve_padded",
 ]
 
-ARMS = ("per-shape", "padded-largest", "buckets", "torch", "numpy", "dietcode")
+ARMS = ("per-shape", "padded-largest", "buckets", "torch", "numpy", "dietcode", "dietcode-verified")
+#: the arms that are DietCode runs (``dietcode-verified``: the same run with ``DietCodeTuner(verify=True)``)
+DIETCODE_ARMS = ("dietcode", "dietcode-verified")
 #: DietCodeTuner's own declaration of ``dispatch_costs`` (default, choices, doc): the benchmarks' flags read it
 DISPATCH_COSTS_OPTION = next(o for o in DietCodeTuner.declared_options() if o.name == "dispatch_costs")
 
@@ -86,6 +89,7 @@ class BenchConfig:
     dispatch_costs: str = DISPATCH_COSTS_OPTION.default  # what the sampled T vote on
     host_state: bool = True  # read the probe around every timing of the interleaved pass (``retime``)
     state_passes: int = 2  # further passes over the T short of fast-state rounds
+    dietcode_verify: bool = False  # DietCodeTuner's ``verify``: deployed kernels timed at every T, each T the fastest
 
 
 @dataclass
@@ -262,7 +266,7 @@ def _time_vendor(wl: DynamicWorkload, library: str, t: int, cfg: BenchConfig) ->
 
 
 def run_dietcode(
-    wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Target, log_file: str
+    wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Target, log_file: str, arm: str = "dietcode"
 ) -> tuple[ArmResult, Retimer]:
     """One DietCode run for the range; every T checked against numpy, then timed through its kernel. A dense
     weight is given pre-packed (``weight_panel``), as a model packs its constant weights once at load."""
@@ -280,6 +284,7 @@ def run_dietcode(
         features=cfg.dietcode_features,
         dispatch_tolerance=cfg.dispatch_tolerance,
         dispatch_costs=cfg.dispatch_costs,
+        verify=cfg.dietcode_verify or arm == "dietcode-verified",
         log_file=log_file,
         repeat=3,
         min_repeat_ms=10,
@@ -328,8 +333,9 @@ def run_dietcode(
         "predicted": {t: res.predicted[t] for t in latency},
         "search_seconds": res.tuning_seconds,
         "b_panel": wl.b_panel,
+        "verification": res.verification,
     }
-    return ArmResult(wl.name, "dietcode", secs, latency, served, extra), at
+    return ArmResult(wl.name, arm, secs, latency, served, extra), at
 
 
 #: fewest timings of an arm at a T, the probe readings around each in the host's fast state, for its fast-state
