@@ -284,3 +284,13 @@ locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen4 benchm
   --out benchmarks/results/models_zen4_bert_vs_engines_placed  # ~13 min
 locked $PY -m benchmarks.dietcode --workloads scores --arms per-shape padded-largest torch numpy dietcode \
   --static-trials 64 --static-converge 24 --out benchmarks/results/dietcode/zen4_paper_search_scores_placed  # ~10 min
+# the DietCode pass with the host state read around every timing; row-aligned context kernels; verify as an A/B arm
+locked $PY -m benchmarks.dietcode --workloads scores --arms per-shape padded-largest torch numpy dietcode \
+  --static-trials 64 --static-converge 24 --out benchmarks/results/dietcode/zen4_scores_states  # ~24 min
+locked $PY -m benchmarks.dietcode.kernel_probe --workload context --kernels cpu:32x64x1/2x64 cpu:24x64x1/3x64 \
+  cpu:20x64x1/5x64 cpu:12x64x1/3x64 cpu:64x64x4/4x64 --t 43 62 64 80 81 96 100 119 128 --aligned \
+  --static-log benchmarks/results/dietcode/zen4_paper_search_attn/static_context.jsonl \
+  --out benchmarks/results/dietcode/zen4_context_rows_aligned  # ~1 min
+locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode dietcode-verified \
+  --state-passes 1 --out benchmarks/results/dietcode/zen4_verify_ab  # ~23 min
+# (the six-GEMM run with --state-passes 4 was cut off after QKV: benchmarks/results/dietcode/zen4_qkv_states)

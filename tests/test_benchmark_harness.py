@@ -224,7 +224,8 @@ def test_dietcode_benchmark_retimes_every_arm_interleaved_and_states_the_goals()
     """The DietCode benchmark's last pass: at each T every arm is timed in turns (median of the rounds becomes
     its latency); the goals compare DietCode with torch at every T and with per-shape at its tuned T."""
     from benchmarks.dietcode.report import goals
-    from benchmarks.dietcode.run import ArmResult, retime
+    from benchmarks.dietcode.retime import retime
+    from benchmarks.dietcode.run import ArmResult
 
     calls: list[tuple[str, int]] = []
 

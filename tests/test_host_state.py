@@ -98,7 +98,8 @@ def test_dietcode_retime_waits_out_a_slow_spell_and_reports_goals_from_fast_roun
     passes, each arm's fast-state latency comes only from its timings between two fast readings, and the goals
     say how many T have one; a run whose probe never settles is not gated."""
     from benchmarks.dietcode.report import goals
-    from benchmarks.dietcode.run import FAST_ROUNDS, ArmResult, RetimeStates, retime
+    from benchmarks.dietcode.retime import FAST_TIMINGS, RetimeStates, retime
+    from benchmarks.dietcode.run import ArmResult
 
     calls: list[tuple[str, int]] = []
     slow_readings = iter([True] * 12)  # T=1's first pass (3 rounds x 3 readings) and T=2's first round slow
@@ -127,7 +128,7 @@ def test_dietcode_retime_waits_out_a_slow_spell_and_reports_goals_from_fast_roun
     assert dc.extra["latency_fast"] == {1: 1.0, 2: 2.0, 3: 3.0}
     assert dc.latency[1] == pytest.approx(1.5)  # all rounds mix the spell in
     (g,) = goals([dc, torch_])
-    assert g["fast_state"]["t_resolved"] == 3 == FAST_ROUNDS
+    assert g["fast_state"]["t_resolved"] == 3 == FAST_TIMINGS
     assert g["fast_state"]["speed_vs_torch_geomean"] == pytest.approx(0.95)
     assert g["speed_vs_torch_worst"] == pytest.approx(0.95 / 1.5)
     assert found.gated([1, 2, 3]) and "gated" in found.sentence([1, 2, 3])

@@ -78,7 +78,9 @@ def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
     Where that axis is never padded (a bmm NN kernel with ``kt = 1``, a one-column bmm NT tile) the rows still are:
     the version then aligns the rows' unit ``mr`` instead, so a T that ``mr`` divides runs without the padded copy of
     A and the guarded write-back (before, such kernels had no version at all, and those kernels served most T of
-    the context GEMM in the runs where it stayed 1.07-1.14x behind per-shape tuning at T >= 81)."""
+    the context GEMM in the runs where it stayed 1.07-1.14x behind per-shape tuning at T >= 81). Row-aligned, they ran
+    1.09-1.25x faster than generic in all 12 kernel x T cells of one interleaved probe
+    (``benchmarks/results/dietcode/zen4_context_rows_aligned``; gate failed on drift, 1.09x)."""
     if mk.device != "cpu" or wl.kind == "dense":
         return 1
     units = padding_units(wl, mk)

@@ -14,7 +14,9 @@ there). Between the sampled T the default, ``dispatch_costs="calibrated"``, anch
 timings at the neighbouring sampled T (``_select.calibrated_costs``): replayed on 41 Zen 4 logs with each interior
 sampled T held out, the chosen kernel's regret fell from 1.045 to 1.025 (geomean; T with regret > 1.1: 17% to 7%;
 context 1.106 to 1.067, scores 1.049 to 1.020, dense level; ``benchmarks.dietcode.vote_replay``).
-``"measured"`` votes on the bare model between timings, ``"predicted"`` on the model everywhere.
+``"measured"`` votes on the bare model between timings, ``"predicted"`` on the model everywhere. ``verify=True`` then
+times the deployed kernels at every T of the range through the same runner and gives each T the fastest of them
+(``_select.verified_labels``); one Zen 4 A/B on a mostly slow host showed no gain from it, so it is off by default.
 """
 
 from __future__ import annotations
@@ -285,7 +287,8 @@ class DietCodeTuner(Tuner):
     def _verified(self, result: DietCodeResult, option: MeasureOption) -> DietCodeResult:
         """``verify``: the deployed kernels timed at every T of the range (one ``RangeTask`` over it, through the
         same builder and runner, logged like the rounds), each T given the fastest of them (``verified_labels``),
-        and the dispatcher fitted again on those choices. A kernel that fails here keeps no T it can lose."""
+        and the dispatcher fitted again on those choices. A kernel that fails here gives up every T to the kernels
+        that were timed there."""
         lo, hi = self.workload.t_range
         ts = list(range(lo, hi + 1))
         task = RangeTask(self.workload, ts, self.target, self.micro_space)
@@ -303,7 +306,7 @@ class DietCodeTuner(Tuner):
                                          random_state=int(self.seed or 0))  # fmt: skip
         kernels = [next(k for k in result.kernels if k.key == label) for label in dispatcher.labels]
         predicted = dict(result.predicted)
-        for t, i, j in zip(ts, labels, range(len(ts))):
+        for j, (t, i) in enumerate(zip(ts, labels)):
             if np.isfinite(timed[i, j]) and not aligned[i, j]:
                 predicted[t] = float(timed[i, j])
         result.kernels, result.dispatcher, result.predicted = kernels, dispatcher, predicted

@@ -35,16 +35,14 @@ from .._common import load_now, run_meta
 from ..host_state import state_probe
 from ..noise_gate import NoiseGate
 from .report import plot, summarise, write_json, write_markdown
+from .retime import RetimeStates, add_fast_latencies, retime
 from .run import (
     ARMS,
     DISPATCH_COSTS_OPTION,
     ArmResult,
     BenchConfig,
     Retimer,
-    RetimeStates,
     StaticTuner,
-    add_fast_latencies,
-    retime,
     run_dietcode,
     run_vendor,
     serve_padded,

@@ -85,7 +85,7 @@ def goals(results: list[ArmResult]) -> list[dict[str, Any]]:
 
 
 def _fast_goals(dc: ArmResult, torch_: ArmResult | None, per_shape: ArmResult | None) -> dict[str, Any]:
-    """The goals from each arm's timings in the host's fast state (``run.retime`` with a probe), over the T
+    """The goals from each arm's timings in the host's fast state (``retime.retime`` with a probe), over the T
     that have them (``t_resolved`` of ``t_total``)."""
     fast = {int(t): v for t, v in dc.extra["latency_fast"].items()}
     row: dict[str, Any] = {"t_resolved": len(fast), "t_total": len(dc.latency)}
