@@ -62,7 +62,7 @@ def retime(
 
     def one_pass(pass_ts: list[int]) -> None:
         for t in pass_ts:
-            timers = {str(i): settled(at, t) for i, (res, at) in enumerate(arms) if t in res.latency}
+            timers = {name: settled(arms[int(name)][1], t) for name in arms_at[t]}
             if probe is None:
                 times = interleaved(timers, rounds)
             else:
@@ -138,8 +138,7 @@ class RetimeStates:
 
     def fast_reading_cv(self) -> float | None:
         """The robust CV of the probe readings in the fast state (None without any)."""
-        st = self.states
-        fast = [p for r in st.round_probes for p in r if p <= st.reference * (1 + st.tolerance)]
+        fast = [p for r in self.states.round_probes for p in r if self.states.state_of([p]) == "fast"]
         return robust_cv(fast) if fast else None
 
     def gated(self, ts: list[int]) -> bool:
