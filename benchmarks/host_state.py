@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import statistics
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,8 +34,10 @@ __all__ = [
     "REFERENCE_QUANTILE",
     "STATES",
     "STATE_TOLERANCE",
+    "FastWatch",
     "HostStates",
     "State",
+    "fast_reference",
     "interleaved_with_state",
     "state_probe",
 ]
@@ -49,6 +52,50 @@ MIN_ROUNDS = 5
 
 State = Literal["fast", "slow", "mixed"]
 STATES: tuple[State, ...] = ("fast", "slow", "mixed")
+
+
+def fast_reference(readings: Iterable[float]) -> float:
+    """The host's fast state: the probe reading at the ``REFERENCE_QUANTILE`` (the fastest of under 50 readings).
+    Not the fastest outright: on a host whose fast state read 0.128-0.142 ms one reading of 0.116 would have put
+    nearly every fast reading outside the tolerance (seen 2026-11-27)."""
+    ordered = sorted(readings)
+    if not ordered:
+        raise ValueError("fast_reference needs at least one probe reading")
+    return ordered[int(REFERENCE_QUANTILE * len(ordered))]
+
+
+class FastWatch:
+    """The host's state while a run goes on: every probe reading so far, and whether a new one is fast against
+    them. A run that can repeat a measurement (a sweep re-runs a built batch) waits for the fast state before
+    it and checks the reading after it; ``HostStates`` re-derives the states afterwards from the whole run."""
+
+    def __init__(self, probe: Timer, tolerance: float = STATE_TOLERANCE, clock: Timer = time.monotonic) -> None:
+        self.probe, self.tolerance, self.clock = probe, tolerance, clock
+        self.readings: list[float] = []
+
+    def read(self) -> float:
+        reading = self.probe()
+        self.readings.append(reading)
+        return reading
+
+    def is_fast(self, reading: float) -> bool:
+        return reading <= fast_reference(self.readings) * (1 + self.tolerance)
+
+    def scan(self, seconds: float, pause: float = 0.05) -> None:
+        """Read the probe for ``seconds``, so the reference has seen the fast state before the run decides on it."""
+        end = self.clock() + seconds
+        while self.clock() < end:
+            self.read()
+            time.sleep(pause)
+
+    def wait_fast(self, max_seconds: float, pause: float = 0.05) -> float:
+        """Read until a reading is fast or ``max_seconds`` have passed; the last reading."""
+        end = self.clock() + max_seconds
+        reading = self.read()
+        while not self.is_fast(reading) and self.clock() < end:
+            time.sleep(pause)
+            reading = self.read()
+        return reading
 
 
 def interleaved_with_state(
@@ -97,11 +144,8 @@ class HostStates:
 
     @functools.cached_property
     def reference(self) -> float:
-        """The host's fast state: the run's probe reading at the ``REFERENCE_QUANTILE`` (the fastest in a run of
-        under 50 readings). Not the fastest outright: on a host whose fast state read 0.128-0.142 ms one reading
-        of 0.116 would have put nearly every fast reading outside the tolerance (seen 2026-11-27)."""
-        readings = sorted(p for r in self.round_probes for p in r)
-        return readings[int(REFERENCE_QUANTILE * len(readings))]
+        """The run's fast reference (``fast_reference`` of all its readings)."""
+        return fast_reference(p for r in self.round_probes for p in r)
 
     def state_of(self, readings: list[float]) -> State:
         """Fast when every reading is within the tolerance of the run's fast reference, slow when none is."""

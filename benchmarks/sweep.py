@@ -11,6 +11,13 @@ readers use a config's last one). ``--max-seconds`` stops after the batch that c
 one run holds the shared benchmark lock for a bounded time); ``--max-configs`` measures a seeded uniform
 subset only (the replay harness then searches that subset; say so in any summary).
 
+On a host that runs at two speeds in spells of seconds (the 2-core Zen 4: ``benchmarks/host_state.py``) a
+ten-minute session seldom passes the gate, so each batch is placed in the host's state (on by default;
+``--no-host-state``): built once, then run between two readings of the gate's probe, after waiting up to
+``--wait-fast`` seconds for a fast one, and run again (up to ``--state-tries`` runs) while a reading around it is
+slow. The session stores every batch's readings and lines; a batch run between fast readings counts as gated when
+the session's fast readings are steady (``HostStates.steady``), whatever the session's before/after verdict.
+
     flock /tmp/bench.lock nice -n 5 python -m benchmarks.sweep --workload conv2d-resnet18-L6-small \
         --out benchmarks/data/conv2d-resnet18-L6-small.jsonl --max-seconds 840
 """
@@ -26,12 +33,14 @@ from collections.abc import Callable
 import numpy as np
 
 import adatune
-from adatune.measure import MeasureInput
+from adatune.measure import MeasureInput, MeasureOption, MeasureResult
 from adatune.records import load_from_file, save_to_file
+from adatune.target import to_json as target_json
 from adatune.workloads import get as get_workload
 
 from ._common import run_meta
 from .harness.run import host_record
+from .host_state import STATE_TOLERANCE, FastWatch, HostStates, state_probe
 from .noise_gate import NoiseGate, drift_passes
 
 
@@ -44,6 +53,25 @@ def sweep_indices(n_space: int, is_valid: Callable[[int], bool], max_configs: in
         raise ValueError(f"--max-configs must be positive, got {max_configs}")
     pick = np.random.default_rng(seed).choice(len(valid), size=max_configs, replace=False)
     return sorted(valid[k] for k in pick)
+
+
+def measure_in_fast_state(
+    option: MeasureOption, inputs: list[MeasureInput], watch: FastWatch, tries: int, wait_seconds: float
+) -> tuple[list[MeasureResult], list[float], int]:
+    """Build a batch once and run it between two fast probe readings: wait for a fast reading (up to
+    ``wait_seconds``), run, read again, and run the built batch again (``tries`` runs at most) while a reading
+    around it was slow. The last run's results, the readings around it and the number of runs."""
+    if tries < 1:
+        raise ValueError(f"--state-tries must be at least 1, got {tries}")
+    builds = option.builder.build(inputs, option.runner.device_limits(inputs[0].task.target))
+    runs = 0
+    while True:
+        runs += 1
+        before = watch.wait_fast(wait_seconds)
+        results = option.runner.run(inputs, builds)
+        after = watch.read()
+        if runs >= tries or (watch.is_fast(before) and watch.is_fast(after)):
+            return list(results), [before, after], runs
 
 
 def main() -> None:
@@ -63,6 +91,20 @@ def main() -> None:
         help="measure again every config whose last record is not from a session that passed the noise gate "
         "(the new records are appended; readers use a config's last record)",
     )
+    p.add_argument(
+        "--no-host-state",
+        dest="host_state",
+        action="store_false",
+        help="run each batch once, without the probe read around it (a session then counts only by its gate)",
+    )
+    p.add_argument(
+        "--state-tries",
+        type=int,
+        default=4,
+        help="runs of a built batch at most, until both readings around it are fast",
+    )
+    p.add_argument("--wait-fast", type=float, default=20.0, help="seconds to wait for a fast reading before a run")
+    p.add_argument("--state-scan", type=float, default=20.0, help="seconds of probe readings before the first batch")
     args = p.parse_args()
     out = args.out or f"benchmarks/data/{args.workload}.jsonl"
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
@@ -71,6 +113,7 @@ def main() -> None:
         raise TypeError(f"{args.workload}: sweeps enumerate knob spaces, got a {type(task).__name__}")
     space = task.config_space
     records = list(load_from_file(out)) if os.path.exists(out) else []
+    check_same_host(records, target_json(task.target), out)
     if args.remeasure_ungated:
         gated = gated_keys(records, load_sessions(out))
         done = {r.key for r in records if r.key in gated}
@@ -85,11 +128,22 @@ def main() -> None:
     gate = NoiseGate()
     gate.probe("before")  # before the builder and runner pools start: their start-up would be in the reading
     option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=args.number, repeat=args.repeat))
+    watch = FastWatch(state_probe(timer=gate.compute_timer)) if args.host_state else None
+    if watch is not None:
+        watch.scan(args.state_scan)
+    batches: list[list[int]] = []  # per batch: first line, configs, runs
+    brackets: list[list[float]] = []  # per batch: the probe readings just before and after its last run
     n_done = 0
     try:
         for start in range(0, len(todo), args.batch):
             inputs = [MeasureInput(task, space.get(i)) for i in todo[start : start + args.batch]]
-            save_to_file(out, zip(inputs, option.measure(inputs)))
+            if watch is None:
+                results = list(option.measure(inputs))
+            else:
+                results, around, runs = measure_in_fast_state(option, inputs, watch, args.state_tries, args.wait_fast)
+                batches.append([first_line + n_done, len(inputs), runs])
+                brackets.append(around)
+            save_to_file(out, zip(inputs, results))
             n_done += len(inputs)
             elapsed = time.time() - t0
             print(f"{start + len(inputs)}/{len(todo)} measured, {elapsed:.0f} s", flush=True)
@@ -108,8 +162,33 @@ def main() -> None:
             "first_line": first_line,  # this session's records are lines [first_line, first_line + measured)
             "noise_gate": gate.to_json(),
         }
+        if watch is not None:
+            session["host_state"] = {
+                "tolerance": STATE_TOLERANCE,
+                "batches": batches,
+                "brackets_s": brackets,
+                "readings": len(watch.readings),
+            }
         append_session(out, session)
         print(gate.sentence(), flush=True)
+        if brackets:
+            states = HostStates(brackets)
+            print(
+                f"{states.sentence()} Batches in the fast state: {len(states.rounds_in('fast'))} of "
+                f"{len(brackets)}; gated: {states.steady('fast')}.",
+                flush=True,
+            )
+
+
+def check_same_host(records: list, target: dict, sweep: str) -> None:
+    """A sweep is one machine's table: refuse to add records made for another target (a Zen 4 session resuming
+    a Zen 5 sweep would mix two machines' speeds into one ranking)."""
+    other = {json.dumps(r.target, sort_keys=True) for r in records} - {json.dumps(target, sort_keys=True)}
+    if other:
+        raise SystemExit(
+            f"{sweep} was measured for {sorted(other)[0]}, this host's target is {json.dumps(target, sort_keys=True)}:"
+            " a sweep holds one machine's timings; write this host's to another --out"
+        )
 
 
 def gate_path(sweep: str) -> str:
@@ -149,9 +228,23 @@ def session_passed(session: dict) -> bool:
     return bool(gate["passed"]) and ("readings" not in gate or drift_passes(gate["readings"]))
 
 
+def fast_batch_lines(session: dict) -> list[tuple[int, int]]:
+    """The line ranges of a session's batches that ran between fast probe readings, when those readings are
+    steady (``HostStates.steady``); none for a session without the host state or with unsteady fast readings."""
+    hs = session.get("host_state")
+    if not hs or not hs["brackets_s"]:
+        return []
+    states = HostStates(hs["brackets_s"], tolerance=hs.get("tolerance", STATE_TOLERANCE))
+    if not states.steady("fast"):
+        return []
+    return [(first, first + n) for first, n, _ in (hs["batches"][i] for i in states.rounds_in("fast"))]
+
+
 def gated_keys(records: list, sessions: list[dict]) -> set[str]:
-    """Keys whose last record in the log was written by a session that passed the noise gate."""
+    """Keys whose last record in the log was written by a session that passed the noise gate, or in a batch
+    that ran in the host's fast state (``fast_batch_lines``)."""
     ranges = [(a, b) for a, b, ok in session_lines(sessions, len(records)) if ok]
+    ranges += [r for s in sessions for r in fast_batch_lines(s)]
     last = {str(r.key): n for n, r in enumerate(records)}
     return {key for key, n in last.items() if any(a <= n < b for a, b in ranges)}
 

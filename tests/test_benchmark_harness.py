@@ -343,3 +343,66 @@ def test_trace_search_summary_compares_each_arm_with_the_template_seed_by_seed()
     assert (rows["trace-xgb"]["best_ms_min"], rows["trace-xgb"]["best_ms_max"]) == pytest.approx((20.0, 40.0))
     assert rows["knob-xgb"]["speed_vs_knob_xgb"] == pytest.approx(1.0)
     assert rows["trace-rfei"]["failed"] == 1 and rows["trace-rfei"]["errors"] == ["RuntimeError: boom"]
+
+
+def test_a_sweep_batch_is_built_once_and_run_again_until_both_readings_around_it_are_fast():
+    from types import SimpleNamespace
+
+    from benchmarks.host_state import FastWatch
+    from benchmarks.sweep import measure_in_fast_state
+
+    calls: list[str] = []
+    runner = SimpleNamespace(
+        device_limits=lambda target: None,
+        run=lambda inputs, builds: calls.append("run") or [f"result of {b}" for b in builds],
+    )
+    builder = SimpleNamespace(build=lambda inputs, limits: calls.append("build") or [f"lib {i}" for i in inputs])
+    option = SimpleNamespace(builder=builder, runner=runner)
+    inputs = [SimpleNamespace(task=SimpleNamespace(target=None))] * 2
+    fast, slow = 1e-4, 1.9e-4
+    # before run 1 fast, after it slow; run 2 between fast readings
+    watch = FastWatch(iter([fast, slow, fast, fast]).__next__)
+    results, around, runs = measure_in_fast_state(option, inputs, watch, tries=4, wait_seconds=0.0)  # type: ignore[arg-type]
+    assert calls == ["build", "run", "run"] and runs == 2 and around == [fast, fast]
+    assert len(results) == 2
+    calls.clear()
+    watch = FastWatch(iter([fast] + [slow] * 10).__next__)
+    _, around, runs = measure_in_fast_state(option, inputs, watch, tries=2, wait_seconds=0.0)  # type: ignore[arg-type]
+    assert calls == ["build", "run", "run"] and runs == 2 and around[1] == slow  # gives up: the last run is kept
+    with pytest.raises(ValueError, match="state-tries"):
+        measure_in_fast_state(option, inputs, watch, tries=0, wait_seconds=0.0)  # type: ignore[arg-type]
+
+
+def test_a_host_state_session_gates_the_batches_run_between_steady_fast_readings():
+    from types import SimpleNamespace
+
+    from benchmarks.sweep import fast_batch_lines, gated_keys
+
+    fast, slow = 1e-4, 1.9e-4
+    brackets = [[fast, fast]] * 5 + [[fast, slow], [slow, slow]]
+    batches = [[2 * k, 2, 1] for k in range(7)]  # two configs per batch, lines 0-13
+    session = {
+        "measured": 14,
+        "first_line": 0,
+        "noise_gate": {"passed": False},  # its before/after gate failed: the batches still count
+        "host_state": {"tolerance": 0.1, "batches": batches, "brackets_s": brackets, "readings": 20},
+    }
+    assert fast_batch_lines(session) == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
+    records = [SimpleNamespace(key=str(k)) for k in range(14)]
+    assert gated_keys(records, [session]) == {str(k) for k in range(10)}
+    unsteady = {**session, "host_state": {**session["host_state"], "brackets_s": brackets[5:] * 3}}
+    assert fast_batch_lines(unsteady) == []  # fewer than MIN_ROUNDS fast batches
+    assert fast_batch_lines({"measured": 1, "noise_gate": {"passed": True}}) == []
+
+
+def test_a_sweep_refuses_to_add_another_machines_timings():
+    from types import SimpleNamespace
+
+    from benchmarks.sweep import check_same_host
+
+    zen5 = {"kind": "llvm", "mcpu": "znver5", "num-cores": 2}
+    records = [SimpleNamespace(target=dict(zen5))]
+    check_same_host(records, dict(zen5), "s.jsonl")  # the same machine resumes
+    check_same_host([], {"kind": "llvm", "mcpu": "znver4"}, "s.jsonl")  # a new sweep
+    with pytest.raises(SystemExit, match="znver5.*znver4.*another --out"):
+        check_same_host(records, {**zen5, "mcpu": "znver4"}, "s.jsonl")

@@ -143,3 +143,22 @@ def test_dietcode_retime_waits_out_a_slow_spell_and_reports_goals_from_fast_roun
     assert stuck is not None and never.extra["latency_fast"] == {} and stuck.resolved([1]) == 0
     assert len(never.extra["latency_rounds"][1]) == 6  # one further pass, then it gave up
     assert not stuck.gated([1]) and "not gated" in stuck.sentence([1])
+
+
+def test_a_fast_watch_judges_each_reading_against_the_readings_so_far_and_waits_for_a_fast_one():
+    from benchmarks.host_state import FastWatch, fast_reference
+
+    readings = iter([SLOW, SLOW, FAST, SLOW, SLOW, SLOW, FAST * 1.05])
+    now = itertools.count()
+    watch = FastWatch(lambda: next(readings), clock=lambda: float(next(now)))
+    assert watch.is_fast(watch.read())  # alone, a reading is its own reference
+    watch.read()
+    assert watch.is_fast(watch.read())  # FAST: the reference drops to it
+    assert not watch.is_fast(SLOW)
+    assert watch.wait_fast(100.0) == FAST * 1.05 and len(watch.readings) == 7  # three slow readings waited out
+    assert fast_reference(watch.readings) == FAST
+    with pytest.raises(ValueError, match="at least one"):
+        fast_reference([])
+    stuck = FastWatch(lambda: SLOW, clock=lambda: float(next(now)))
+    stuck.readings = [FAST]
+    assert stuck.wait_fast(3.0) == SLOW and len(stuck.readings) == 4  # three readings, one per tick, then gives up
