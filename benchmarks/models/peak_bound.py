@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--goal", type=float, default=0.8, help="latency goal as a fraction of the reference engine's")
     p.add_argument("--reference", default="onnxruntime")
     p.add_argument("--repeats", type=int, default=11)
-    p.add_argument("--iterations", type=int, default=20_000_000)
+    p.add_argument("--iterations", type=int, default=100_000_000)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
