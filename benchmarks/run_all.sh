@@ -294,3 +294,8 @@ locked $PY -m benchmarks.dietcode.kernel_probe --workload context --kernels cpu:
 locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode dietcode-verified \
   --state-passes 1 --out benchmarks/results/dietcode/zen4_verify_ab  # ~23 min
 # (the six-GEMM run with --state-passes 4 was cut off after QKV: benchmarks/results/dietcode/zen4_qkv_states)
+# 2026-11-28: context against converged per-shape with the row-aligned versions; BERT-base against the host's peak
+locked $PY -m benchmarks.dietcode --workloads context --arms per-shape padded-largest torch numpy dietcode \
+  --static-trials 64 --static-converge 24 --out benchmarks/results/dietcode/zen4_context_aligned  # ~25 min
+locked $PY -m benchmarks.models.peak_bound --tasks benchmarks/results/models_zen4/tasks.csv \
+  --ab benchmarks/results/models_zen4_bert_vs_engines_placed --goal 0.8 --out benchmarks/results/peak_bound_zen4  # ~1 min
