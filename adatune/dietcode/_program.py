@@ -21,6 +21,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
+from ..tensor_intrinsics import import_tensor_intrinsics
 from ..trace._features import StoreFeatures
 from ._schedule import schedule_microkernel
 from ._space import MicroKernel, MicroKernelSpace
@@ -60,6 +61,7 @@ class ProgramFeatures:
         self.workload = workload
         self.target = target
         self._extract = StoreFeatures()
+        import_tensor_intrinsics()
         self._context = ms.TuneContext(
             mod=tvm.IRModule({"main": workload.prim_func()}), target=target, task_name="main", num_threads=1
         )

@@ -1,7 +1,7 @@
 """What runs inside the FastBuilder and AdaptiveRunner worker processes.
 
 The workers are ``python -m tvm.exec.popen_worker`` processes that stay alive between calls, so ``import tvm``
-(and, for tensorized schedules, ``import tvm.s_tir.tensor_intrin``: 15-25 s) is paid once per worker instead of
+(and, for tensorized schedules, the tensor intrinsics: ``adatune.tensor_intrinsics``) is paid once per worker instead of
 once per candidate. These functions take and return plain data, so a crash or a hang costs only the worker.
 adatune is installed in the interpreter the workers run, so they are pickled by reference.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 from ..evaluator import EvaluatorConfig, evaluate, time_fn_for
 from ..target import size_tvm_thread_pool
+from ..tensor_intrinsics import import_tensor_intrinsics
 
 __all__ = ["ARTIFACT_NAME", "build_artifact", "run_artifact", "warm_builder", "warm_runner"]
 
@@ -23,11 +24,11 @@ ARTIFACT_NAME = "tvm_tmp_mod.tar"
 
 def warm_builder(tensorize: bool) -> None:
     """Pool initializer: import the compiler once per worker (and the tensor intrinsics when asked)."""
-    import tvm
+    import tvm  # noqa: F401
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # noqa: F401
 
     if tensorize:
-        import tvm.s_tir.tensor_intrin  # noqa: F401
+        import_tensor_intrinsics()
 
 
 def warm_runner() -> None:
@@ -40,7 +41,7 @@ def warm_runner() -> None:
 def build_artifact(mod: Any, target: Any) -> str:
     """Compile a scheduled module as meta_schedule's ``default_build`` does and export it as a tar of objects
     in a directory of its own (``RemoveBuildArtifact`` deletes the artifact's directory after the run)."""
-    import tvm
+    import tvm  # noqa: F401
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
     from tvm.support.tar import tar
 
@@ -53,7 +54,7 @@ def build_artifact(mod: Any, target: Any) -> str:
 
 def run_artifact(artifact_path: str, device_type: str, args_info: tuple, cfg: EvaluatorConfig) -> dict:
     """Load an artifact, fill its arguments with random data and time it with adatune's evaluator."""
-    import tvm
+    import tvm  # noqa: F401
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
 
     module = tvm.runtime.load_module(artifact_path)
