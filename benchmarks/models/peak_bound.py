@@ -26,13 +26,18 @@ import tempfile
 import time
 from typing import Any
 
-import adatune
-from adatune.target import cpu_info
+import matplotlib
 
-from .._common import load_now, run_meta
-from ..harness.run import host_record
-from ..host_state import HostStates, state_probe
-from ..noise_gate import NoiseGate
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import adatune  # noqa: E402
+from adatune.target import cpu_info  # noqa: E402
+
+from .._common import load_now, run_meta, write_csv  # noqa: E402
+from ..harness.run import host_record  # noqa: E402
+from ..host_state import HostStates, state_probe  # noqa: E402
+from ..noise_gate import NoiseGate  # noqa: E402
 
 #: independent accumulators: enough to cover the FMA latency on every pipe (4-5 cycles x 2 pipes)
 ACCUMULATORS = 16
@@ -141,6 +146,24 @@ def bound_table(gflop: float, peak: float, latencies: dict[str, dict[str, float]
     return rows
 
 
+def plot(out: str, rows: list[dict[str, Any]], peak: float) -> str:
+    """Each engine's and the goal's FLOP rate per state, against the peak (a line)."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels = [f"{r['what']}\n({r['state'].replace('_', ' ')})" for r in rows]
+    colors = ["C3" if r["what"].startswith("goal") else "C0" if r["state"] == "all_rounds" else "C2" for r in rows]
+    ax.bar(range(len(rows)), [r["gflops"] for r in rows], color=colors)
+    ax.axhline(peak / 1e9, color="k", linestyle="--", label=f"measured peak {peak / 1e9:.1f} GFLOP/s")
+    ax.set_xticks(range(len(rows)), labels, fontsize=6, rotation=30, ha="right")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title("model FLOPs per second against the host's peak FMA rate")
+    ax.legend(fontsize=8)
+    path = os.path.join(out, "peak_bound.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -182,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
+    write_csv(os.path.join(args.out, "rows.csv"), rows)
+    figure = os.path.basename(plot(args.out, rows, peak))
     states = HostStates(readings)
     lines = [
         "# A model's FLOPs against the host's peak FMA rate",
@@ -201,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     lines += [f"| {r['state']} | {r['what']} | {r['latency_ms']:.2f} | {r['gflops']:.1f} | {r['share_of_peak']:.0%} |"
               for r in rows]  # fmt: skip
+    lines += ["", f"![rates]({figure})"]
     with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
