@@ -297,5 +297,7 @@ locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietco
 # 2026-11-28: context against converged per-shape with the row-aligned versions; BERT-base against the host's peak
 locked $PY -m benchmarks.dietcode --workloads context --arms per-shape padded-largest torch numpy dietcode \
   --static-trials 64 --static-converge 24 --out benchmarks/results/dietcode/zen4_context_aligned  # ~25 min
+locked $PY -m benchmarks.dietcode --workloads context --arms per-shape padded-largest torch numpy dietcode \
+  --static-trials 64 --static-converge 24 --seed 1 --out benchmarks/results/dietcode/zen4_context_aligned_seed1  # ~24 min
 locked $PY -m benchmarks.models.peak_bound --tasks benchmarks/results/models_zen4/tasks.csv \
   --ab benchmarks/results/models_zen4_bert_vs_engines_placed --goal 0.8 --out benchmarks/results/peak_bound_zen4  # ~1 min
