@@ -58,3 +58,13 @@ def settled(seconds: float, pause_s: float = 0.25) -> float:
     them (numpy's BLAS threads did that to TVM kernels in benchmarks.dietcode: 0.07 -> 4 ms)."""
     time.sleep(pause_s)
     return seconds
+
+
+def write_summary(out_dir: str, lines: list[str], echo: bool = False) -> None:
+    """A benchmark's ``summary.md`` in ``out_dir``: its markdown lines, newline-terminated (printed too with
+    ``echo``)."""
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out_dir, "summary.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    if echo:
+        print(text, end="")

@@ -26,6 +26,8 @@ import numpy as np
 from benchmarks._common import load_now, settled, write_csv
 from benchmarks.noise_gate import NoiseGate, interleaved
 
+from ._common import write_summary
+
 
 def _encoder(args: argparse.Namespace) -> Any:
     """The zoo's BERT-base, or the zoo's encoder class at a smaller size, with BERT's N(0, 0.02) weights."""
@@ -313,8 +315,7 @@ def _write(
             ),
             "",
         ]
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    write_summary(out, lines)
 
 
 if __name__ == "__main__":

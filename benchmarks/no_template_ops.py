@@ -46,7 +46,7 @@ from adatune.target import size_tvm_thread_pool
 from adatune.trace import RULE_SETS, TraceTask
 from adatune.tuners import TraceSearchTuner
 
-from ._common import load_now, load_sentence, run_meta, settled, write_csv
+from ._common import load_now, load_sentence, run_meta, settled, write_csv, write_summary
 from .noise_gate import NoiseGate, interleaved
 from .trace_search.report import geomean_interval
 
@@ -393,8 +393,7 @@ def write_outputs(
             f"{s['tune_s']:.0f} |"
         )
     lines += ["", "![speed.png](speed.png)"]
-    with open(os.path.join(out_dir, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    write_summary(out_dir, lines)
 
 
 def main(argv: list[str] | None = None) -> int:

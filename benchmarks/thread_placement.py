@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 import adatune  # noqa: E402
 from adatune.target import tvm_main_thread  # noqa: E402
 
-from ._common import load_now, run_meta, settled  # noqa: E402
+from ._common import load_now, run_meta, settled, write_summary  # noqa: E402
 from .noise_gate import PROBE_GEMM, NoiseGate, Timer, probe_timer  # noqa: E402
 
 PLACEMENTS = ("free", "on_worker_cpu", "tvm_main_thread")
@@ -249,9 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, row in table.items():
         lines.append(f"| {k} | {row['median_s'] * 1e3:.3f} | {row['min_s'] * 1e3:.3f} | {row['fast_share']:.0%} |")
     lines += ["", f"![rounds]({os.path.basename(_plot(args.out, times))})", ""]
-    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_summary(args.out, lines, echo=True)
     return 0
 
 

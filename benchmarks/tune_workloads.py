@@ -22,6 +22,7 @@ from adatune.reference import measure_reference
 from adatune.tuners import create_tuner
 from adatune.workloads import get as get_workload
 
+from ._common import write_summary
 from .harness.run import host_record
 
 # dense 1024^3, BERT's Q K^T, and every 3x3 conv layer of ResNet-18 (the README's bar)
@@ -147,9 +148,7 @@ def main() -> None:
             f"{ref.get('torch', float('nan')):.1f} | {ref.get('numpy', float('nan')):.1f} | "
             f"{r['best_gflops'] / top:.2f} |"
         )
-    with open(os.path.join(args.out, "summary.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_summary(args.out, lines, echo=True)
 
 
 if __name__ == "__main__":

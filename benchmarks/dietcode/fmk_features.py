@@ -37,7 +37,7 @@ import adatune  # noqa: E402
 from adatune.dietcode import FEATURE_KINDS, DynamicWorkload, MicroKernelCostModel, MicroKernelSpace  # noqa: E402
 from adatune.dietcode._task import static_k  # noqa: E402
 
-from .._common import load_now, run_meta, write_csv  # noqa: E402
+from .._common import load_now, run_meta, write_csv, write_summary  # noqa: E402
 
 __all__ = ["read_log", "cross_validate", "main"]
 
@@ -221,8 +221,7 @@ def _markdown(out: str, meta: dict[str, Any], summary: dict[str, dict[str, Any]]
             lines.append(f"| {wl} | {sel[0]['kernels']} | {features} | {np.mean([r['spearman'] for r in sel]):.3f} | "
                          f"{np.mean([r['top1_regret'] for r in sel]):.3f} |")  # fmt: skip
     lines += ["", "![f_MK features](fmk_features.png)", ""]
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    write_summary(out, lines)
 
 
 if __name__ == "__main__":

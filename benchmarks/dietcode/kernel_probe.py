@@ -33,7 +33,7 @@ from adatune.dietcode import DynamicWorkload, MicroKernel, schedule_microkernel
 from adatune.dietcode._schedule import _schedule_cpu, alignment
 from adatune.target import size_tvm_thread_pool
 
-from .._common import write_csv
+from .._common import write_csv, write_summary
 from ..noise_gate import NoiseGate
 from .pad_extent_probe import DEFAULT_CASES
 from .pad_probe import open_gate, probe_meta, probe_workload, time_variants
@@ -147,8 +147,7 @@ def _write(
     for r in rows:
         cells = [f"{r[f'{k}_us']:.1f}" if f"{k}_us" in r else "-" for k in columns]
         lines.append(f"| {r['T']} | " + " | ".join(cells) + f" | `{r['fastest']}` |")
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines + [""]))
+    write_summary(out, lines)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,10 @@ from adatune.dietcode import DynamicWorkload, MicroKernel  # noqa: E402
 from adatune.dietcode._schedule import PAD_TO, _schedule_cpu  # noqa: E402
 from adatune.target import size_tvm_thread_pool  # noqa: E402
 
-from .._common import write_csv  # noqa: E402
+from .._common import (
+    write_csv,  # noqa: E402
+    write_summary,
+)
 from ..noise_gate import NoiseGate  # noqa: E402
 from .pad_probe import open_gate, probe_meta, probe_workload, time_variants  # noqa: E402
 
@@ -155,8 +158,7 @@ def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float]
         f"{summary['geomean_at_multiples']:.3f} over {len(at)} cells (the guards' cost).",
         "",
     ]
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    write_summary(out, lines)
 
 
 if __name__ == "__main__":

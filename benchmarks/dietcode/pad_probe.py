@@ -36,7 +36,7 @@ from adatune.dietcode import DynamicWorkload, MicroKernel, weight_panel
 from adatune.dietcode._schedule import _schedule_cpu, pad_places
 from adatune.target import describe_host, one_blas_thread, size_tvm_thread_pool, tvm_main_thread
 
-from .._common import load_now, write_csv
+from .._common import load_now, write_csv, write_summary
 from ..noise_gate import NoiseGate, interleaved
 
 # variant -> (where A's padded copy is made, where the output is cropped): adatune.dietcode._schedule's places
@@ -239,8 +239,7 @@ def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float]
         f"faster in {sum(x > 1 for x in ratios)} of {len(ratios)} cells.",
         "",
     ]
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    write_summary(out, lines)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from typing import Any
 
 from benchmarks.models.seeds import ratio_interval
 
+from .._common import write_summary
+
 __all__ = ["combine", "main"]
 
 METRICS = ("speed_vs_torch_geomean", "speed_vs_torch_worst", "vs_per_shape_at_tuned_t", "tuning_time_share")
@@ -88,9 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{', '.join(map(str, w['t_below_0_9']))} | {_fmt(w.get('vs_per_shape_at_tuned_t'))} | "
             f"{_fmt(w.get('tuning_time_share'), 3)} | {gates} of {len(w['gates'])} |"
         )
-    with open(os.path.join(args.out, "summary.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_summary(args.out, lines, echo=True)
     return 0
 
 

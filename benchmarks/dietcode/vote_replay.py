@@ -27,7 +27,7 @@ from scipy.stats import gmean
 from adatune.dietcode import MicroKernelCostModel
 from adatune.dietcode._select import calibrated_costs
 
-from .._common import write_csv
+from .._common import write_csv, write_summary
 from .fmk_features import read_log
 
 METHODS = ("predicted", "calibrated", "nearest")
@@ -153,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                 f,
                 indent=1,
             )
-        with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines))
+        write_summary(args.out, lines)
     return 0
 
 

@@ -35,7 +35,7 @@ import adatune.models as am  # noqa: E402
 from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option  # noqa: E402
 from adatune.records import load_from_file, pick_best  # noqa: E402
 
-from .._common import load_now, run_meta, write_csv  # noqa: E402
+from .._common import load_now, run_meta, write_csv, write_summary  # noqa: E402
 from ..noise_gate import NoiseGate  # noqa: E402
 from .run_ab import log_target, run_config, tuned_model  # noqa: E402
 
@@ -175,9 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['cold_ms']:.3f} | {r['in_model_over_hot']:.2f}x | {r['in_model_over_cold']:.2f}x |"
         )
     lines += ["", f"![per task]({os.path.basename(plot(args.out, rows))})"]
-    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_summary(args.out, lines, echo=True)
     return 0
 
 

@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import adatune  # noqa: E402
 from adatune.target import cpu_info  # noqa: E402
 
-from .._common import load_now, run_meta, write_csv  # noqa: E402
+from .._common import load_now, run_meta, write_csv, write_summary  # noqa: E402
 from ..harness.run import host_record  # noqa: E402
 from ..host_state import HostStates, state_probe  # noqa: E402
 from ..noise_gate import NoiseGate  # noqa: E402
@@ -227,9 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {r['state']} | {r['what']} | {r['latency_ms']:.2f} | {r['gflops']:.1f} | {r['share_of_peak']:.0%} |"
               for r in rows]  # fmt: skip
     lines += ["", f"![rates]({figure})"]
-    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_summary(args.out, lines, echo=True)
     return 0
 
 

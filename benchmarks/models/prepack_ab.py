@@ -27,7 +27,7 @@ import adatune
 import adatune.models as am
 from adatune.models._latency import compiled_latency
 
-from .._common import load_now, run_meta
+from .._common import load_now, run_meta, write_summary
 from ..noise_gate import NoiseGate, interleaved
 from .run_ab import log_target
 
@@ -104,9 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{r['speedup_range'][0]:.3f}-{r['speedup_range'][1]:.3f} |"
         )
     lines += [""] + [f"- {r['model']}: {r['noise_sentence']}" for r in results] + [""]
-    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
-    print("\n".join(lines))
+    write_summary(args.out, lines, echo=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .._common import write_csv  # noqa: E402
+from .._common import (
+    write_csv,  # noqa: E402
+    write_summary,
+)
 from .run import ModelRun  # noqa: E402
 
 __all__ = ["plot", "time_to_latency", "write_markdown", "write_results"]
@@ -163,5 +166,4 @@ def write_markdown(out: str, meta: dict[str, Any], runs: list[ModelRun], figures
                 )
             lines.append("")
     lines += [f"![{f}]({f})" for f in figures]
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    write_summary(out, lines)

@@ -39,7 +39,7 @@ import adatune  # noqa: E402
 import adatune.models as am  # noqa: E402
 from adatune.models._latency import compiled_latency  # noqa: E402
 
-from .._common import load_now, run_meta, settled  # noqa: E402
+from .._common import load_now, run_meta, settled, write_summary  # noqa: E402
 from ..host_state import STATES, HostStates, State, interleaved_with_state, state_probe  # noqa: E402
 from ..noise_gate import NoiseGate, Timer  # noqa: E402
 from .seeds import ratio_interval  # noqa: E402
@@ -310,9 +310,7 @@ def main(argv: list[str] | None = None) -> int:
 def _write_summary(out: str, meta: dict[str, Any], results: list[dict[str, Any]], gate: NoiseGate) -> None:
     lines = _markdown(meta, results, gate)
     lines.append(f"![rounds]({os.path.basename(_plot(out, results))})")
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_summary(out, lines, echo=True)
 
 
 def report(out: str) -> int:

@@ -29,7 +29,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from .._common import write_csv  # noqa: E402
+from .._common import (
+    write_csv,  # noqa: E402
+    write_summary,
+)
 from .report import time_to_latency  # noqa: E402
 
 __all__ = ["SeedSummary", "ratio_interval", "summarize"]
@@ -213,9 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(os.path.join(args.out, "seeds.csv"), rows)
     figures = _plot(args.out, results)
     lines = _markdown(command, args.runs, results, cells) + [f"![{f}]({f})" for f in figures]
-    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_summary(args.out, lines, echo=True)
     return 0
 
 

@@ -33,7 +33,7 @@ import adatune  # noqa: E402
 import adatune.models as am  # noqa: E402
 from adatune.target import size_tvm_thread_pool  # noqa: E402
 
-from .._common import load_now, run_meta, settled  # noqa: E402
+from .._common import load_now, run_meta, settled, write_summary  # noqa: E402
 from ..noise_gate import NoiseGate, interleaved  # noqa: E402
 from .seeds import ratio_interval  # noqa: E402
 
@@ -114,8 +114,7 @@ def _summary(out: str, meta: dict[str, Any], runs: list[dict[str, Any]]) -> None
         "",
         "![small_models.png](small_models.png)",
     ]
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    write_summary(out, lines)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for i, n in enumerate(names):
         ratios = [r["speed_vs_pytorch"] for r in runs if r["model"] == n]
