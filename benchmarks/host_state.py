@@ -20,6 +20,7 @@ rounds qualify and their probe readings have a robust CV under the noise gate's 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import statistics
 import time
@@ -58,7 +59,10 @@ def fast_reference(readings: Iterable[float]) -> float:
     """The host's fast state: the probe reading at the ``REFERENCE_QUANTILE`` (the fastest of under 50 readings).
     Not the fastest outright: on a host whose fast state read 0.128-0.142 ms one reading of 0.116 would have put
     nearly every fast reading outside the tolerance (seen 2026-11-27)."""
-    ordered = sorted(readings)
+    return _reference_of_sorted(sorted(readings))
+
+
+def _reference_of_sorted(ordered: list[float]) -> float:
     if not ordered:
         raise ValueError("fast_reference needs at least one probe reading")
     return ordered[int(REFERENCE_QUANTILE * len(ordered))]
@@ -72,14 +76,16 @@ class FastWatch:
     def __init__(self, probe: Timer, tolerance: float = STATE_TOLERANCE, clock: Timer = time.monotonic) -> None:
         self.probe, self.tolerance, self.clock = probe, tolerance, clock
         self.readings: list[float] = []
+        self._ordered: list[float] = []  # the readings kept sorted: a sweep reads thousands, judging each one
 
     def read(self) -> float:
         reading = self.probe()
         self.readings.append(reading)
+        bisect.insort(self._ordered, reading)
         return reading
 
     def is_fast(self, reading: float) -> bool:
-        return reading <= fast_reference(self.readings) * (1 + self.tolerance)
+        return reading <= _reference_of_sorted(self._ordered) * (1 + self.tolerance)
 
     def scan(self, seconds: float, pause: float = 0.05) -> None:
         """Read the probe for ``seconds``, so the reference has seen the fast state before the run decides on it."""

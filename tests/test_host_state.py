@@ -159,6 +159,6 @@ def test_a_fast_watch_judges_each_reading_against_the_readings_so_far_and_waits_
     assert fast_reference(watch.readings) == FAST
     with pytest.raises(ValueError, match="at least one"):
         fast_reference([])
-    stuck = FastWatch(lambda: SLOW, clock=lambda: float(next(now)))
-    stuck.readings = [FAST]
+    stuck = FastWatch(iter([FAST] + [SLOW] * 10).__next__, clock=lambda: float(next(now)))
+    stuck.read()  # the fast state seen once: SLOW is judged slow from then on
     assert stuck.wait_fast(3.0) == SLOW and len(stuck.readings) == 4  # three readings, one per tick, then gives up
