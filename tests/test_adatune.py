@@ -124,8 +124,27 @@ def test_rfei_mean_acquisition_is_the_forests_mean_alone(matmul_task):
     mu, _ = ei_model.predict_mean_std(q)
     np.testing.assert_allclose(mean_model.predict(q), mu / ei_model.best_flops, rtol=1e-9)
     assert not np.allclose(ei_model.predict(q), mean_model.predict(q))
-    with pytest.raises(ValueError, match="option acquisition=ucb: expected one of ei, mean"):
+    with pytest.raises(ValueError, match="option acquisition=ucb: expected one of ei, plugin-ei, mean"):
         RFEICostModel(matmul_task, acquisition="ucb")
+
+
+def test_rfei_plugin_ei_measures_improvement_over_the_forests_best_predicted_mean(matmul_task):
+    """Plug-in EI: the incumbent is the forest's best mean over its training configs, below the best measured
+    throughput (bootstrap trees that left the best config out predict its neighbours), so EI is larger everywhere
+    and the best-predicted configs gain against merely uncertain ones."""
+    y = _synthetic_flops(matmul_task)
+    xs = np.random.default_rng(0).choice(len(y), 60, replace=False)
+    plain, plugin = (RFEICostModel(matmul_task, n_trees=32, seed=0, acquisition=a) for a in ("ei", "plugin-ei"))
+    for m in (plain, plugin):
+        m.fit(xs, y[xs], 16)
+    train_mean, _ = plugin.predict_mean_std(xs)
+    assert plugin.best_mean == pytest.approx(train_mean.max(), rel=1e-9)
+    assert plugin.best_mean < plugin.best_flops == plain.best_flops
+    q = np.arange(len(y))
+    mu, sd = plugin.predict_mean_std(q)
+    want = expected_improvement(mu / plugin.scale, sd / plugin.scale, plugin.best_mean / plugin.scale)
+    np.testing.assert_allclose(plugin.predict(q), want, rtol=1e-9, atol=1e-300)
+    assert np.all(plugin.predict(q) >= plain.predict(q)) and np.any(plugin.predict(q) > plain.predict(q))
 
 
 def test_rfei_variance_is_forestci_infinitesimal_jackknife(matmul_task):

@@ -12,6 +12,7 @@ import adatune
 from adatune.measure import MeasureInput
 from adatune.records import save_to_file
 from benchmarks.harness.run import RunSpec, replay_study, study_task
+from benchmarks.harness.stats import best_curve
 from benchmarks.noise_gate import NoiseGate, ProbeReading
 
 
@@ -41,7 +42,9 @@ def test_replay_studies_run_the_adaptive_evaluator_on_recorded_micro_batches(mat
     pairs = []
     for (_wk, key), res in replay_table.items():
         if res.ok:
-            res = dataclasses.replace(res, costs=(res.costs[0],) * 6, runs=60)
+            # the last three micro-batches twice as slow: the evaluator stops on the first three, the table's
+            # median is 1.5x the first reading
+            res = dataclasses.replace(res, costs=(res.costs[0],) * 3 + (2 * res.costs[0],) * 3, runs=60)
         pairs.append((MeasureInput(matmul_task, matmul_task.config_space.get(int(key))), res))
     save_to_file(str(log), pairs)
     spec = RunSpec(n_trial=16, plan_size=8, batch_size=8, num_threads=1)
@@ -51,6 +54,20 @@ def test_replay_studies_run_the_adaptive_evaluator_on_recorded_micro_batches(mat
     ok = [t for t in runs["RFEI+CSA+AE"]["trials"] if t["error_no"] == 0]
     assert ok and all(t["runs"] == 30 for t in ok)  # 3 of 6 micro-batches: steady, stopped at the floor
     assert all(t["runs"] == 60 for t in runs["XGB+SA"]["trials"] if t["error_no"] == 0)
+    # every incumbent is valued at the table: the deterministic run's curve is its own, the adaptive run's follows
+    # its own incumbents at their table values
+    common = study["common_gflops"]
+    table = {str(inp.config.key): res.flops(matmul_task.flop) / 1e9 for inp, res in pairs}  # as the log holds them
+    assert common and all(common[k] == pytest.approx(table[k]) for k in common)
+    assert list(best_curve(runs["XGB+SA"], common)[1]) == pytest.approx(list(best_curve(runs["XGB+SA"])[1]))
+    own, want = 0.0, []
+    for t in runs["RFEI+CSA+AE"]["trials"]:
+        if t["gflops"] > own:
+            own = t["gflops"]
+            want.append(table[str(t["key"])])
+    assert best_curve(runs["RFEI+CSA+AE"], common)[1][-1] == pytest.approx(max(want))
+    own_best = best_curve(runs["RFEI+CSA+AE"])[1][-1]  # its own reading of the same incumbent: 1.5x the table's
+    assert own_best == pytest.approx(1.5 * max(want))
 
 
 def test_the_trace_study_task_is_the_same_operator_over_a_large_trace_space():

@@ -34,7 +34,7 @@ __all__ = ["ACQUISITIONS", "RFEICostModel", "expected_improvement", "UNCERTAINTY
 logger = logging.getLogger("adatune.cost_model")
 
 UNCERTAINTY_SOURCES = ("forestci", "trees")
-ACQUISITIONS = ("ei", "mean")
+ACQUISITIONS = ("ei", "plugin-ei", "mean")
 _N_REFERENCE = 256  # random configs the empirical-Bayes calibration is fitted on, once per fit
 
 
@@ -71,6 +71,11 @@ class RFEICostModel(CostModel):
     ``predict`` returns EI divided by the best measured throughput: dimensionless, so simulated annealing's
     temperature schedule (made for scores in [0, 1]) applies as it does to AutoTVM's normalised XGB scores.
     ``predict_mean_std`` returns mean and standard deviation in FLOP/s.
+
+    ``acquisition="plugin-ei"``: EI over the forest's best predicted mean among its training configs instead of
+    the best measured value (plug-in EI). A bootstrap forest's mean sits below its best training target (the trees
+    that left that config out predict its neighbours), so plain EI is negative-gap everywhere and ranks candidates
+    mostly by their uncertainty; the plug-in incumbent puts a high predicted mean back in the ranking.
     """
 
     OPTIONS = (
@@ -87,7 +92,9 @@ class RFEICostModel(CostModel):
         Option.declare(
             "acquisition",
             str,
-            "what the search maximises: expected improvement, or the forest's mean alone (an ablation control)",
+            "what the search maximises: expected improvement over the best measured throughput, over the forest's "
+            "best predicted mean among the measured configs (plug-in EI), or the forest's mean alone (an ablation "
+            "control)",
             choices=ACQUISITIONS,
         ),
         NUM_THREADS,
@@ -125,6 +132,7 @@ class RFEICostModel(CostModel):
         self.seed = 0 if seed is None else int(seed) % (2**31)
         self.forest: Any = None
         self.best_flops = 0.0  # f(x+): the best measured throughput the model was fitted on
+        self.best_mean = 0.0  # plug-in EI's incumbent: the forest's best predicted mean on its training configs
         self.scale = 1.0  # targets are divided by this (the best throughput) for numerical comfort
         self.x_train_shape: Any = None
         self.uncertainty_used: str | None = None  # what the last fit actually uses ("forestci" or "trees")
@@ -166,6 +174,8 @@ class RFEICostModel(CostModel):
         self.uncertainty_used = self.uncertainty
         if self.uncertainty == "forestci":
             self._prepare_jackknife()
+        if self.acquisition == "plugin-ei":
+            self.best_mean = float(self._tree_predictions(x_train).mean(axis=0).max()) * self.scale
         logger.debug(
             "RFEI fit on %d candidates (best %.4g FLOP/s, uncertainty %s)",
             len(ys),
@@ -299,11 +309,13 @@ class RFEICostModel(CostModel):
         return mean * self.scale, std * self.scale
 
     def predict(self, xs: Any) -> np.ndarray:
-        """Expected improvement over the best measured throughput, divided by that throughput (with
-        ``acquisition="mean"``: the predicted throughput over the best, uncertainty unused)."""
+        """Expected improvement over the best measured throughput (``"plugin-ei"``: over the best predicted mean
+        of a measured config), divided by that throughput (with ``acquisition="mean"``: the predicted throughput
+        over the best, uncertainty unused)."""
         if self.forest is None:
             return np.zeros(len(self.as_features(xs)))
         mean, std = self.predict_mean_std(xs)
         if self.acquisition == "mean":
             return mean / self.scale
-        return expected_improvement(mean / self.scale, std / self.scale, self.best_flops / self.scale)
+        incumbent = self.best_mean if self.acquisition == "plugin-ei" else self.best_flops
+        return expected_improvement(mean / self.scale, std / self.scale, incumbent / self.scale)

@@ -131,9 +131,12 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
     return write_report(args.out, args.title or default_title, meta, studies)
 
 
-def combine(inputs: Sequence[str], out: str, title: str, fraction: float | None) -> dict[str, Any]:
+def combine(
+    inputs: Sequence[str], out: str, title: str, fraction: float | None, baseline: str | None = None
+) -> dict[str, Any]:
     """Pool studies written by separate runs (e.g. one process per workload) into one report; the
-    commands of the parts are kept, and each study keeps the host it ran on."""
+    commands of the parts are kept, and each study keeps the host it ran on. ``baseline``: another scheme of
+    the runs to pair every scheme with (an ablation read against its own parent arm)."""
     parts = []
     for folder in inputs:
         with open(os.path.join(folder, "results.json"), encoding="utf-8") as f:
@@ -149,6 +152,10 @@ def combine(inputs: Sequence[str], out: str, title: str, fraction: float | None)
     meta["parts"] = [{"folder": d, "command": p["meta"]["command"]} for d, p in zip(inputs, parts)]
     if fraction is not None:
         meta["target_fraction"] = fraction
+    if baseline is not None:
+        if baseline not in meta["schemes"]:
+            raise ValueError(f"the baseline {baseline!r} must be one of the schemes run ({', '.join(meta['schemes'])})")
+        meta["baseline"] = baseline
     studies = []
     for p in parts:
         for st in p["studies"]:
@@ -193,13 +200,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     cp.add_argument("--inputs", nargs="+", required=True, help="folders holding results.json")
     cp.add_argument("--title", default="Replay: search schemes over recorded sweeps")
     cp.add_argument("--target-fraction", type=float, default=None, help="default: the studies' own")
+    cp.add_argument("--baseline", default=None, help="pair every scheme with this one (default: the runs' own)")
     cp.add_argument("--out", required=True)
     cp.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(message)s")
     logging.getLogger("benchmarks").setLevel(logging.INFO)
     if args.mode == "report":
-        combine(args.inputs, args.out, args.title, args.target_fraction)
+        combine(args.inputs, args.out, args.title, args.target_fraction, args.baseline)
         with open(os.path.join(args.out, "summary.md"), encoding="utf-8") as f:
             print(f.read())
         return

@@ -135,6 +135,12 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
             "Seconds = the tuner clock: each candidate's recorded build + run seconds from the sweep plus this "
             "run's own search and model-fitting time, measured live on the shared machine (so noisier than "
             "measurements). Partial sweeps are searched as restricted spaces: exactly the recorded configs."
+            + (
+                " Best-so-far values are each run's incumbents valued at the sweep's table (an adaptive-evaluator "
+                "run reads candidates from their first micro-batches; a deterministic run reads the table itself)."
+                if any("common_gflops" in s for s in studies)
+                else " Best-so-far values are each run's own readings."
+            )
             if meta["mode"] == "replay"
             else "Seconds = the tuner clock (search + build + measurement); best-so-far values are the common "
             "high-repeat re-measurements of each run's incumbents." + _cut_sentence(studies)

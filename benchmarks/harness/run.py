@@ -34,6 +34,7 @@ __all__ = [
     "replay_study",
     "restrict_to_table",
     "hardware_study",
+    "incumbent_values",
     "load_sweep_tasks",
     "study_task",
 ]
@@ -118,6 +119,9 @@ def run_scheme(
         "measure_time": sum(r.measure_time for r in tuner.rounds),
         "best_gflops": tuner.best_flops / 1e9,
         "best_key": str(tuner.best_config.key) if tuner.best_config is not None else None,
+        # each model-guided plan's exploration rate and (model, random) picks: what contextual exploration did
+        "exploration": [list(s) for s in getattr(getattr(tuner, "exploration", None), "splits", [])],
+        "eps": list(getattr(getattr(tuner, "exploration", None), "history", [])),
     }
 
 
@@ -153,6 +157,24 @@ def load_sweep_tasks(patterns: Sequence[str]) -> list[tuple[str, TuningTask, dic
     for path in paths:
         for recs in group_by_workload(load_from_file(path)).values():
             out.append((path, recs[0].create_task(), ReplayRunner.from_records(recs).table))
+    return out
+
+
+def incumbent_values(runs: Sequence[dict[str, Any]], table: dict, task: TuningTask) -> dict[str, float]:
+    """Key -> the sweep's GFLOPS for every incumbent of ``runs`` (a config that raised its run's own best): the
+    replay's common evaluator. An adaptive-evaluator run reads each candidate from its first micro-batches, so its
+    own best-so-far mixes the search with that reading's noise (a lucky reading of a mediocre config can count as
+    reaching the target, an unlucky one of the optimum not); valued at the table, as the hardware studies value
+    every incumbent at its common re-measurement, its curve follows what it found. A deterministic run reads the
+    table itself, so its curve is unchanged."""
+    out: dict[str, float] = {}
+    for run in runs:
+        own = 0.0
+        for t in run["trials"]:
+            if t["gflops"] > own:
+                own = t["gflops"]
+                rec = table.get((task.workload_key, str(t["key"])))
+                out[str(t["key"])] = rec.flops(task.flop) / 1e9 if rec is not None and rec.ok else 0.0
     return out
 
 
@@ -209,6 +231,7 @@ def replay_study(
                 # was timed with number = the micro-batch and enough repeats for it to stop early)
                 option = adatune.measure_option(runner=ReplayRunner(table), min_converge_coef=coef)
                 runs.append(run_scheme(name, task, seed, option, spec))
+            studies[-1]["common_gflops"] = incumbent_values(runs, table, task)
             logger.info("replay %s seed %d done", task.name, seed)
             if on_seed is not None:
                 on_seed(studies)

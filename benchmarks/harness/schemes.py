@@ -1,23 +1,27 @@
 """The search schemes the harness compares, each one a library tuner with one setting changed.
 
-==============  ==========================================================================================
-XGB+SA          AutoTVM: XGBoost cost model + simulated annealing, top-``plan_size`` batches (baseline)
-XGB+SA+AE       AutoTVM's search measured by the adaptive evaluator (isolates the evaluator from RFEI+CSA)
-RFEI+SA         AdaTune's random forest + expected improvement instead of XGBoost
-RFEI+CSA        + contextual simulated annealing (uncertainty-driven exploration)
-RFEI+CSA+AE     + the adaptive evaluator: full AdaTune (replay: cut at the recorded micro-batch where it stops)
-RF+SA           ablation control: the same random forest's mean, no uncertainty (isolates EI from the forest)
-RFEI-trees+SA   RFEI+SA with the per-tree spread instead of forestci's jackknife (AdaTune's released code)
-RFEI-raw+SA     RFEI+SA with forestci's jackknife uncalibrated (no empirical-Bayes step)
-RL              ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
-SA+AS           XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
-RL+AS           PPO agent + adaptive sampling: full ReLeASE
-Random          uniform random search (a floor)
-TS-XGB          TraceSearchTuner: evolutionary search over a trace space with XGBoost (MetaSchedule-style)
-TS-RFEI         TraceSearchTuner with RFEI and contextual (eps_t) exploration
-TS-XGB+AE       TS-XGB measured by the adaptive evaluator
-TS-RFEI+AE      TS-RFEI measured by the adaptive evaluator (AdaTune's method on a trace space)
-==============  ==========================================================================================
+==================  ==========================================================================================
+XGB+SA              AutoTVM: XGBoost cost model + simulated annealing, top-``plan_size`` batches (baseline)
+XGB+SA+AE           AutoTVM's search measured by the adaptive evaluator (isolates the evaluator from RFEI+CSA)
+RFEI+SA             AdaTune's random forest + expected improvement instead of XGBoost
+RFEI+CSA            + contextual simulated annealing (uncertainty-driven exploration)
+RFEI+CSA+AE         + the adaptive evaluator: full AdaTune (replay: cut at the recorded micro-batch where it stops)
+RF+SA               ablation control: the same random forest's mean, no uncertainty (isolates EI from the forest)
+RFEI-trees+SA       RFEI+SA with the per-tree spread instead of forestci's jackknife (AdaTune's released code)
+RFEI-raw+SA         RFEI+SA with forestci's jackknife uncalibrated (no empirical-Bayes step)
+RFEI-plugin+SA      RFEI+SA with plug-in EI: over the forest's best predicted mean of a measured config
+RFEI-plugin+CSA+AE  full AdaTune with plug-in EI
+RFEI-trees+CSA      RFEI+CSA with the per-tree spread (contextual exploration without the adaptive evaluator)
+RFEI-trees+CSA+AE   full AdaTune with the per-tree spread as EI's uncertainty (the ablation's winner, end to end)
+RL                  ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
+SA+AS               XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
+RL+AS               PPO agent + adaptive sampling: full ReLeASE
+Random              uniform random search (a floor)
+TS-XGB              TraceSearchTuner: evolutionary search over a trace space with XGBoost (MetaSchedule-style)
+TS-RFEI             TraceSearchTuner with RFEI and contextual (eps_t) exploration
+TS-XGB+AE           TS-XGB measured by the adaptive evaluator
+TS-RFEI+AE          TS-RFEI measured by the adaptive evaluator (AdaTune's method on a trace space)
+==================  ==========================================================================================
 
 The TS- schemes need a trace task (``python -m benchmarks.harness hardware --space trace``).
 """
@@ -88,6 +92,10 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("RF+SA", _rfei(False, acquisition="mean")),
         Scheme("RFEI-trees+SA", _rfei(False, uncertainty="trees")),
         Scheme("RFEI-raw+SA", _rfei(False, calibrate=False)),
+        Scheme("RFEI-plugin+SA", _rfei(False, acquisition="plugin-ei")),
+        Scheme("RFEI-plugin+CSA+AE", _rfei(True, acquisition="plugin-ei"), adaptive_evaluator=True),
+        Scheme("RFEI-trees+CSA", _rfei(True, uncertainty="trees")),
+        Scheme("RFEI-trees+CSA+AE", _rfei(True, uncertainty="trees"), adaptive_evaluator=True),
         Scheme("RL", _rl(False)),
         Scheme("SA+AS", _xgb_as),
         Scheme("RL+AS", _rl(True)),
