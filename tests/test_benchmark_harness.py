@@ -70,6 +70,33 @@ def test_replay_studies_run_the_adaptive_evaluator_on_recorded_micro_batches(mat
     assert own_best == pytest.approx(1.5 * max(want))
 
 
+def test_a_replay_is_read_again_against_another_arm_from_its_gzipped_results(matmul_task, replay_table, tmp_path):
+    """``report --baseline``: the same runs paired with another of their arms, read from the committed
+    ``results.json.gz``; a baseline the runs lack is refused."""
+    import gzip
+    import shutil
+
+    from benchmarks.harness.__main__ import main
+
+    log = tmp_path / "sweep.jsonl"
+    save_to_file(
+        str(log),
+        [(MeasureInput(matmul_task, matmul_task.config_space.get(int(k))), r) for (_wk, k), r in replay_table.items()],
+    )
+    study = tmp_path / "study"
+    main(["replay", "--sweeps", str(log), "--schemes", "XGB+SA", "RF+SA", "--seeds", "2", "--trials", "16",
+          "--plan-size", "8", "--batch-size", "8", "--num-threads", "1", "--out", str(study)])  # fmt: skip
+    with open(study / "results.json", "rb") as src, gzip.open(study / "results.json.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    (study / "results.json").unlink()
+    again = tmp_path / "again"
+    main(["report", "--inputs", str(study), "--baseline", "RF+SA", "--out", str(again)])
+    summary = (again / "summary.md").read_text()
+    assert "Baseline RF+SA" in summary and "| XGB+SA | measurements |" in summary
+    with pytest.raises(ValueError, match="baseline 'Random' must be one of the schemes run"):
+        main(["report", "--inputs", str(study), "--baseline", "Random", "--out", str(tmp_path / "bad")])
+
+
 def test_the_trace_study_task_is_the_same_operator_over_a_large_trace_space():
     knob = study_task("dense:M=32,N=32,K=32")
     trace = study_task("dense:M=32,N=32,K=32", "trace")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import os
@@ -131,16 +132,25 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
     return write_report(args.out, args.title or default_title, meta, studies)
 
 
+def _load_results(folder: str) -> dict[str, Any]:
+    """A study folder's ``results.json``, or its committed ``results.json.gz`` (large replays are stored gzipped)."""
+    path = os.path.join(folder, "results.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    if os.path.exists(path + ".gz"):
+        with gzip.open(path + ".gz", "rt", encoding="utf-8") as f:
+            return json.load(f)
+    raise FileNotFoundError(f"{folder} holds neither results.json nor results.json.gz")
+
+
 def combine(
     inputs: Sequence[str], out: str, title: str, fraction: float | None, baseline: str | None = None
 ) -> dict[str, Any]:
     """Pool studies written by separate runs (e.g. one process per workload) into one report; the
     commands of the parts are kept, and each study keeps the host it ran on. ``baseline``: another scheme of
     the runs to pair every scheme with (an ablation read against its own parent arm)."""
-    parts = []
-    for folder in inputs:
-        with open(os.path.join(folder, "results.json"), encoding="utf-8") as f:
-            parts.append(json.load(f))
+    parts = [_load_results(folder) for folder in inputs]
     if not parts:
         raise ValueError("report needs at least one input folder")
     modes = {p["meta"]["mode"] for p in parts}
