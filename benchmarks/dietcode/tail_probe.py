@@ -31,11 +31,11 @@ import adatune  # noqa: F401 - sizes TVM's thread pool to the physical cores bef
 from adatune import target as _target
 from adatune.dietcode import MicroKernel, schedule_microkernel
 from adatune.reference import time_callable
-from adatune.target import cpu_info, size_tvm_thread_pool, tvm_main_thread
+from adatune.target import cpu_info, size_tvm_thread_pool
 
-from .._common import load_now, write_csv, write_summary
+from .._common import write_csv, write_summary
 from ..host_state import HostStates, interleaved_with_state, state_probe
-from .pad_probe import open_gate, probe_meta, probe_workload
+from .pad_probe import _placed, open_gate, probe_meta, probe_workload
 
 BODIES = ["cpu:128x128x4/8x32/unroll64", "cpu:112x128x4/14x32/unroll64"]
 SHIPPED = [
@@ -172,17 +172,6 @@ def tail_widths(tgt: Any) -> list[int]:
     return sorted({lanes} | ({lanes // 2} if lanes // 2 >= 8 else set()))
 
 
-def _tvm_timer(lib: Any, args: list[Any]) -> Any:
-    module = getattr(lib, "mod", lib)
-    ev = module.time_evaluator("main", tvm.cpu(0), number=1, repeat=1, min_repeat_ms=30)
-
-    def read() -> float:
-        with tvm_main_thread():
-            return float(ev(*args).mean)
-
-    return read
-
-
 def _torch_timer(a: np.ndarray, b: np.ndarray) -> Any:
     ta, tb = torch.from_numpy(a), torch.from_numpy(b).transpose(-1, -2)
 
@@ -216,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         for key in args.kernels:
             libs[key] = tvm.compile(schedule_microkernel(wl, MicroKernel.from_key(key)).mod, target=tgt)
     gate, load_before, started = open_gate()
-    probe = state_probe()
+    probe = state_probe(timer=gate.compute_timer)  # the gate's probe kernel, built once
     rng = np.random.default_rng(0)
     rows, states_json = [], {}
     for t in args.t:
@@ -230,19 +219,20 @@ def main(argv: list[str] | None = None) -> int:
             c.copyfrom(np.full(wl.shapes(t)[2], np.nan, wl.dtype))  # a kernel that wrote nothing must not pass
             lib["main"](*call)
             np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{name} T={t}")
-            timers[name] = _tvm_timer(lib, call)
+            ev = getattr(lib, "mod", lib).time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
+            timers[name] = functools.partial(_placed, ev, call)
         times, probes, orders = interleaved_with_state(timers, args.rounds, probe)
         states = HostStates(probes, orders)
         states_json[t] = states.to_json()
         row: dict[str, Any] = {"T": t}
-        for name, secs in times.items():
-            row[f"{name}_us"] = statistics.median(secs) * 1e6
-            fast = states.rounds_in("fast", [name, "torch"]) if name != "torch" else []
-            if name != "torch":
-                row[f"{name}_vs_torch"] = statistics.median(times["torch"][r] / secs[r] for r in range(len(secs)))
-                if fast:
-                    row[f"{name}_vs_torch_fast"] = statistics.median(times["torch"][r] / secs[r] for r in fast)
-                    row[f"{name}_fast_rounds"] = len(fast)
+        row.update({f"{name}_us": statistics.median(secs) * 1e6 for name, secs in times.items()})
+        for name in libs:  # PyTorch's time over the kernel's, round by round, over all rounds and fast ones
+            ratios = [a / b for a, b in zip(times["torch"], times[name])]
+            row[f"{name}_vs_torch"] = statistics.median(ratios)
+            fast = states.rounds_in("fast", [name, "torch"])
+            if fast:
+                row[f"{name}_vs_torch_fast"] = statistics.median(ratios[r] for r in fast)
+                row[f"{name}_fast_rounds"] = len(fast)
         rows.append(row)
         best = max((n for n in libs), key=lambda n: row[f"{n}_vs_torch"])
         print(f"T={t:>3}: torch {row['torch_us']:.1f} us; best {best} {row[f'{best}_vs_torch']:.2f}x", flush=True)
@@ -284,8 +274,9 @@ def _write(
         "",
         f"Command: `{meta['command']}`  ",
         f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); started {started}; 1-minute load "
-        f"{load_before[0]:.2f} before, {load_now()[0]:.2f} after. Each kernel and PyTorch timed in alternating rounds "
-        "(one reading of >= 30 ms each per round), the gate's probe read before every reading and after each round; "
+        f"{load_before[0]:.2f} before, {meta['load_after'][0]:.2f} after. Each kernel and PyTorch timed in "
+        "alternating rounds (one reading of >= 30 ms each per round), the gate's probe read before every reading "
+        "and after each round; "
         "a ratio is the median over rounds of PyTorch's time over the kernel's in the same round, and in the fast "
         "state over the rounds where the probe readings around both were fast. Every kernel was checked against "
         "numpy at every T first.",

@@ -210,6 +210,7 @@ def replay_study(
                 "%s: the sweep holds %d of %d candidates; replay searches those %d", path, len(table), space, restricted
             )
         runs: list[dict[str, Any]] = []
+        common: dict[str, float] = {}
         studies.append(
             {
                 "mode": "replay",
@@ -222,6 +223,7 @@ def replay_study(
                 "optimum_gflops": max(flops, default=0.0),
                 "n_valid": sum(f > 0 for f in flops),
                 "runs": runs,
+                "common_gflops": common,
             }
         )
         for seed in seeds:
@@ -231,7 +233,7 @@ def replay_study(
                 # was timed with number = the micro-batch and enough repeats for it to stop early)
                 option = adatune.measure_option(runner=ReplayRunner(table), min_converge_coef=coef)
                 runs.append(run_scheme(name, task, seed, option, spec))
-            studies[-1]["common_gflops"] = incumbent_values(runs, table, task)
+            common.update(incumbent_values(runs[-len(schemes) :], table, task))  # this seed's runs only
             logger.info("replay %s seed %d done", task.name, seed)
             if on_seed is not None:
                 on_seed(studies)
