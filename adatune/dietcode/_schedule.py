@@ -308,6 +308,17 @@ def _cooperative_fetch(
     sch.bind(tx, "threadIdx.x")
 
 
+def _k_major(sch: tvm.s_tir.Schedule, stage: tvm.s_tir.SBlockRV, n_batch: int, pad: bool) -> None:
+    """Store ``stage``'s shared tile (rows x k, k innermost) k-major, so the threads of a warp that read one k-slice
+    of it read neighbouring words (``SMEM_LAYOUTS``); ``pad``: each k-row padded to 4 words past a multiple of 16."""
+    if n_batch:
+        sch.transform_layout(stage, ("write", 0), lambda n, r, k: (n, k, r))
+    else:
+        sch.transform_layout(stage, ("write", 0), lambda r, k: (k, r))
+    if pad:
+        sch.storage_align(stage, 0, n_batch, 16, 4)
+
+
 #: threads per block of a split-K kernel's second kernel (the sum of the parts and the crop into C)
 _SUM_THREADS = 128
 
@@ -378,6 +389,8 @@ def _schedule_cuda(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel
             sch.set_scope(stage, 0, "shared")
         else:
             stage = sch.cache_read(blk, idx, "shared")
+        if mk.smem and (name == "A" or wl.kind == "bmm_nt"):  # this tile's reduction axis is innermost
+            _k_major(sch, stage, len(batch), pad=mk.smem == "kmajor-pad")
         _cooperative_fetch(sch, stage, ko, ty_n, tx_n)
     if "C_pad" in names and mk.split_k == 1:
         crop = sch.get_sblock("C_pad")

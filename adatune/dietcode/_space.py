@@ -52,6 +52,7 @@ __all__ = [
     "MicroKernel",
     "MicroKernelSpace",
     "SM80_LIMITS",
+    "SMEM_LAYOUTS",
     "device_of",
     "weight_panel",
 ]
@@ -66,6 +67,13 @@ UNROLL_STEPS = (0, 64)
 SPLIT_K = (1, 2, 4, 8, 16, 32)
 #: the parts a CUDA space offers by default (each kernel in every one that divides its reduction into kt-steps)
 DEFAULT_SPLIT_K = SPLIT_K
+#: CUDA: how a kernel stores its operand tiles in shared memory. ``""``: as global memory holds them, so a tile
+#: whose reduction axis is innermost (A always, B of ``bmm_nt``) puts a thread's next row ``kt`` words on and a warp
+#: reading one k-slice hits one bank ``32 / gcd(stride, 32)`` times over (every ``nr * kt``-word stride that is a
+#: multiple of 32 serialises the whole warp); ``"kmajor"``: those tiles transposed, k outermost, so a warp reads
+#: neighbouring words; ``"kmajor-pad"``: transposed with each k-row padded 4 words past a multiple of 16, so the
+#: transposing stores from global memory also spread over the banks while rows stay 16-byte aligned.
+SMEM_LAYOUTS = ("", "kmajor", "kmajor-pad")
 
 
 def device_of(target: tvm.target.Target) -> Any:
@@ -93,6 +101,7 @@ class MicroKernel:
     unroll: int = 0  # x86: TVM's auto-unroll step for the whole kernel (0: loops as scheduled)
     split_k: int = 1  # CUDA: blocks sharing the reduction, summed by a second kernel (``SPLIT_K``)
     interleave: bool = False  # CUDA: a thread's rows and columns a thread-tile apart, not adjacent (see below)
+    smem: str = ""  # CUDA: the shared-memory layout of the operand tiles (``SMEM_LAYOUTS``)
 
     def __post_init__(self) -> None:
         if self.pack not in ("", PACK_COLUMN) or self.crop not in ("", CROP_TILE):
@@ -106,6 +115,8 @@ class MicroKernel:
             raise ValueError(f"a micro-kernel interleaves its threads or not (a bool), got {self.interleave!r}")
         if isinstance(self.split_k, bool) or self.split_k not in SPLIT_K:
             raise ValueError(f"a micro-kernel splits its reduction into one of {SPLIT_K} parts, got {self.split_k!r}")
+        if self.smem not in SMEM_LAYOUTS:
+            raise ValueError(f"a micro-kernel lays out its shared tiles as one of {SMEM_LAYOUTS}, got {self.smem!r}")
 
     @property
     def key(self) -> str:
@@ -115,6 +126,7 @@ class MicroKernel:
             + (f"/unroll{self.unroll}" if self.unroll else "")
             + (f"/splitk{self.split_k}" if self.split_k > 1 else "")
             + ("/interleave" if self.interleave else "")
+            + (f"/{self.smem}" if self.smem else "")
         )
         return f"{self.device}:{self.mt}x{self.nt}x{self.kt}/{self.mr}x{self.nr}{suffix}"
 
@@ -134,6 +146,7 @@ class MicroKernel:
             | ({"unroll": self.unroll} if self.unroll else {})
             | ({"split_k": self.split_k} if self.split_k > 1 else {})
             | ({"interleave": True} if self.interleave else {})
+            | ({"smem": self.smem} if self.smem else {})
         )
 
     @classmethod
@@ -142,11 +155,13 @@ class MicroKernel:
         in a space or not."""
         bad = (
             f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32, cpu:8x8x1/8x4/column/crop-tile/unroll64, "
-            "cuda:32x64x16/4x4/splitk4/interleave)"
+            "cuda:32x64x16/4x4/splitk4/interleave/kmajor)"
         )
         try:
             device, rest = key.split(":")
             tile, reg, *options = rest.split("/")
+            smem = options[-1] if options[-1:] and options[-1] in SMEM_LAYOUTS else ""
+            options = options[:-1] if smem else options
             interleave = options[-1:] == ["interleave"]
             options = options[:-1] if interleave else options
             mt, nt, kt = (int(x) for x in tile.split("x"))
@@ -159,7 +174,7 @@ class MicroKernel:
         pack = options[:-1] if crop else options
         if pack not in ([], [PACK_COLUMN]):
             raise ValueError(bad)
-        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop, unroll, split_k, interleave)
+        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop, unroll, split_k, interleave, smem)
 
     @property
     def threads(self) -> int:
@@ -326,6 +341,8 @@ class MicroKernelSpace(CandidateSpace):
         "log2_unroll",
         "log2_split_k",
         "interleave",
+        "smem_kmajor",
+        "smem_pad",
     )
 
     def __init__(
@@ -337,15 +354,17 @@ class MicroKernelSpace(CandidateSpace):
         kind: str | None = None,
         split_k: Sequence[int] | None = None,
         interleave: Sequence[bool] = (False,),
+        smem: Sequence[str] = ("",),
     ):
         self.target = target
         self.dtype = dtype
         self.device = "cuda" if target.kind.name == "cuda" else "cpu"
         if self.device == "cpu":
-            if set(split_k or (1,)) != {1} or True in interleave:
+            if set(split_k or (1,)) != {1} or True in interleave or set(smem) != {""}:
                 raise ValueError(
-                    "split_k and interleave are CUDA options; an x86 space takes split_k=(1,) and interleave=(False,); "
-                    f"got split_k={split_k!r}, interleave={interleave!r}"
+                    "split_k, interleave and smem are CUDA options; an x86 space takes split_k=(1,), "
+                    f"interleave=(False,) and smem=('',); got split_k={split_k!r}, interleave={interleave!r}, "
+                    f"smem={smem!r}"
                 )
             self.info: CpuInfo | None = cpu_info(target)
             self.device_limits: DeviceLimits | None = None
@@ -375,6 +394,10 @@ class MicroKernelSpace(CandidateSpace):
             if True in interleave:
                 plain = list(self.kernels) if False in interleave else []
                 self.kernels = plain + [dataclasses.replace(k, interleave=True) for k in self.kernels]
+            bad = [m for m in smem if m not in SMEM_LAYOUTS]
+            if bad or not smem:
+                raise ValueError(f"smem takes shared-memory layouts from {SMEM_LAYOUTS}, got {list(smem)}")
+            self.kernels = [dataclasses.replace(k, smem=m) for m in dict.fromkeys(smem) for k in self.kernels]
             self.cores = limits.multi_processor_count
             self.cache_bytes = limits.max_shared_memory_per_block
         if not self.kernels:
@@ -388,7 +411,7 @@ class MicroKernelSpace(CandidateSpace):
                 self._neighbours.setdefault((i, values[:i] + values[i + 1 :]), []).append(k)
 
     _MUTABLE: ClassVar[tuple[str, ...]] = (
-        "mt", "nt", "kt", "mr", "nr", "pack", "crop", "unroll", "split_k", "interleave"
+        "mt", "nt", "kt", "mr", "nr", "pack", "crop", "unroll", "split_k", "interleave", "smem"
     )  # fmt: skip
 
     @classmethod
@@ -455,6 +478,8 @@ class MicroKernelSpace(CandidateSpace):
                     math.log2(1 + k.unroll),
                     math.log2(k.split_k),
                     float(k.interleave),
+                    float(k.smem.startswith("kmajor")),
+                    float(k.smem == "kmajor-pad"),
                 ]
             )
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(self.FEATURE_NAMES))
@@ -466,7 +491,7 @@ class MicroKernelSpace(CandidateSpace):
             k = MicroKernel(
                 str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]), int(data["mr"]),
                 int(data["nr"]), str(data.get("pack", "")), str(data.get("crop", "")), int(data.get("unroll", 0)),
-                int(data.get("split_k", 1)), bool(data.get("interleave", False)),
+                int(data.get("split_k", 1)), bool(data.get("interleave", False)), str(data.get("smem", "")),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed micro-kernel record {data!r}: {err}") from err

@@ -37,12 +37,14 @@ def microkernel_space(
     split_k: Sequence[int] | None = None,
     device_limits: DeviceLimits | None = None,
     interleave: Sequence[bool] = (False,),
+    smem: Sequence[str] = ("",),
 ) -> MicroKernelSpace:
     """The micro-kernel space of ``wl`` on ``target``, sized for its reduction; ``split_k`` (CUDA; None: the
     space's default) applies where the reduction is fixed, and a reduction over T (bmm NN) takes none."""
     parts = (1,) if split_k is not None and wl.dynamic_axes()[2] else split_k
     return MicroKernelSpace(
-        _target.create(target), wl.dtype, static_k(wl), device_limits, wl.kind, split_k=parts, interleave=interleave
+        _target.create(target), wl.dtype, static_k(wl), device_limits, wl.kind, split_k=parts, interleave=interleave,
+        smem=smem,
     )
 
 

@@ -134,6 +134,12 @@ class DietCodeTuner(Tuner):
             item_type=int,
         ),
         Option.declare(
+            "smem",
+            tuple,
+            "CUDA: the shared-memory tile layouts the space offers (SMEM_LAYOUTS; none: as read, ('',))",
+            item_type=str,
+        ),
+        Option.declare(
             "verify",
             bool,
             "time the deployed kernels at every T of the range through the runner and give each T the fastest of them",
@@ -163,12 +169,15 @@ class DietCodeTuner(Tuner):
         generations: int = 4,
         dispatch_costs: str = "calibrated",
         split_k: tuple[int, ...] | None = None,
+        smem: tuple[str, ...] | None = None,
         verify: bool = False,
     ):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
         self.shapes = sample_shapes(workload.t_range, n_shapes, np.random.default_rng(seed))
-        space = microkernel_space(workload, self.target, split_k) if split_k is not None else None
+        space = None
+        if split_k is not None or smem is not None:
+            space = microkernel_space(workload, self.target, split_k, smem=smem or ("",))
         task = RangeTask(workload, self.shapes, self.target, space)
         super().__init__(task, seed)
         self.n_rounds, self.per_round, self.max_kernels = rounds, kernels_per_round, max_kernels

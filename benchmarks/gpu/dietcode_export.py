@@ -112,10 +112,11 @@ def export_workload(
     keys: Sequence[str] = (),
     split_k: Sequence[int] = (1,),
     interleave: Sequence[bool] = (False,),
+    smem: Sequence[str] = ("",),
 ) -> dict:
     """Every micro-kernel of ``wl``'s CUDA space (or those of ``keys``) as source bundles, blocks and grids over
     its T range; ``split_k``, ``interleave``: the space's CUDA options (``MicroKernelSpace``)."""
-    space = microkernel_space(wl, target, split_k, profile(limits_name), interleave)
+    space = microkernel_space(wl, target, split_k, profile(limits_name), interleave, smem)
     chosen = [space.get(k) for k in keys] if keys else space.kernels
     lo, hi = wl.t_range
     ts = list(range(lo, hi + 1))
@@ -181,15 +182,21 @@ def best_keys(results: str, name: str, top: int) -> list[str]:
 
 def _one(job: dict[str, Any]) -> tuple[str, int, int, float]:
     wl = DynamicWorkload.from_json(job["workload"])
-    split_k, interleave, also = job["split_k"], job["interleave"], job["also"]
+    split_k, interleave, smem, also = job["split_k"], job["interleave"], job["smem"], job["also"]
     keys: list[str] = []
     if job["from_run"]:  # each split that applies (split_k_error: none where the reduction follows T)
         base = [MicroKernel.from_key(k) for k in best_keys(job["from_run"], wl.name, job["from_top"])]
-        variants = [dataclasses.replace(k, split_k=s, interleave=v) for v in interleave for s in split_k for k in base]
+        variants = [
+            dataclasses.replace(k, split_k=s, interleave=v, smem=m)
+            for m in smem
+            for v in interleave
+            for s in split_k
+            for k in base
+        ]
         keys = [k.key for k in variants if not split_k_error(wl, k)]
-        keys += [k for k in also if k not in keys]
+    keys += [k for k in also if k not in keys]  # exactly these kernels (with --from-run, as well)
     target = tvm.target.Target(job["target"])
-    data = export_workload(wl, target, job["profile"], job["per_module"], keys, split_k, interleave)
+    data = export_workload(wl, target, job["profile"], job["per_module"], keys, split_k, interleave, smem)
     out = job["out"]
     with gzip.open(os.path.join(out, f"{wl.name}.json.gz"), "wt") as f:
         json.dump(data, f)
@@ -209,9 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--split-k", default="1", help="split-K parts the space offers (comma separated, SPLIT_K)")
     p.add_argument("--interleave", action="store_true", help="the space's kernels also with interleaved threads")
+    p.add_argument(
+        "--smem", default="", help="shared-memory layouts the space offers (comma separated, SMEM_LAYOUTS; '' as read)"
+    )
     p.add_argument("--from-run", default="", help="an earlier run's results: export only its best kernels ...")
     p.add_argument("--from-top", type=int, default=4, help="... the top N at any phase-1 T, with each --split-k")
-    p.add_argument("--also-keys", default="", help="with --from-run: JSON {workload: [key]} exported as well")
+    p.add_argument("--also-keys", default="", help="JSON {workload: [key]}: exported as well (alone: only these)")
     args = p.parse_args(argv)
     also: dict[str, list[str]] = {}
     if args.also_keys:
@@ -219,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             also = json.load(f)
     split_k = [int(s) for s in args.split_k.split(",")]
     interleave = [False, True] if args.interleave else [False]
+    smem = args.smem.split(",")
     os.makedirs(args.out, exist_ok=True)
     target = {"kind": "cuda", "arch": args.arch}
     wls = bert_workloads()
@@ -238,13 +249,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workloads": names,
         "split_k": split_k,
         "interleave": interleave,
+        "smem": smem,
         "from_run": {"results": args.from_run, "top": args.from_top} if args.from_run else None,
     }
     with open(os.path.join(args.out, "plan.json"), "w") as f:
         json.dump(plan, f, indent=1)
     jobs = [
         {"out": args.out, "workload": wls[n].to_json(), "target": target, "profile": args.device_profile,
-         "per_module": args.per_module, "split_k": split_k, "interleave": interleave, "from_run": args.from_run,
+         "per_module": args.per_module, "split_k": split_k, "interleave": interleave, "smem": smem, "from_run": args.from_run,
          "from_top": args.from_top, "also": also.get(n, [])}
         for n in names
     ]  # fmt: skip

@@ -111,6 +111,7 @@ def tune_replayed(
     per_round: int,
     dispatch_costs: str = "measured",
     split_k: tuple[int, ...] = (1,),
+    smem: tuple[str, ...] = ("",),
 ) -> dict:
     """One replayed tuning run: the kernel its dispatcher picks at every T, and what it measured and deployed."""
     from adatune.dietcode import DietCodeTuner
@@ -120,7 +121,7 @@ def tune_replayed(
     wl = DynamicWorkload.from_json(d["workload"])
     tuner = DietCodeTuner(
         wl, target, rounds=rounds, kernels_per_round=per_round, seed=seed, features=features,
-        dispatch_costs=dispatch_costs, split_k=split_k,
+        dispatch_costs=dispatch_costs, split_k=split_k, smem=smem,
     )  # fmt: skip
     missing = set(d["keys"]) ^ {k.key for k in tuner.kernels}
     if missing:
@@ -145,7 +146,8 @@ def _job(job: tuple) -> tuple:
     d["ts1"] = ts1
     try:
         split_k = tuple(plan.get("split_k", [1]))  # the exported space's (batches before split-K: none)
-        return name, feat, seed, tune_replayed(d, target, seed, feat, rounds, per_round, dispatch_costs, split_k)
+        smem = tuple(plan.get("smem", [""]))
+        return name, feat, seed, tune_replayed(d, target, seed, feat, rounds, per_round, dispatch_costs, split_k, smem)
     except Exception as err:  # noqa: BLE001 - one arm failing is reported, not fatal
         return name, feat, seed, f"{type(err).__name__}: {err}"
 
