@@ -256,8 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dump(plan, f, indent=1)
     jobs = [
         {"out": args.out, "workload": wls[n].to_json(), "target": target, "profile": args.device_profile,
-         "per_module": args.per_module, "split_k": split_k, "interleave": interleave, "smem": smem, "from_run": args.from_run,
-         "from_top": args.from_top, "also": also.get(n, [])}
+         "per_module": args.per_module, "split_k": split_k, "interleave": interleave, "smem": smem,
+         "from_run": args.from_run, "from_top": args.from_top, "also": also.get(n, [])}
         for n in names
     ]  # fmt: skip
     with ProcessPoolExecutor(args.jobs) as pool:
