@@ -33,6 +33,7 @@ __all__ = [
     "microkernel_func",
     "padding_units",
     "schedule_microkernel",
+    "smem_error",
     "split_k_error",
     "serving_name",
     "versioned_funcs",
@@ -338,6 +339,14 @@ def split_k_error(wl: DynamicWorkload, mk: MicroKernel) -> str:
     return ""
 
 
+def smem_error(kind: str, mk: MicroKernel) -> str:
+    """Why ``mk``'s shared-memory layout does not apply to a GEMM of ``kind`` ('' where it does): only bmm NT reads
+    B along its reduction; A's tile transposed ran 0.78-0.97x as fast on an H200 (dense and bmm NN kernels, median)."""
+    if not mk.smem or kind == "bmm_nt":
+        return ""
+    return f"a {kind} GEMM's B tile is k-major as read; smem={mk.smem!r} applies to bmm_nt only ({mk})"
+
+
 def _sum_parts(sch: tvm.s_tir.Schedule, names: set[str]) -> None:
     """Split-K's second kernel: each thread sums one output's parts and crops it into C (the padded output, if
     any, then lives in a register)."""
@@ -389,7 +398,7 @@ def _schedule_cuda(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel
             sch.set_scope(stage, 0, "shared")
         else:
             stage = sch.cache_read(blk, idx, "shared")
-        if mk.smem and (name == "A" or wl.kind == "bmm_nt"):  # this tile's reduction axis is innermost
+        if mk.smem and name == "B":  # bmm NT's B^T, read along its reduction (smem_error: only there)
             _k_major(sch, stage, len(batch), pad=mk.smem == "kmajor-pad")
         _cooperative_fetch(sch, stage, ko, ty_n, tx_n)
     if "C_pad" in names and mk.split_k == 1:
@@ -421,7 +430,7 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel, align: int = 1) -
             )
         if wl.b_panel:
             raise ValueError(f"CUDA micro-kernels read B row-major; {wl.name} packs it (b_panel={wl.b_panel})")
-        if why := split_k_error(wl, mk):
+        if why := split_k_error(wl, mk) or smem_error(wl.kind, mk):
             raise ValueError(why)
         _schedule_cuda(sch, wl, mk)
     else:

@@ -42,8 +42,15 @@ def microkernel_space(
     """The micro-kernel space of ``wl`` on ``target``, sized for its reduction; ``split_k`` (CUDA; None: the
     space's default) applies where the reduction is fixed, and a reduction over T (bmm NN) takes none."""
     parts = (1,) if split_k is not None and wl.dynamic_axes()[2] else split_k
+    smem = smem if wl.kind == "bmm_nt" else ("",)  # B is k-major as read elsewhere
     return MicroKernelSpace(
-        _target.create(target), wl.dtype, static_k(wl), device_limits, wl.kind, split_k=parts, interleave=interleave,
+        _target.create(target),
+        wl.dtype,
+        static_k(wl),
+        device_limits,
+        wl.kind,
+        split_k=parts,
+        interleave=interleave,
         smem=smem,
     )
 

@@ -2,20 +2,21 @@
 
     python -m benchmarks.gpu.dietcode_options --batch BATCH --results DIR --out DIR [--chosen PER_T_CSV]
 
-The batch (``dietcode_export --from-run EARLIER --from-top N --split-k 1,2,4,8 --interleave``) holds the kernels
-among the N best at any phase-1 T of an earlier run, each plain, split into 2/4/8 parts of its reduction, and with
-interleaved threads. Phase 1 timed every one of them and cuBLAS at the same T, so at each of those T the best of
-each group is exact and the groups compare in one pass: plain, +interleave, +split-K, both. ``--chosen``: a
-``dietcode_report``'s ``per_t.csv``; the kernels its replayed tuner deploys (exported with ``--also-keys`` and timed
-at every T of the range by ``dietcode_runner --p2-keys``) are then judged against cuBLAS at every T, not only where
-an earlier phase 2 happened to time them. Writes ``results.json``, ``options.csv``, ``deployed.csv``,
-``summary.md`` and ``options.png``.
+The batch (``dietcode_export --from-run EARLIER --from-top N --split-k 1,2,4,8 --interleave``, or any batch whose
+kernels carry options, ``--smem ,kmajor,kmajor-pad`` too) holds kernels plain and with CUDA options: split into
+parts of their reduction, interleaved threads, B's shared tile k-major. Phase 1 timed every one of them and cuBLAS
+at the same T, so at each of those T the best of each group (``GROUPS``) is exact and the groups compare in one
+pass. ``--chosen``: a ``dietcode_report``'s ``per_t.csv``; the kernels its replayed tuner deploys (exported with
+``--also-keys`` and timed at every T of the range by ``dietcode_runner --p2-keys``) are then judged against cuBLAS
+at every T, not only where an earlier phase 2 happened to time them. Writes ``results.json``, ``options.csv``,
+``deployed.csv``, ``summary.md`` and ``options.png``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import sys
@@ -29,14 +30,25 @@ from adatune.dietcode import MicroKernel
 from benchmarks.gpu.dietcode_report import NOT_MEASURED, OK, geomean_finite, load
 from benchmarks.models.seeds import ratio_interval
 
-__all__ = ["GROUPS", "group_best", "main"]
+__all__ = ["GROUPS", "LABELS", "group_best", "main"]
 
-#: option groups: which kernels each may use
+#: option groups: which kernels each may use (a group a batch has no kernels of beyond plain's equals plain)
 GROUPS: dict[str, Callable[[MicroKernel], bool]] = {
-    "plain": lambda k: k.split_k == 1 and not k.interleave,
-    "interleave": lambda k: k.split_k == 1,
-    "split_k": lambda k: not k.interleave,
+    "plain": lambda k: k.split_k == 1 and not k.interleave and not k.smem,
+    "interleave": lambda k: k.split_k == 1 and not k.smem,
+    "split_k": lambda k: not k.interleave and not k.smem,
+    "kmajor": lambda k: k.split_k == 1 and not k.interleave and k.smem in ("", "kmajor"),
+    "kmajor_pad": lambda k: k.split_k == 1 and not k.interleave and k.smem in ("", "kmajor-pad"),
     "both": lambda k: True,
+}
+#: the summary's column of each group
+LABELS = {
+    "plain": "plain",
+    "interleave": "+interleave",
+    "split_k": "+split-K",
+    "kmajor": "+B k-major",
+    "kmajor_pad": "+B k-major, padded",
+    "both": "any",
 }
 
 
@@ -50,6 +62,27 @@ def group_best(keys: Sequence[str], med: np.ndarray) -> dict[str, np.ndarray]:
         with warnings.catch_warnings():  # a column no kernel of the group was timed at is NaN
             warnings.simplefilter("ignore", RuntimeWarning)
             out[name] = np.nanmin(med[rows], axis=0) if rows else np.full(med.shape[1], np.nan)
+    return out
+
+
+def layout_pairs(keys: Sequence[str], med: np.ndarray) -> dict[str, dict[str, float]]:
+    """Each shared-memory layout against the same kernel as read (all its other fields equal): per kernel, the
+    geometric mean over the columns of ``med`` of as-read seconds / layout seconds (> 1: the layout is faster);
+    their median, 10th and 90th percentiles and how many kernels pair up."""
+    kernels = [MicroKernel.from_key(k) for k in keys]
+    rows = {k.key: i for i, k in enumerate(kernels)}
+    out = {}
+    for layout in sorted({k.smem for k in kernels} - {""}):
+        ratios = []
+        for i, k in enumerate(kernels):
+            j = rows.get(dataclasses.replace(k, smem="").key)
+            if k.smem == layout and j is not None:
+                r = med[j] / med[i]
+                if np.isfinite(r).any():
+                    ratios.append(float(np.exp(np.nanmean(np.log(r)))))
+        if ratios:
+            q10, q50, q90 = np.quantile(ratios, [0.1, 0.5, 0.9])
+            out[layout] = {"kernels": len(ratios), "median": float(q50), "q10": float(q10), "q90": float(q90)}
     return out
 
 
@@ -91,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "speed_vs_cublas_phase1": {g: geomean_finite(cub1 / best[g]) for g in GROUPS},
             "min_speed_vs_cublas_phase1": {g: float(np.nanmin(cub1 / best[g])) for g in GROUPS},
             "split_k_of_the_best": {str(t): k.split_k for t, k in zip(ts1, winners)},
+            "best_kernel": {str(t): k.key for t, k in zip(ts1, winners)},
+            "layout_vs_as_read": layout_pairs(keys, med1),
         }
         p2_keys = d["p2_keys"]
         med2 = d["p2_med"] if d["p2_med"] is not None else np.full((0, len(ts)), np.nan)
@@ -152,12 +187,13 @@ def _summary(args: argparse.Namespace, report: dict) -> None:
         "Speed = cuBLAS seconds / kernel seconds (> 1: faster than cuBLAS), geometric mean over the phase-1 T "
         f"({len(report['plan']['phase1_ts'])} T in [1, 128], every kernel of the batch and cuBLAS timed there in "
         "one pass); in brackets the worst T. Groups: the batch's kernels plain, with interleaved threads, with "
-        "split-K, with either. `deployed`: the replayed tuner's kernels (`--chosen`, program features, seeds "
+        "split-K, with B's shared tile k-major (`smem`), padded or not, with any option. "
+        "`deployed`: the replayed tuner's kernels (`--chosen`, program features, seeds "
         "0-2) timed at every T of the range, geometric mean over seeds and 95% t interval.",
         "",
-        "| GEMM | kernels | plain | +interleave | +split-K | both | best timed, all T | deployed (--chosen), all T | "
-        "cuBLAS drift |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| GEMM | kernels | " + " | ".join(LABELS[g] for g in GROUPS) + " | best timed, all T | "
+        "deployed (--chosen), all T | cuBLAS drift |",
+        "|---|---|" + "---|" * len(GROUPS) + "---|---|---|",
     ]
     for name, w in report["workloads"].items():
         s, m = w["speed_vs_cublas_phase1"], w["min_speed_vs_cublas_phase1"]
@@ -168,6 +204,19 @@ def _summary(args: argparse.Namespace, report: dict) -> None:
             + " | ".join(f"{s[g]:.3f} ({m[g]:.2f})" for g in GROUPS)
             + f" | {w['speed_vs_cublas_all_t_best_timed']:.3f} | {dep_txt} | {100 * w['cublas_drift_median']:.2f}% |"
         )
+    pairs = [(n, lay, p) for n, w in report["workloads"].items() for lay, p in w["layout_vs_as_read"].items()]
+    if pairs:
+        lines += [
+            "",
+            "Each shared-memory layout against the same kernel as read: per kernel, geometric mean over the phase-1 "
+            "T of as-read seconds / layout seconds (> 1: the layout is faster); median over kernels [10th, 90th "
+            "percentile].",
+            "",
+            "| GEMM | layout | kernels | speed-up, median [q10, q90] |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| {n} | {lay} | {p['kernels']} | {p['median']:.2f} [{p['q10']:.2f}, {p['q90']:.2f}] |"
+                  for n, lay, p in pairs]  # fmt: skip
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -79,6 +79,19 @@ def load(batch: str, results: str, only: Sequence[str] = ()) -> tuple[dict, dict
     return plan, out, meta
 
 
+def tuners_kernels(d: dict) -> dict:
+    """``d`` without its interleaved kernels: ``DietCodeTuner``'s space holds none (an option batch may, beside
+    the layouts it compares), and its arms (per-shape best, padding) are judged within that space."""
+    p1_rows = [i for i, k in enumerate(d["keys"]) if "/interleave" not in k]
+    p2_rows = [i for i, k in enumerate(d["p2_keys"]) if "/interleave" not in k]
+    out = dict(d, keys=[d["keys"][i] for i in p1_rows], p2_keys=[d["p2_keys"][i] for i in p2_rows])
+    for field in ("p1", "p1_err", "p1_med"):
+        out[field] = d[field][p1_rows]
+    for field in ("p2", "p2_err") + (("p2_med",) if d["p2_med"] is not None else ()):
+        out[field] = d[field][p2_rows]
+    return out
+
+
 def replay_table(task: Any, d: dict, ts1: list[int]) -> dict:
     """``(workload key, kernel key) -> MeasureResult`` for ``task``'s sampled T, from phase 1."""
     from adatune.measure import MeasureErrorNo, MeasureResult
@@ -142,7 +155,7 @@ def _job(job: tuple) -> tuple:
     """A pool worker: ``(name, features, seed, tune_replayed's dict or an error string)``."""
     batch, results, ts1, name, target, seed, feat, rounds, per_round, dispatch_costs = job
     plan, data, _ = load(batch, results, [name])
-    d = data[name]
+    d = tuners_kernels(data[name])
     d["ts1"] = ts1
     try:
         split_k = tuple(plan.get("split_k", [1]))  # the exported space's (batches before split-K: none)
@@ -273,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     plan, data, meta = load(args.batch, args.results)
+    data = {name: tuners_kernels(d) for name, d in data.items()}
     names = [n for n in (args.workloads.split(",") if args.workloads else plan["workloads"]) if n in data]
     seeds = [int(s) for s in args.seeds.split(",")]
     feats = args.features.split(",")
