@@ -16,7 +16,7 @@ import adatune
 from adatune.devices import profile
 from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dietcode._schedule import schedule_microkernel
-from adatune.dietcode._space import SMEM_LAYOUTS
+from adatune.dietcode._space import DEFAULT_SMEM, SMEM_LAYOUTS
 from adatune.dietcode._task import microkernel_space
 from adatune.dietcode._workloads import DynamicWorkload
 from benchmarks.gpu.dietcode_export import export_workload
@@ -46,10 +46,12 @@ def test_keys_and_records_round_trip_with_the_layouts() -> None:
         MicroKernel("cuda", 32, 64, 16, 4, 4, smem="transposed")
 
 
-def test_the_space_offers_the_layouts_only_when_asked_and_mutation_moves_along_them() -> None:
+def test_the_space_offers_the_layouts_for_bmm_nt_only_and_mutation_moves_along_them() -> None:
     h200 = profile("h200")
-    plain = MicroKernelSpace(CUDA, static_k=64, device_limits=h200, kind="bmm_nt", split_k=(1,))
-    assert {k.smem for k in plain.kernels} == {""}
+    plain = MicroKernelSpace(CUDA, static_k=64, device_limits=h200, kind="bmm_nt", split_k=(1,), smem=("",))
+    default = MicroKernelSpace(CUDA, static_k=64, device_limits=h200, kind="bmm_nt", split_k=(1,))
+    assert {k.smem for k in plain.kernels} == {""} and {k.smem for k in default.kernels} == set(DEFAULT_SMEM)
+    assert {k.smem for k in MicroKernelSpace(CUDA, static_k=64, device_limits=h200, kind="dense").kernels} == {""}
     both = MicroKernelSpace(CUDA, static_k=64, device_limits=h200, kind="bmm_nt", split_k=(1,), smem=("", "kmajor"))
     assert both.size == 2 * plain.size and both.kernels[: plain.size] == plain.kernels  # as read first, in order
     rng = np.random.default_rng(0)
@@ -126,3 +128,5 @@ def test_the_tuner_replay_drops_the_interleaved_kernels_its_space_never_holds() 
     assert out["keys"] == [keys[0], keys[2]] and out["p2_keys"] == [keys[2]]
     assert np.array_equal(out["p1_med"], [[0.0, 1.0], [4.0, 5.0]]) and out["p1"].shape == (2, 2, 3)
     assert np.array_equal(out["p2_med"], [[2.0, 2.0, 2.0]]) and out["p2_err"].shape == (1, 3)
+    as_read = tuners_kernels(d, smem=("",))
+    assert as_read["keys"] == [keys[0]] and as_read["p2_keys"] == [] and as_read["p2_med"] is None

@@ -37,12 +37,12 @@ def microkernel_space(
     split_k: Sequence[int] | None = None,
     device_limits: DeviceLimits | None = None,
     interleave: Sequence[bool] = (False,),
-    smem: Sequence[str] = ("",),
+    smem: Sequence[str] | None = None,
 ) -> MicroKernelSpace:
     """The micro-kernel space of ``wl`` on ``target``, sized for its reduction; ``split_k`` (CUDA; None: the
     space's default) applies where the reduction is fixed, and a reduction over T (bmm NN) takes none."""
     parts = (1,) if split_k is not None and wl.dynamic_axes()[2] else split_k
-    smem = smem if wl.kind == "bmm_nt" else ("",)  # B is k-major as read elsewhere
+    smem = smem if wl.kind == "bmm_nt" else ("",)  # B is k-major as read elsewhere (None: the space's default)
     return MicroKernelSpace(
         _target.create(target),
         wl.dtype,

@@ -136,7 +136,7 @@ class DietCodeTuner(Tuner):
         Option.declare(
             "smem",
             tuple,
-            "CUDA: the shared-memory tile layouts the space offers (SMEM_LAYOUTS; none: as read, ('',))",
+            "CUDA bmm_nt: the layouts of B's shared tile the space offers (SMEM_LAYOUTS; none: DEFAULT_SMEM)",
             item_type=str,
         ),
         Option.declare(
@@ -177,7 +177,7 @@ class DietCodeTuner(Tuner):
         self.shapes = sample_shapes(workload.t_range, n_shapes, np.random.default_rng(seed))
         space = None
         if split_k is not None or smem is not None:
-            space = microkernel_space(workload, self.target, split_k, smem=smem or ("",))
+            space = microkernel_space(workload, self.target, split_k, smem=smem)
         task = RangeTask(workload, self.shapes, self.target, space)
         super().__init__(task, seed)
         self.n_rounds, self.per_round, self.max_kernels = rounds, kernels_per_round, max_kernels

@@ -79,16 +79,25 @@ def load(batch: str, results: str, only: Sequence[str] = ()) -> tuple[dict, dict
     return plan, out, meta
 
 
-def tuners_kernels(d: dict) -> dict:
-    """``d`` without its interleaved kernels: ``DietCodeTuner``'s space holds none (an option batch may, beside
-    the layouts it compares), and its arms (per-shape best, padding) are judged within that space."""
-    p1_rows = [i for i, k in enumerate(d["keys"]) if "/interleave" not in k]
-    p2_rows = [i for i, k in enumerate(d["p2_keys"]) if "/interleave" not in k]
+def tuners_kernels(d: dict, smem: Sequence[str] | None = None) -> dict:
+    """``d`` without the kernels the replayed ``DietCodeTuner``'s space does not hold: interleaved ones (an option
+    batch may time them beside the layouts it compares) and, given ``smem``, those of other shared-memory layouts;
+    the arms (per-shape best, padding) are then judged within that space too."""
+    from adatune.dietcode import MicroKernel
+
+    def held(key: str) -> bool:
+        k = MicroKernel.from_key(key)
+        return not k.interleave and (smem is None or k.smem in smem)
+
+    p1_rows = [i for i, k in enumerate(d["keys"]) if held(k)]
+    p2_rows = [i for i, k in enumerate(d["p2_keys"]) if held(k)]
     out = dict(d, keys=[d["keys"][i] for i in p1_rows], p2_keys=[d["p2_keys"][i] for i in p2_rows])
     for field in ("p1", "p1_err", "p1_med"):
         out[field] = d[field][p1_rows]
     for field in ("p2", "p2_err") + (("p2_med",) if d["p2_med"] is not None else ()):
         out[field] = d[field][p2_rows]
+    if not p2_rows:  # phase 2 timed none of this space's kernels: as a run without phase 2
+        out["p2_med"] = None
     return out
 
 
@@ -153,13 +162,12 @@ def tune_replayed(
 
 def _job(job: tuple) -> tuple:
     """A pool worker: ``(name, features, seed, tune_replayed's dict or an error string)``."""
-    batch, results, ts1, name, target, seed, feat, rounds, per_round, dispatch_costs = job
+    batch, results, ts1, name, target, seed, feat, rounds, per_round, dispatch_costs, smem = job
     plan, data, _ = load(batch, results, [name])
-    d = tuners_kernels(data[name])
+    d = tuners_kernels(data[name], smem)
     d["ts1"] = ts1
     try:
         split_k = tuple(plan.get("split_k", [1]))  # the exported space's (batches before split-K: none)
-        smem = tuple(plan.get("smem", [""]))
         return name, feat, seed, tune_replayed(d, target, seed, feat, rounds, per_round, dispatch_costs, split_k, smem)
     except Exception as err:  # noqa: BLE001 - one arm failing is reported, not fatal
         return name, feat, seed, f"{type(err).__name__}: {err}"
@@ -280,13 +288,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--per-round", type=int, default=8)
     p.add_argument("--workloads", default="")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument(
+        "--smem", default=None, help="the tuner's shared-memory layouts (comma separated; default: the batch's)"
+    )
     p.add_argument("--reuse", default="", help="an earlier --out of this report: its runs' choices, not re-tuned")
     p.add_argument(
         "--dispatch-costs", default=dispatch_costs.default, choices=dispatch_costs.choices, help=dispatch_costs.doc
     )
     args = p.parse_args(argv)
     plan, data, meta = load(args.batch, args.results)
-    data = {name: tuners_kernels(d) for name, d in data.items()}
+    smem = tuple(args.smem.split(",")) if args.smem is not None else tuple(plan.get("smem", [""]))
+    data = {name: tuners_kernels(d, smem) for name, d in data.items()}
     names = [n for n in (args.workloads.split(",") if args.workloads else plan["workloads"]) if n in data]
     seeds = [int(s) for s in args.seeds.split(",")]
     feats = args.features.split(",")
@@ -301,13 +313,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "kernels_per_round": args.per_round,
             "n_shapes": plan["n_shapes"],
             "dispatch_costs": args.dispatch_costs,
+            "smem": list(smem),
         },
         "workloads": {},
     }
     rows = []
     costs = args.dispatch_costs
     jobs = [
-        (args.batch, args.results, list(plan["phase1_ts"]), n, target, s, f, args.rounds, args.per_round, costs)
+        (args.batch, args.results, list(plan["phase1_ts"]), n, target, s, f, args.rounds, args.per_round, costs, smem)
         for n in names
         for f in feats
         for s in seeds
@@ -396,7 +409,7 @@ def write_summary(report: dict, args: argparse.Namespace) -> None:
         "",
         f"Command: `python -m benchmarks.gpu.dietcode_report --batch {args.batch} --results {args.results} "
         f"--out {args.out} --seeds {args.seeds} --rounds {args.rounds} --per-round {args.per_round} "
-        f"--dispatch-costs {args.dispatch_costs}`",
+        f"--dispatch-costs {args.dispatch_costs}" + (f" --smem '{args.smem}'" if args.smem is not None else "") + "`",
         "",
         "Speed = cuBLAS seconds / DietCode seconds (> 1: DietCode faster); geometric mean over the seeds of each "
         "seed's geomean, with its 95% t interval on the log scale. Main columns: the T at which phase 1 timed every "
