@@ -120,7 +120,9 @@ def export_workload(
     chosen = [space.get(k) for k in keys] if keys else space.kernels
     lo, hi = wl.t_range
     ts = list(range(lo, hi + 1))
-    preamble, bodies, kernels = None, [], []
+    preamble: str | None = None
+    bodies: list[str] = []
+    kernels: list[dict[str, Any]] = []
     t0 = time.time()
     for mk in chosen:
         entry: dict[str, Any] = {"key": mk.key}
