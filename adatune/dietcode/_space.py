@@ -108,7 +108,7 @@ class MicroKernel:
     unroll: int = 0  # x86: TVM's auto-unroll step for the whole kernel (0: loops as scheduled)
     split_k: int = 1  # CUDA: blocks sharing the reduction, summed by a second kernel (``SPLIT_K``)
     interleave: bool = False  # CUDA: a thread's rows and columns a thread-tile apart, not adjacent (see below)
-    smem: str = ""  # CUDA: the shared-memory layout of the operand tiles (``SMEM_LAYOUTS``)
+    smem: str = ""  # CUDA bmm_nt: the shared-memory layout of B's tile (``SMEM_LAYOUTS``)
 
     def __post_init__(self) -> None:
         if self.pack not in ("", PACK_COLUMN) or self.crop not in ("", CROP_TILE):
