@@ -280,3 +280,14 @@ def test_runner_killed_by_sigterm_keeps_what_its_workloads_saved(
     assert np.all(z["w/p1_error"][2] == runner.WRONG_ANSWER)  # the fake's k2, recorded as such
     with open(os.path.join(out, "meta.json")) as f:
         assert json.load(f)["stopped_by_signal"] == 15
+
+
+def test_the_tuner_takes_more_rounds_on_a_gpu_unless_told() -> None:
+    from adatune.dietcode import DietCodeTuner
+    from adatune.dietcode._tune import CPU_ROUNDS, CUDA_ROUNDS
+    from adatune.target import host
+
+    wl = DynamicWorkload("w", "dense", (64, 96), (1, 8))
+    assert DietCodeTuner(wl, CUDA, n_shapes=2).n_rounds == CUDA_ROUNDS == 12
+    assert DietCodeTuner(wl, host(), n_shapes=2).n_rounds == CPU_ROUNDS == 3
+    assert DietCodeTuner(wl, CUDA, n_shapes=2, rounds=2).n_rounds == 2
