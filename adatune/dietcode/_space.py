@@ -76,10 +76,10 @@ DEFAULT_SPLIT_K = SPLIT_K
 #: stay 16-byte aligned. Only there: A's tile (and B of dense and bmm NN) is read across its rows by a warp, and
 #: transposing A ran 0.78-0.97x as fast on an H200.
 SMEM_LAYOUTS = ("", "kmajor", "kmajor-pad")
-#: the layout a CUDA ``bmm_nt`` space offers by default. On an H200 the padded k-major tile held the best kernel of
-#: BERT's scores space at all 19 timed T (best of the space 0.645x cuBLAS as read, 0.892x with it; per kernel a
-#: median 1.17x), and the tuner replayed on the padded kernels alone came closer to that best than on both layouts
-#: (see the README), so it replaces the as-read tile rather than doubling the space.
+#: the layout a CUDA ``bmm_nt`` space offers by default. On an H200 the padded k-major tile held the best kernel
+#: without interleaved threads of BERT's scores space at all 19 timed T (best 0.645x cuBLAS as read, 0.892x with it;
+#: per kernel a median 1.17x), and the tuner replayed on the padded kernels alone came closer to that best than on
+#: both layouts (see the README), so it replaces the as-read tile rather than doubling the space.
 DEFAULT_SMEM = ("kmajor-pad",)
 
 

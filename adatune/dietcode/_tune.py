@@ -187,9 +187,7 @@ class DietCodeTuner(Tuner):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
         self.shapes = sample_shapes(workload.t_range, n_shapes, np.random.default_rng(seed))
-        space = None
-        if split_k is not None or smem is not None:
-            space = microkernel_space(workload, self.target, split_k, smem=smem)
+        space = microkernel_space(workload, self.target, split_k, smem=smem)  # None: the space's defaults
         task = RangeTask(workload, self.shapes, self.target, space)
         super().__init__(task, seed)
         if rounds is None:
