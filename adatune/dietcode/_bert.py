@@ -19,6 +19,7 @@ from scipy.special import erf
 from tvm import te
 
 from .. import target as _target
+from .. import vector_math
 from ..dispatch._dietcode import CompiledDispatcher, ShapeDispatcher, check_extent
 from ._schedule import aligned_versions, serving_name, versioned_funcs
 from ._space import MicroKernel, device_of
@@ -171,7 +172,9 @@ class BertEncoderLayer:
         for name, func in _glue_funcs(self.hidden, heads, self.ffn).items():
             funcs[name] = func.with_attr("global_symbol", name)
         with self.target:
-            self.lib = tvm.compile(tvm.IRModule(funcs), target=self.target)
+            self.lib = tvm.compile(
+                tvm.IRModule(funcs), target=self.target, tir_pipeline=vector_math.tir_pipeline(self.target)
+            )
         directory = tempfile.mkdtemp(prefix="dietcode-bert-")
         self.dispatchers = {g: CompiledDispatcher(choices[g][1], f"{g}_dispatch", directory) for g in GEMMS}
         self.dev = device_of(self.target)

@@ -19,6 +19,7 @@ import numpy as np
 import tvm
 
 from .. import target as _target
+from .. import vector_math
 from ..dispatch._dietcode import CompiledDispatcher, ShapeDispatcher, check_extent
 from ._schedule import aligned_versions, serving_name, versioned_funcs
 from ._space import MicroKernel, device_of
@@ -52,7 +53,7 @@ class DynamicKernel:
         self.aligns = aligned_versions(workload, self.kernels)
         mod = tvm.IRModule(versioned_funcs(workload, self.kernels, self.names))
         with self.target:
-            self.lib = tvm.compile(mod, target=self.target)
+            self.lib = tvm.compile(mod, target=self.target, tir_pipeline=vector_math.tir_pipeline(self.target))
         self.directory = directory or tempfile.mkdtemp(prefix=f"dietcode-{workload.name}-")
         self.c_dispatcher = CompiledDispatcher(dispatcher, f"{workload.name}_dispatch", self.directory)
         self.device = device_of(self.target)
@@ -104,7 +105,7 @@ class DynamicKernel:
     def export(self, directory: str) -> str:
         """Write ``kernels.so``, the dispatcher's C source and ``lib*.so``, and ``manifest.json``; returns its path."""
         os.makedirs(directory, exist_ok=True)
-        self.lib.export_library(os.path.join(directory, "kernels.so"))
+        self.lib.export_library(os.path.join(directory, "kernels.so"), options=vector_math.export_options(self.target))
         CompiledDispatcher(self.dispatcher, f"{self.workload.name}_dispatch", directory)
         manifest = {
             "workload": self.workload.to_json(),

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import target as _target
+from .. import vector_math
 from ._config import RunnerConfig
 from ._types import BuildResult, MeasureErrorNo, RunOutcome, RunRequest
 
@@ -50,11 +51,11 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
     stage = ""
     try:
         target = tvm.target.Target(target_json, host=host_json) if host_json else tvm.target.Target(target_json)
-        lib = tvm.tirx.build(mod, target)
+        lib = tvm.tirx.build(mod, target, pipeline=vector_math.tir_pipeline(target))
         stage = "export/link failed: "
         fd, path = tempfile.mkstemp(suffix=".so", dir=out_dir)
         os.close(fd)
-        lib.export_library(path)
+        lib.export_library(path, options=vector_math.export_options(target))
         with open(path, "rb") as f:
             artifact = f.read()
         os.remove(path)

@@ -17,6 +17,7 @@ import tvm
 from tvm import relax
 
 from .. import target as _target
+from .. import vector_math
 from ..records import as_records, pick_best
 from ..space import FallbackConfig
 from ._extract import FusedKnobTask, ModelTask, extract_tasks
@@ -29,8 +30,9 @@ class CompiledModel:
     """A compiled model: ``run(*arrays)`` returns numpy outputs; ``export_library(path)`` writes one .so that
     TVM's runtime alone loads (``tvm.runtime.load_module`` + ``relax.VirtualMachine``)."""
 
-    def __init__(self, model: Model, executable: Any, applied: dict[str, str]):
+    def __init__(self, model: Model, executable: Any, applied: dict[str, str], link: Sequence[str] = ()):
         self.model = model
+        self.link = list(link)  # linker options its library needs (libmvec: ``adatune.vector_math.export_options``)
         self.executable = executable
         self.applied = applied  # function name -> "record" or "fallback"
         self.prepacked: list[str] = []  # functions whose constant weights were packed at build (``prepack_weights``)
@@ -58,7 +60,7 @@ class CompiledModel:
 
     def export_library(self, path: str | os.PathLike) -> str:
         path = os.fspath(path)
-        self.executable.export_library(path)
+        self.executable.export_library(path, options=self.link)
         return path
 
 
@@ -112,8 +114,8 @@ def build(
             stacklevel=2,
         )
     mod, prepacked = prepack_weights(mod) if prepack else (mod, [])
-    executable = tvm.compile(mod, target=tgt)
-    compiled = CompiledModel(model, executable, applied)
+    executable = tvm.compile(mod, target=tgt, tir_pipeline=vector_math.tir_pipeline(tgt))
+    compiled = CompiledModel(model, executable, applied, vector_math.export_options(tgt))
     compiled.prepacked, compiled.module = prepacked, mod
     return compiled
 

@@ -32,6 +32,7 @@ from tvm import relax, tirx
 from tvm.ir.expr import Constant
 
 from .. import target as _target
+from .. import vector_math
 from ..dietcode import (
     DietCodeResult,
     DietCodeTuner,
@@ -414,7 +415,7 @@ def build_dynamic(
     for gv, func in funcs.items():
         mod[gv] = func
     with tgt:
-        executable = tvm.compile(mod, target=tgt)
-    compiled = CompiledModel(model, executable, applied)
+        executable = tvm.compile(mod, target=tgt, tir_pipeline=vector_math.tir_pipeline(tgt))
+    compiled = CompiledModel(model, executable, applied, vector_math.export_options(tgt))
     compiled.module = mod  # the Relax module compiled, dispatch functions included
     return compiled
