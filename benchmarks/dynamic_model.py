@@ -107,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--repeats", type=int, default=5, help="timed inferences per round, T and engine (median kept)")
     ap.add_argument("--check-only", action="store_true", help="tune, build and check; time nothing")
+    ap.add_argument(
+        "--scalar-libm",
+        action="store_true",
+        help="also build the same kernels with TVM's scalar exp/erf/tanh (build_dynamic(vector_math=False)), checked "
+        "and timed in the same turns as engine 'scalar-libm'",
+    )
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per T")
     ap.add_argument("--out", help="directory for results.json, per_t.csv, latency.png and summary.md")
     ap.add_argument(
@@ -153,13 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     compiled = am.build_dynamic(model, results)
     print(f"built one module in {time.time() - start:.1f} s")
+    scalar = am.build_dynamic(model, results, vector_math=False) if args.scalar_libm else None
     ts = _check_ts(lo, hi, args.check_t)
     for t in ts:
         x = model.random_inputs(seed=t, t=t)  # type: ignore[call-arg]
-        got, want = compiled.run(*x)[0], model.reference(*x)[0]
+        want = model.reference(*x)[0]
         tol = 1e-4 * max(1.0, float(np.abs(want).max()))
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=tol, err_msg=f"T={t}")
-        print(f"  T={t}: max abs error {float(np.abs(got - want).max()):.2e} (ok)")
+        for label, built in (("", compiled), (" (scalar libm)", scalar)):
+            if built is None:
+                continue
+            got = built.run(*x)[0]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=tol, err_msg=f"T={t}{label}")
+            print(f"  T={t}{label}: max abs error {float(np.abs(got - want).max()):.2e} (ok)")
     with tempfile.TemporaryDirectory() as tmp:
         size = os.path.getsize(compiled.export_library(os.path.join(tmp, "bert.so")))
     print(f"export_library: {size / 1e6:.1f} MB")
@@ -179,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             "adatune": lambda x=x: compiled_latency(compiled, x, args.repeats),
             "pytorch": lambda x=x: framework_latency(model, "pytorch", x, args.repeats) or float("nan"),
         }
+        if scalar is not None:
+            timers["scalar-libm"] = lambda x=x: compiled_latency(scalar, x, args.repeats)
         if static is not None and t == static_t:
             timers["static"] = lambda x=x: settled(compiled_latency(static, x, args.repeats))
         if session is not None:

@@ -41,6 +41,7 @@ from tvm import te, topi
 
 import adatune
 import adatune.trace
+import adatune.vector_math
 from adatune.reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 from adatune.trace import RULE_SETS, TraceTask
@@ -199,12 +200,14 @@ def mean_call_timer(fn: Callable[[], Any], min_ms: float) -> Callable[[], float]
 
 
 def tvm_timer(
-    task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray], min_ms: float
+    task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray], min_ms: float, vector_math: bool = True
 ) -> tuple[Callable[[], float], bool]:
     """A timer of the built program on ``inputs`` (TVM's ``time_evaluator``: the mean of calls filling ``min_ms``,
     looped in C++, as ``benchmarks.trace_search.run.retime`` and the tuner's runner time a program, so no Python
-    call per run counts against TVM), and whether its output matches the numpy reference."""
-    lib = tvm.tirx.build(mod, task.target)
+    call per run counts against TVM), and whether its output matches the numpy reference. Built as adatune's
+    builder builds it (``adatune.vector_math``'s pipeline), or with ``vector_math=False`` as TVM's default does."""
+    pipeline = adatune.vector_math.tir_pipeline(task.target) if vector_math else "default"
+    lib = tvm.tirx.build(mod, task.target, pipeline=pipeline)
     references = task.reference_outputs(inputs)
     if references is None:
         raise ValueError(f"task {task.name} has no numpy reference to check its programs against")
@@ -258,6 +261,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plan-size", type=int, default=8)
     p.add_argument("--rounds", type=int, default=15, help="rounds of turns of every program and PyTorch")
     p.add_argument("--min-ms", type=float, default=20.0, help="each timing: the mean of calls filling this long")
+    p.add_argument(
+        "--scalar-libm",
+        action="store_true",
+        help="also time every best program built with TVM's default pipeline (scalar exp/erf/tanh/log calls), "
+        "in the same turns",
+    )
     p.add_argument("--out", default="benchmarks/results/no_template_ops")
     return p
 
@@ -270,6 +279,7 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
     inputs = [rng.standard_normal(tuple(int(d) for d in s.shape)).astype("float32") for s in specs if not s.is_output]
     rows: list[dict[str, Any]] = []
     programs: dict[str, tuple[Callable[[], float], dict[str, Any]]] = {}
+    scalar: dict[str, Callable[[], float]] = {}  # the same programs built with TVM's scalar libm calls
     for seed in args.seeds:
         for rules, task in tasks.items():
             assert isinstance(task, TraceTask)
@@ -278,6 +288,10 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
             if best is not None:
                 timer, row["correct"] = tvm_timer(task, best, inputs, args.min_ms)
                 programs[f"{rules}/{seed}"] = (timer, row)
+                if args.scalar_libm:
+                    scalar[f"{rules}/{seed}/scalar-libm"], row["correct_scalar_libm"] = tvm_timer(
+                        task, best, inputs, args.min_ms, vector_math=False
+                    )
             rows.append(row)
             print(
                 f"{op:>15} {rules:>7} seed {seed}: tuned {wall:5.1f} s, failed {failed}, correct {row['correct']}",
@@ -289,7 +303,7 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
             t.contiguous(memory_format=torch.channels_last) if t.ndim == 4 else t for t in layouts["torch"]
         ]
     with torch.no_grad():
-        timers = {name: timer for name, (timer, _) in programs.items()}
+        timers = {name: timer for name, (timer, _) in programs.items()} | scalar
         for name, torch_inputs in layouts.items():
             timers[name] = mean_call_timer(lambda t=torch_inputs: torch_op(*t), args.min_ms)  # type: ignore[misc]
         times = interleaved(timers, args.rounds)
@@ -301,6 +315,11 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
         row["torch_best_s"] = statistics.median(torch_best)
         # per round, so that a burst of load divides out of the ratio
         row["speed_vs_torch"] = statistics.median(t / s for t, s in zip(torch_best, times[name]))
+        if f"{name}/scalar-libm" in times:
+            libm = times[f"{name}/scalar-libm"]
+            row["latency_scalar_libm_s"] = statistics.median(libm)
+            row["speed_vs_torch_scalar_libm"] = statistics.median(t / s for t, s in zip(torch_best, libm))
+            row["vector_math_speedup"] = statistics.median(s / v for s, v in zip(libm, times[name]))
     return rows
 
 
@@ -312,8 +331,22 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not runs:
                 continue
             speed, low, high = geomean_interval([r["speed_vs_torch"] for r in runs])
+            libm = [r for r in runs if "vector_math_speedup" in r]
+            scalar: dict[str, Any] = {}
+            if libm:
+                gain, gain_low, gain_high = geomean_interval([r["vector_math_speedup"] for r in libm])
+                old, old_low, old_high = geomean_interval([r["speed_vs_torch_scalar_libm"] for r in libm])
+                scalar = {
+                    "vector_math_speedup": gain,
+                    "vector_math_ci95": [gain_low, gain_high],
+                    "scalar_libm_speed_vs_torch": old,
+                    "scalar_libm_ci95": [old_low, old_high],
+                    "scalar_libm_ms": statistics.median(r["latency_scalar_libm_s"] for r in libm) * 1e3,
+                    "scalar_libm_correct": all(r.get("correct_scalar_libm") for r in libm),
+                }
             out.append(
-                {
+                scalar
+                | {
                     "op": op,
                     "rules": rules,
                     "seeds": len(runs),
@@ -327,6 +360,11 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _ci(bounds: list[float]) -> str:
+    low, high = bounds
+    return f" [{low:.2f}, {high:.2f}]" if math.isfinite(low) else ""
 
 
 def write_outputs(
@@ -392,6 +430,24 @@ def write_outputs(
             f"{s['latency_ms']:.4g} | {s['torch_ms']:.4g}; {s['torch_nchw_ms']:.4g} | {s['speed_vs_torch']:.2f}x{ci} | "
             f"{s['tune_s']:.0f} |"
         )
+    with_libm = [s for s in summary if "vector_math_speedup" in s]
+    if with_libm:
+        lines += [
+            "",
+            "The same best programs built with TVM's default pipeline (`exp`, `erf`, `tanh`, `log` as scalar libm "
+            "calls) instead of `adatune.vector_math`'s (glibc's libmvec at the target's vector width), timed in the "
+            "same turns; speedup is the scalar build's time over the vector one's per round (median), geomean over "
+            "seeds [95% t-interval]:",
+            "",
+            "| op | rule set | correct | scalar libm ms | scalar libm vs PyTorch | vector math speedup |",
+            "|---|---|---|---|---|---|",
+        ]
+        for s in with_libm:
+            lines.append(
+                f"| {s['op']} | {s['rules']} | {'yes' if s['scalar_libm_correct'] else 'no'} | "
+                f"{s['scalar_libm_ms']:.4g} | {s['scalar_libm_speed_vs_torch']:.2f}x{_ci(s['scalar_libm_ci95'])} | "
+                f"{s['vector_math_speedup']:.2f}x{_ci(s['vector_math_ci95'])} |"
+            )
     lines += ["", "![speed.png](speed.png)"]
     write_summary(out_dir, lines)
 

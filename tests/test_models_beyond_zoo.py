@@ -54,3 +54,29 @@ def test_fast_math_keeps_a_gelu_transformer_block_within_its_error_bound() -> No
     for seed in (1, 2):
         xs = fast.random_inputs(seed)
         np.testing.assert_allclose(compiled.run(*xs)[0], fast.reference(*xs)[0], rtol=0, atol=1e-5)
+
+
+def test_exact_math_runs_through_libmvec_and_matches_the_scalar_build(tmp_path) -> None:
+    """Without fast math a model's erf and exp go through ``adatune.vector_math`` (libmvec) by default: the
+    block (its sequence length dynamic, so every function gets a vectorised generic schedule without tuning)
+    stays within 1e-5 of PyTorch either way, and only the vector build calls libmvec and links it."""
+    from adatune import vector_math
+
+    if not vector_math.available():
+        pytest.skip("no libmvec (x86-64 glibc) in this process")
+    torch.manual_seed(0)
+    net = TransformerBlock().eval()
+    model = am.from_torch(net, (torch.randn(1, 12, 32),), name="exact", dynamic={"x": {1: (1, 16)}})
+    builds = {on: am.build_dynamic(model, {}, vector_math=on) for on in (True, False)}
+    assert builds[True].link == ["-lmvec"] and builds[False].link == []
+    for t in (1, 9, 16):
+        xs = model.random_inputs(seed=t, t=t)  # type: ignore[call-arg]
+        want = model.reference(*xs)[0]
+        for compiled in builds.values():
+            np.testing.assert_allclose(compiled.run(*xs)[0], want, rtol=0, atol=1e-5)
+    found = {}
+    for on, compiled in builds.items():
+        with open(compiled.export_library(tmp_path / f"block_{on}.so"), "rb") as f:
+            binary = f.read()
+        found[on] = (b"libmvec" in binary, b"_ZGV" in binary)  # linked, and its vector functions called
+    assert found == {True: (True, True), False: (False, False)}

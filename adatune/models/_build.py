@@ -17,7 +17,7 @@ import tvm
 from tvm import relax
 
 from .. import target as _target
-from .. import vector_math
+from .. import vector_math as _vector_math
 from ..records import as_records, pick_best
 from ..space import FallbackConfig
 from ._extract import FusedKnobTask, ModelTask, extract_tasks
@@ -77,9 +77,12 @@ def build(
     target: _target.TargetLike | None = None,
     tasks: list[ModelTask] | None = None,
     prepack: bool = True,
+    vector_math: bool = True,
 ) -> CompiledModel:
     """Compile ``model`` for ``target`` (the host CPU by default) with the best record per task from ``log``;
-    ``prepack``: pack constant weights at build time where the schedule packs them whole (``prepack_weights``)."""
+    ``prepack``: pack constant weights at build time where the schedule packs them whole (``prepack_weights``);
+    ``vector_math``: exp, erf, tanh and log in vector registers where the target has libmvec
+    (``adatune.vector_math``; False: TVM's scalar calls, as tuned candidates were built before it)."""
     tgt = _target.create(target) if target is not None else _target.host()
     tasks = tasks if tasks is not None else extract_tasks(model, tgt)
     records: list[Any] = []
@@ -114,10 +117,18 @@ def build(
             stacklevel=2,
         )
     mod, prepacked = prepack_weights(mod) if prepack else (mod, [])
-    executable = tvm.compile(mod, target=tgt, tir_pipeline=vector_math.tir_pipeline(tgt))
-    compiled = CompiledModel(model, executable, applied, vector_math.export_options(tgt))
+    executable, link = compile_model(mod, tgt, vector_math)
+    compiled = CompiledModel(model, executable, applied, link)
     compiled.prepacked, compiled.module = prepacked, mod
     return compiled
+
+
+def compile_model(mod: tvm.IRModule, target: tvm.target.Target, vector_math: bool = True) -> tuple[Any, list[str]]:
+    """The compiled Relax module and the linker options its exported library needs."""
+    if not vector_math:
+        return tvm.compile(mod, target=target), []
+    pipeline = _vector_math.tir_pipeline(target)
+    return tvm.compile(mod, target=target, tir_pipeline=pipeline), _vector_math.export_options(target)
 
 
 def prepack_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:

@@ -32,7 +32,6 @@ from tvm import relax, tirx
 from tvm.ir.expr import Constant
 
 from .. import target as _target
-from .. import vector_math
 from ..dietcode import (
     DietCodeResult,
     DietCodeTuner,
@@ -42,7 +41,7 @@ from ..dietcode import (
     microkernel_func,
     weight_panel,
 )
-from ._build import CompiledModel
+from ._build import CompiledModel, compile_model
 from ._dynamic_import import DynamicModel
 from ._frontend import Model
 
@@ -364,6 +363,7 @@ def build_dynamic(
     model: Model,
     results: Mapping[str, DietCodeResult] | Sequence[DietCodeResult],
     target: _target.TargetLike | None = None,
+    vector_math: bool = True,
 ) -> CompiledModel:
     """One Relax VM executable for every extent in the model's ranges (see the module docstring).
 
@@ -373,6 +373,7 @@ def build_dynamic(
     ``generic`` (``schedule_generic`` changed it), ``view`` (a reshape, which the build makes a view, no copy) or
     ``unscheduled``. CPU (llvm) targets only. ``CompiledModel.run`` checks every input extent is in its range;
     calling ``main`` directly with a larger one is undefined (memory is planned for the range's top).
+    ``vector_math`` as in ``build``.
     """
     from ..target import cpu_info
     from ._generic_schedule import schedule_generic
@@ -415,7 +416,7 @@ def build_dynamic(
     for gv, func in funcs.items():
         mod[gv] = func
     with tgt:
-        executable = tvm.compile(mod, target=tgt, tir_pipeline=vector_math.tir_pipeline(tgt))
-    compiled = CompiledModel(model, executable, applied, vector_math.export_options(tgt))
+        executable, link = compile_model(mod, tgt, vector_math)
+    compiled = CompiledModel(model, executable, applied, link)
     compiled.module = mod  # the Relax module compiled, dispatch functions included
     return compiled

@@ -6,7 +6,9 @@ was tuned with, checked against each other's outputs, and timed in turns with on
 ``--rounds`` rounds, each engine once per round (the order reversed every other round, a pause after each),
 framed by the noise gate. Runs tuned at different times on a noisy host cannot be compared by their own final
 latencies; here every ratio comes from latencies taken together. Ratios over seeds: geometric mean with a
-Student-t 95% interval on the log ratios. Without ``--b`` the A runs alone are timed with the engines.
+Student-t 95% interval on the log ratios. Without ``--b`` the A runs alone are timed with the engines;
+``--b-scalar-libm`` makes B the A runs themselves built with TVM's scalar exp/erf/tanh calls
+(``build(vector_math=False)``) instead of ``adatune.vector_math``'s libmvec calls.
 
 The gate's probe is also timed before every engine of a round and after the last (``benchmarks.host_state``),
 so every ratio is also reported per host state: the 2-core Zen 4 host alternates, in spells of seconds to
@@ -71,9 +73,12 @@ def tuned_model(name: str, config: dict[str, Any], log: str) -> am.Model:
     return am.load_builtin(name, fast_math=bool(config.get("fast_math")), conv_layout=layout, winograd=winograd)
 
 
-def compare(runs: dict[str, str], rounds: int, repeats: int, probe: Timer) -> dict[str, Any]:
-    """Build each labelled run's tuned model, check their outputs agree, and time them with the engines in turns,
-    the probe around every engine (``host_state``)."""
+def compare(
+    runs: dict[str, str], rounds: int, repeats: int, probe: Timer, builds: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Build each labelled run's tuned model (with ``builds[label]`` as ``build``'s options), check their outputs
+    agree, and time them with the engines in turns, the probe around every engine (``host_state``)."""
+    builds = builds or {}
     labels = list(runs)
     configs = {k: run_config(d) for k, d in runs.items()}
     names = {c[0] for c in configs.values()}
@@ -86,7 +91,7 @@ def compare(runs: dict[str, str], rounds: int, repeats: int, probe: Timer) -> di
     inputs = models[a].random_inputs(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # untuned tasks use their fallback in both builds alike
-        built = {k: am.build(m, logs[k], log_target(logs[k])) for k, m in models.items()}
+        built = {k: am.build(m, logs[k], log_target(logs[k]), **builds.get(k, {})) for k, m in models.items()}
     outs = {k: c.run(*inputs)[0] for k, c in built.items()}
     diff = max((float(np.abs(outs[a] - outs[k]).max()) for k in labels[1:]), default=0.0)
     if diff > 1e-3 * max(1.0, float(np.abs(outs[a]).max())):
@@ -101,6 +106,7 @@ def compare(runs: dict[str, str], rounds: int, repeats: int, probe: Timer) -> di
         "arm": arm,
         "labels": labels,
         "runs": runs,
+        "builds": builds,
         "max_abs_diff": diff,
         "rounds_s": times,
         "host_state": states.to_json(),
@@ -273,7 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.models.run_ab", description=__doc__)
     ap.add_argument("--a", nargs="+", help="benchmarks.models output dirs, one per seed")
     ap.add_argument("--b", nargs="+", help="the same seeds tuned the other way (omit to time A with the engines)")
-    ap.add_argument("--labels", nargs="+", default=["A", "B"], help="names of the ways (one per --a/--b given)")
+    ap.add_argument(
+        "--b-scalar-libm",
+        action="store_true",
+        help="B: the A runs built with TVM's scalar libm calls (vector_math=False); labels default to 'vector math' "
+        "and 'scalar libm'",
+    )
+    ap.add_argument("--labels", nargs="+", default=None, help="names of the ways (one per --a/--b given)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out", required=True)
@@ -283,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
         return report(args.out)
     if not args.a:
         ap.error("--a is required (or --report)")
+    if args.b_scalar_libm:
+        if args.b is not None:
+            ap.error("--b-scalar-libm builds B from the A runs: give no --b")
+        args.b = list(args.a)
+        args.labels = args.labels or ["vector math", "scalar libm"]
+    args.labels = args.labels or ["A", "B"]
     if args.b is not None and len(args.a) != len(args.b):
         ap.error("give one B run per A run")
     labels = args.labels[: 1 if args.b is None else 2]
@@ -294,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     gate.probe("before")
     probe = state_probe(timer=gate.compute_timer)
     pairs = zip(args.a, args.b) if args.b is not None else ((a,) for a in args.a)
-    results = [compare(dict(zip(labels, dirs)), args.rounds, args.repeats, probe) for dirs in pairs]
+    builds = {labels[1]: {"vector_math": False}} if args.b_scalar_libm else {}
+    results = [compare(dict(zip(labels, dirs)), args.rounds, args.repeats, probe, builds) for dirs in pairs]
     gate.probe("after")
     meta = run_meta("benchmarks.models.run_ab", argv, started, t0, load_before) | {
         "host": adatune.target.describe_host(),
