@@ -113,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also build the same kernels with TVM's scalar exp/erf/tanh (build_dynamic(vector_math=False)), checked "
         "and timed in the same turns as engine 'scalar-libm'",
     )
+    ap.add_argument(
+        "--fast-math-arm",
+        action="store_true",
+        help="also import the model with fast math and build it with the same DietCode results (its GEMMs are the "
+        "same workloads), checked and timed in the same turns as engine 'fast-math'",
+    )
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per T")
     ap.add_argument("--out", help="directory for results.json, per_t.csv, latency.png and summary.md")
     ap.add_argument(
@@ -160,12 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     compiled = am.build_dynamic(model, results)
     print(f"built one module in {time.time() - start:.1f} s")
     scalar = am.build_dynamic(model, results, vector_math=False) if args.scalar_libm else None
+    fast = None
+    if args.fast_math_arm:
+        fast_model = am.from_torch(module, example, dynamic={"x": {1: (lo, hi)}}, fast_math=True)
+        fast = am.build_dynamic(fast_model, results)
     ts = _check_ts(lo, hi, args.check_t)
     for t in ts:
         x = model.random_inputs(seed=t, t=t)  # type: ignore[call-arg]
         want = model.reference(*x)[0]
         tol = 1e-4 * max(1.0, float(np.abs(want).max()))
-        for label, built in (("", compiled), (" (scalar libm)", scalar)):
+        for label, built in (("", compiled), (" (scalar libm)", scalar), (" (fast math)", fast)):
             if built is None:
                 continue
             got = built.run(*x)[0]
@@ -192,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         if scalar is not None:
             timers["scalar-libm"] = lambda x=x: compiled_latency(scalar, x, args.repeats)
+        if fast is not None:
+            timers["fast-math"] = lambda x=x: compiled_latency(fast, x, args.repeats)
         if static is not None and t == static_t:
             timers["static"] = lambda x=x: settled(compiled_latency(static, x, args.repeats))
         if session is not None:
