@@ -97,11 +97,17 @@ def _rule(op_name: str, fallback: Callable[[Any], Any]) -> Callable[[Any], Any]:
     name = FUNCTIONS[op_name]
 
     def lower(call: Any) -> Any:
-        variants: dict[int, str] = getattr(_lowering, "variants", {})
         dtype = tvm.DataType(str(call.ty.dtype))
-        if not variants or dtype.lanes == 1 or not (dtype.is_float and dtype.bits == 32):
+        if dtype.lanes == 1:
             return fallback(call)
+        variants: dict[int, str] = getattr(_lowering, "variants", {})
+        if not (dtype.is_float and dtype.bits == 32):
+            variants = {}
+        if not variants and op_name != "tirx.erf":
+            return fallback(call)  # TVM's vector intrinsic, as without this module
+        # erf has no vector lowering in TVM (it is vectorised only inside the pipeline): one scalar call per lane
         (arg,) = call.args
+        scalar = str(dtype.with_lanes(1))
         parts = []
         for start, width in _chunks(dtype.lanes, sorted(variants, reverse=True)):
             part = arg if width == dtype.lanes else tvm.tirx.Shuffle([arg], list(range(start, start + width)))
@@ -109,7 +115,7 @@ def _rule(op_name: str, fallback: Callable[[Any], Any]) -> Callable[[Any], Any]:
                 symbol = f"_ZGV{variants[width]}N{width}v_{name}"
                 parts.append(tvm.tirx.call_pure_extern(f"float32x{width}", symbol, part))
             else:
-                parts.append(fallback(tvm.tirx.call_intrin("float32", op_name, part)))
+                parts.append(fallback(tvm.tirx.call_intrin(scalar, op_name, part)))
         return parts[0] if len(parts) == 1 else tvm.tirx.Shuffle(parts, list(range(dtype.lanes)))
 
     return lower

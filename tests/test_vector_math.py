@@ -140,3 +140,21 @@ def test_an_exported_library_loads_in_a_process_without_adatune(tmp_path: object
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     got = np.load(os.path.join(str(tmp_path), "out.npy"))
     assert _ulp_error(got, np.tanh(x.astype(np.float64))) <= MAX_ULP
+
+
+def test_a_float64_erf_vectorised_in_the_pipeline_runs_one_scalar_call_per_lane() -> None:
+    """libmvec's float32 variants only: a float64 erf loop, vectorisable inside the pipeline, lowers to TVM's
+    scalar calls lane by lane (never a float32 variant, never a vector passed to a scalar function)."""
+    from scipy.special import erf
+
+    a = te.placeholder((64,), "float64", name="A")
+    out = te.compute((64,), lambda i: te.erf(a[i]), name="out")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, out]))
+    _, inner = sch.split(sch.get_loops(sch.get_sblock("out"))[0], [None, 8])
+    sch.vectorize(inner)
+    lib = tvm.compile(sch.mod, target=HOST, tir_pipeline=vector_math.PIPELINE)
+    assert "_ZGV" not in _asm(lib) and re.search(r"call\w*\s+erf@", _asm(lib))
+    x = np.linspace(-5, 5, 64)
+    got = tvm.runtime.tensor(np.zeros(64))
+    lib["main"](tvm.runtime.tensor(x), got)
+    np.testing.assert_allclose(got.numpy(), erf(x), rtol=1e-15, atol=1e-15)
