@@ -30,7 +30,7 @@ import tvm
 
 from . import target as _target
 
-__all__ = ["PIPELINE", "FUNCTIONS", "available", "lane_variants", "tir_pipeline", "export_options"]
+__all__ = ["PIPELINE", "FUNCTIONS", "available", "lane_variants", "tir_pipeline", "export_options", "compile_module"]
 
 PIPELINE = "adatune-libmvec"
 # TIR op -> libmvec's float32 function name (the vector ABI mangles it as _ZGV<isa>N<lanes>v_<name>)
@@ -81,6 +81,15 @@ def tir_pipeline(target: _target.TargetLike) -> str:
 def export_options(target: _target.TargetLike) -> list[str]:
     """Linker options for ``export_library`` so the library finds libmvec wherever it is loaded."""
     return ["-lmvec"] if lane_variants(target) else []
+
+
+def compile_module(mod: Any, target: _target.TargetLike, enabled: bool = True) -> tuple[Any, list[str]]:
+    """``tvm.compile(mod, target)`` through this module's pipeline (TVM's own with ``enabled=False``), and the
+    linker options its ``export_library`` needs: the one call every adatune build of a TIR or Relax module makes."""
+    tgt = _target.create(target)
+    if not enabled:
+        return tvm.compile(mod, target=tgt), []
+    return tvm.compile(mod, target=tgt, tir_pipeline=tir_pipeline(tgt)), export_options(tgt)
 
 
 def _chunks(lanes: int, widths: list[int]) -> list[tuple[int, int]]:

@@ -96,6 +96,9 @@ locked $PY -m benchmarks.no_template_ops --seeds 0 1 2 --trials 32 \
   --out benchmarks/results/no_template_ops/zen4  # ~15 min: layer norm, softmax, depthwise conv, max pool vs PyTorch
 locked $PY -m benchmarks.no_template_ops --seeds 0 1 2 --trials 32 \
   --out benchmarks/results/no_template_ops/zen4_time_evaluator  # ~21 min: all five, TVM timed by time_evaluator
+locked $PY -m benchmarks.no_template_ops --ops softmax softmax-fast-exp --seeds 0 1 2 --trials 32 --scalar-libm \
+  --out benchmarks/results/no_template_ops/zen4_vector_math  # ~9 min: the softmaxes built with libmvec and without
+run $PY -m benchmarks.vector_math_accuracy --out benchmarks/results/vector_math_accuracy  # seconds: ulp, no timing
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
 locked $PY -m benchmarks.dietcode --out benchmarks/results/dietcode/all-ops  # ~23 min: all six BERT dynamic GEMMs
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode \

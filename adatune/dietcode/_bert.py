@@ -172,9 +172,7 @@ class BertEncoderLayer:
         for name, func in _glue_funcs(self.hidden, heads, self.ffn).items():
             funcs[name] = func.with_attr("global_symbol", name)
         with self.target:
-            self.lib = tvm.compile(
-                tvm.IRModule(funcs), target=self.target, tir_pipeline=vector_math.tir_pipeline(self.target)
-            )
+            self.lib, _ = vector_math.compile_module(tvm.IRModule(funcs), self.target)
         directory = tempfile.mkdtemp(prefix="dietcode-bert-")
         self.dispatchers = {g: CompiledDispatcher(choices[g][1], f"{g}_dispatch", directory) for g in GEMMS}
         self.dev = device_of(self.target)

@@ -53,7 +53,7 @@ class DynamicKernel:
         self.aligns = aligned_versions(workload, self.kernels)
         mod = tvm.IRModule(versioned_funcs(workload, self.kernels, self.names))
         with self.target:
-            self.lib = tvm.compile(mod, target=self.target, tir_pipeline=vector_math.tir_pipeline(self.target))
+            self.lib, self.link = vector_math.compile_module(mod, self.target)
         self.directory = directory or tempfile.mkdtemp(prefix=f"dietcode-{workload.name}-")
         self.c_dispatcher = CompiledDispatcher(dispatcher, f"{workload.name}_dispatch", self.directory)
         self.device = device_of(self.target)
@@ -105,7 +105,7 @@ class DynamicKernel:
     def export(self, directory: str) -> str:
         """Write ``kernels.so``, the dispatcher's C source and ``lib*.so``, and ``manifest.json``; returns its path."""
         os.makedirs(directory, exist_ok=True)
-        self.lib.export_library(os.path.join(directory, "kernels.so"), options=vector_math.export_options(self.target))
+        self.lib.export_library(os.path.join(directory, "kernels.so"), options=self.link)
         CompiledDispatcher(self.dispatcher, f"{self.workload.name}_dispatch", directory)
         manifest = {
             "workload": self.workload.to_json(),

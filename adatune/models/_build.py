@@ -117,18 +117,10 @@ def build(
             stacklevel=2,
         )
     mod, prepacked = prepack_weights(mod) if prepack else (mod, [])
-    executable, link = compile_model(mod, tgt, vector_math)
+    executable, link = _vector_math.compile_module(mod, tgt, vector_math)
     compiled = CompiledModel(model, executable, applied, link)
     compiled.prepacked, compiled.module = prepacked, mod
     return compiled
-
-
-def compile_model(mod: tvm.IRModule, target: tvm.target.Target, vector_math: bool = True) -> tuple[Any, list[str]]:
-    """The compiled Relax module and the linker options its exported library needs."""
-    if not vector_math:
-        return tvm.compile(mod, target=target), []
-    pipeline = _vector_math.tir_pipeline(target)
-    return tvm.compile(mod, target=target, tir_pipeline=pipeline), _vector_math.export_options(target)
 
 
 def prepack_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:

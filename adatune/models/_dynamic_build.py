@@ -32,6 +32,7 @@ from tvm import relax, tirx
 from tvm.ir.expr import Constant
 
 from .. import target as _target
+from .. import vector_math as _vector_math
 from ..dietcode import (
     DietCodeResult,
     DietCodeTuner,
@@ -41,7 +42,7 @@ from ..dietcode import (
     microkernel_func,
     weight_panel,
 )
-from ._build import CompiledModel, compile_model
+from ._build import CompiledModel
 from ._dynamic_import import DynamicModel
 from ._frontend import Model
 
@@ -416,7 +417,7 @@ def build_dynamic(
     for gv, func in funcs.items():
         mod[gv] = func
     with tgt:
-        executable, link = compile_model(mod, tgt, vector_math)
+        executable, link = _vector_math.compile_module(mod, tgt, vector_math)
     compiled = CompiledModel(model, executable, applied, link)
     compiled.module = mod  # the Relax module compiled, dispatch functions included
     return compiled
