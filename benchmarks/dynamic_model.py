@@ -114,6 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         "and timed in the same turns as engine 'scalar-libm'",
     )
     ap.add_argument(
+        "--scalar-tails",
+        action="store_true",
+        help="also build the same kernels with element-wise loops over T left scalar (build_dynamic(vector_tails="
+        "False)), checked and timed in the same turns as engine 'scalar-tails'",
+    )
+    ap.add_argument(
         "--fast-math-arm",
         action="store_true",
         help="also import the model with fast math and build it with the same DietCode results (its GEMMs are the "
@@ -166,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     compiled = am.build_dynamic(model, results)
     print(f"built one module in {time.time() - start:.1f} s")
     scalar = am.build_dynamic(model, results, vector_math=False) if args.scalar_libm else None
+    tails = am.build_dynamic(model, results, vector_tails=False) if args.scalar_tails else None
     fast = None
     if args.fast_math_arm:
         fast_model = am.from_torch(module, example, dynamic={"x": {1: (lo, hi)}}, fast_math=True)
@@ -175,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         x = model.random_inputs(seed=t, t=t)  # type: ignore[call-arg]
         want = model.reference(*x)[0]
         tol = 1e-4 * max(1.0, float(np.abs(want).max()))
-        for label, built in (("", compiled), (" (scalar libm)", scalar), (" (fast math)", fast)):
+        for label, built in (
+            ("", compiled),
+            (" (scalar libm)", scalar),
+            (" (scalar tails)", tails),
+            (" (fast math)", fast),
+        ):
             if built is None:
                 continue
             got = built.run(*x)[0]
@@ -202,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         if scalar is not None:
             timers["scalar-libm"] = lambda x=x: compiled_latency(scalar, x, args.repeats)
+        if tails is not None:
+            timers["scalar-tails"] = lambda x=x: compiled_latency(tails, x, args.repeats)
         if fast is not None:
             timers["fast-math"] = lambda x=x: compiled_latency(fast, x, args.repeats)
         if static is not None and t == static_t:

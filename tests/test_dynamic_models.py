@@ -20,8 +20,10 @@ from tvm import relax
 
 import adatune.models as am
 from adatune import target as _target
+from adatune import vector_math
 from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dispatch._dietcode import ShapeDispatcher
+from adatune.models._vector_tail import vectorise_symbolic_tails
 
 T_RANGE = (1, 24)
 CHECK_T = (1, 2, 7, 13, 16, 24)
@@ -297,6 +299,56 @@ def test_generic_schedule_computes_a_symbolic_softmax_row_by_row() -> None:
         xs = np.random.default_rng(n).standard_normal((3, n, n)).astype(np.float32)
         e = np.exp(xs - xs.max(-1, keepdims=True))
         np.testing.assert_allclose(_run(scheduled, xs), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("lanes", [16, 4])
+def test_generic_schedule_runs_a_symbolic_softmax_in_whole_vectors_and_a_scalar_tail(lanes: int) -> None:
+    """The softmax's exponentials and normalised write over T: whole ``lanes``-wide vectors (no guard, so TVM
+    vectorises them and libmvec's vector exp serves them), then the T % lanes remainder in a scalar loop; its max
+    and sum over T stay serial loops. Right at T below, at and around multiples of the lanes."""
+    t = tvm.tirx.Var("T", "int64")
+    scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.nn.softmax(x, -1), [3, t, t]), lanes=lanes)
+    text = scheduled.script()
+    assert changed and text.count(f"T.vectorized(T.int64({lanes}))") == 2, text
+    n = rf"T\.int64\({lanes}\)"
+    assert len(re.findall(rf"in range\((\w+) // {n}\)", text)) == 2  # the whole vectors' loops
+    assert len(re.findall(rf"in range\((\w+) - \1 // {n} \* {n}\)", text)) == 2  # the remainders'
+    assert len(re.findall(r"for ax0 in range\(\w+\):", text)) == 2  # the max and the sum, serial over T
+    target = _target.host()
+    lib = tvm.tirx.build(
+        tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}),
+        target,
+        pipeline=vector_math.tir_pipeline(target),
+    )
+    if lanes in vector_math.lane_variants(target):
+        assert "_ZGV" in lib.inspect_source("ll")
+    for n in sorted({1, lanes - 1, lanes, lanes + 1, 2 * lanes + 3, 62}):
+        xs = np.random.default_rng(n).standard_normal((3, n, n)).astype(np.float32)
+        out = tvm.runtime.tensor(np.zeros_like(xs))
+        lib["main"](tvm.runtime.tensor(xs), out)
+        e = np.exp(xs - xs.max(-1, keepdims=True))
+        np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_vector_tail_leaves_constant_strided_and_reduction_loops_alone() -> None:
+    """Only a serial loop over a symbolic extent around one data-parallel block storing contiguously in it is
+    split: a transpose's loop (its store strided in the loop), a reduction over T and constant extents are not."""
+    t = tvm.tirx.Var("T", "int64")
+    x = tvm.te.placeholder((t, 24), "float32", name="x")
+    transposed = tvm.te.compute((24, t), lambda c, i: x[i, c] * 2.0, name="y")
+    r = tvm.te.reduce_axis((0, t), name="r")
+    total = tvm.te.compute((24,), lambda c: tvm.te.sum(x[r, c], axis=r), name="total")
+    for outputs in ([transposed], [total]):
+        func = tvm.te.create_prim_func([x, *outputs])
+        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
+        block = sch.get_sblock(outputs[0].op.name)
+        sch.reorder(*reversed(sch.get_loops(block)))  # T innermost
+        _, splits = vectorise_symbolic_tails(sch.mod["main"], 16)
+        assert splits == 0
+    _, splits = vectorise_symbolic_tails(
+        tvm.te.create_prim_func([x, tvm.te.compute((t, 24), lambda i, c: x[i, c] + 1.0)]), 16
+    )
+    assert splits == 0
 
 
 def test_generic_schedule_does_not_redo_a_reduction_over_the_rows_in_every_row() -> None:

@@ -365,6 +365,7 @@ def build_dynamic(
     results: Mapping[str, DietCodeResult] | Sequence[DietCodeResult],
     target: _target.TargetLike | None = None,
     vector_math: bool = True,
+    vector_tails: bool = True,
 ) -> CompiledModel:
     """One Relax VM executable for every extent in the model's ranges (see the module docstring).
 
@@ -374,7 +375,7 @@ def build_dynamic(
     ``generic`` (``schedule_generic`` changed it), ``view`` (a reshape, which the build makes a view, no copy) or
     ``unscheduled``. CPU (llvm) targets only. ``CompiledModel.run`` checks every input extent is in its range;
     calling ``main`` directly with a larger one is undefined (memory is planned for the range's top).
-    ``vector_math`` as in ``build``.
+    ``vector_math`` as in ``build``; ``vector_tails`` as in ``schedule_generic`` (a softmax over T in vectors).
     """
     from ..target import cpu_info
     from ._generic_schedule import schedule_generic
@@ -411,7 +412,7 @@ def build_dynamic(
         if relax.analysis.has_reshape_pattern(func):  # the build turns these into views: no copy to schedule
             applied[name] = "view"
             continue
-        scheduled, changed = schedule_generic(func, lanes)
+        scheduled, changed = schedule_generic(func, lanes, vector_tails)
         funcs[gv] = scheduled.with_attr("tirx.is_scheduled", True) if changed else func
         applied[name] = "generic" if changed else "unscheduled"
     for gv, func in funcs.items():

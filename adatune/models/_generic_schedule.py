@@ -19,8 +19,10 @@ The innermost loop is never fused into the parallel loop: a fused index splits b
 division and a modulo per element (64-bit, by the symbolic extent), which cost more than the exponentials
 around them (a 12 x T x T softmax at T = 128 took 0.57 ms a call in the dynamic BERT-base, the static model's
 tuned one 0.08 ms). It stays a plain loop over contiguous memory, vectorised here when its extent is a constant
-multiple of the SIMD width (a hidden size) and left to LLVM's loop vectoriser when it is T. A step TIR rejects
-is skipped, so the worst case is the unscheduled function, which is still correct.
+multiple of the SIMD width (a hidden size); over T, an element-wise loop runs whole vectors and then a scalar
+remainder (``_vector_tail``; LLVM's loop vectoriser cannot vectorise its ``exp`` calls), and a reduction stays a
+serial loop. A step TIR rejects is skipped, so the worst case is the unscheduled function, which is still
+correct.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from collections.abc import Callable
 
 import tvm
 from tvm import tirx
+
+from ._vector_tail import vectorise_symbolic_tails
 
 __all__ = ["schedule_generic"]
 
@@ -172,9 +176,10 @@ def _fuse_rows(sch: tvm.s_tir.Schedule, names: list[str], partials: set[str], la
     return placed
 
 
-def schedule_generic(func: tirx.PrimFunc, lanes: int = 8) -> tuple[tirx.PrimFunc, bool]:
+def schedule_generic(func: tirx.PrimFunc, lanes: int = 8, vector_tails: bool = True) -> tuple[tirx.PrimFunc, bool]:
     """``func`` with the schedule of the module docstring (``lanes``: float32 SIMD width) and whether any step
-    applied."""
+    applied; ``vector_tails=False`` leaves element-wise loops over a symbolic extent as plain loops (what the
+    schedule did before them, kept to measure what they bring)."""
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
     try:
         root = sch.get_sblock("root")
@@ -204,8 +209,10 @@ def schedule_generic(func: tirx.PrimFunc, lanes: int = 8) -> tuple[tirx.PrimFunc
         blocks.append(name)
     fused = _fuse_rows(sch, blocks, partials, lanes)
     if fused is not None:
-        return fused.mod["main"], True
-    for name in blocks:
-        sch, n = _schedule_block(sch, name, lanes)
-        steps += n
-    return sch.mod["main"], steps > 0
+        sch, steps = fused, steps + 1
+    else:
+        for name in blocks:
+            sch, n = _schedule_block(sch, name, lanes)
+            steps += n
+    scheduled, tails = vectorise_symbolic_tails(sch.mod["main"], lanes if vector_tails else 1)
+    return scheduled, steps + tails > 0
