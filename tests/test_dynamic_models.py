@@ -301,38 +301,63 @@ def test_generic_schedule_computes_a_symbolic_softmax_row_by_row() -> None:
         np.testing.assert_allclose(_run(scheduled, xs), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+def _build_for_host(func: tvm.tirx.PrimFunc) -> Any:
+    """``func`` built for this host through adatune's TIR pipeline (libmvec's vector functions where it has them)."""
+    target = _target.host()
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    return tvm.tirx.build(mod, target, pipeline=vector_math.tir_pipeline(target))
+
+
 @pytest.mark.parametrize("lanes", [16, 4])
 def test_generic_schedule_runs_a_symbolic_softmax_in_whole_vectors_and_a_scalar_tail(lanes: int) -> None:
-    """The softmax's exponentials and normalised write over T: whole ``lanes``-wide vectors (no guard, so TVM
-    vectorises them and libmvec's vector exp serves them), then the T % lanes remainder in a scalar loop; its max
-    and sum over T stay serial loops. Right at T below, at and around multiples of the lanes."""
+    """Every loop of the softmax over T in whole ``lanes``-wide vectors (no guard, so TVM vectorises them and
+    libmvec's vector exp serves them), then the T % lanes remainder in a scalar loop: the exponentials and the
+    normalised write element-wise, the max and the sum as ``lanes`` partial results in a per-row buffer folded
+    once. Right at T below, at and around multiples of the lanes, with large inputs (the max decides overflow)."""
     t = tvm.tirx.Var("T", "int64")
     scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.nn.softmax(x, -1), [3, t, t]), lanes=lanes)
     text = scheduled.script()
-    assert changed and text.count(f"T.vectorized(T.int64({lanes}))") == 2, text
     n = rf"T\.int64\({lanes}\)"
-    assert len(re.findall(rf"in range\((\w+) // {n}\)", text)) == 2  # the whole vectors' loops
-    assert len(re.findall(rf"in range\((\w+) - \1 // {n} \* {n}\)", text)) == 2  # the remainders'
-    assert len(re.findall(r"for ax0 in range\(\w+\):", text)) == 2  # the max and the sum, serial over T
-    target = _target.host()
-    lib = tvm.tirx.build(
-        tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}),
-        target,
-        pipeline=vector_math.tir_pipeline(target),
-    )
-    if lanes in vector_math.lane_variants(target):
+    assert changed and text.count(f"T.vectorized(T.int64({lanes}))") == 6, text  # 2 element-wise, 2 x 2 reductions
+    assert len(re.findall(rf"in range\((\w+) // {n}\)", text)) == 4  # the whole vectors' loops
+    assert len(re.findall(rf"in range\((\w+) - \1 // {n} \* {n}\)", text)) == 4  # the remainders'
+    assert text.count(f'T.sblock_alloc_buffer(({lanes},), scope="local")') == 2  # the max's and sum's partials
+    assert not re.search(r"for ax0 in range\(\w+\):", text)  # no serial loop over all of T is left
+    lib = _build_for_host(scheduled)
+    if lanes in vector_math.lane_variants(_target.host()):
         assert "_ZGV" in lib.inspect_source("ll")
     for n in sorted({1, lanes - 1, lanes, lanes + 1, 2 * lanes + 3, 62}):
-        xs = np.random.default_rng(n).standard_normal((3, n, n)).astype(np.float32)
+        xs = np.random.default_rng(n).standard_normal((3, n, n)).astype(np.float32) * 30
         out = tvm.runtime.tensor(np.zeros_like(xs))
         lib["main"](tvm.runtime.tensor(xs), out)
         e = np.exp(xs - xs.max(-1, keepdims=True))
         np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
-def test_vector_tail_leaves_constant_strided_and_reduction_loops_alone() -> None:
-    """Only a serial loop over a symbolic extent around one data-parallel block storing contiguously in it is
-    split: a transpose's loop (its store strided in the loop), a reduction over T and constant extents are not."""
+@pytest.mark.parametrize("reducer", ["sum", "min"])
+def test_vector_tail_accumulates_a_contiguous_reduction_over_t_in_partial_vectors(reducer: str) -> None:
+    """``y[c] = reduce_t x[c, t]``, T innermost and contiguous: ``lanes`` partial results, then the remainder;
+    right against numpy at T around the lanes (a sum's order changes: float tolerance)."""
+    t = tvm.tirx.Var("T", "int64")
+    x = tvm.te.placeholder((5, t), "float32", name="x")
+    r = tvm.te.reduce_axis((0, t), name="r")
+    op = tvm.te.sum if reducer == "sum" else tvm.te.min
+    y = tvm.te.compute((5,), lambda c: op(x[c, r], axis=r), name="y")
+    func, splits = vectorise_symbolic_tails(tvm.te.create_prim_func([x, y]), 8)
+    assert splits == 1 and "T.vectorized(T.int64(8))" in func.script()
+    lib = _build_for_host(func)
+    for n in (1, 7, 8, 9, 40, 123):
+        xs = np.random.default_rng(n).standard_normal((5, n)).astype(np.float32)
+        out = tvm.runtime.tensor(np.zeros(5, np.float32))
+        lib["main"](tvm.runtime.tensor(xs), out)
+        want = xs.sum(-1) if reducer == "sum" else xs.min(-1)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_vector_tail_leaves_constant_and_strided_loops_alone() -> None:
+    """Only a serial loop over a symbolic extent whose block's accesses are contiguous in it is split: a
+    transpose's loop (its read strided in the loop), a reduction over T down a column and constant extents
+    are not (vectors there would be gathers)."""
     t = tvm.tirx.Var("T", "int64")
     x = tvm.te.placeholder((t, 24), "float32", name="x")
     transposed = tvm.te.compute((24, t), lambda c, i: x[i, c] * 2.0, name="y")
