@@ -311,16 +311,21 @@ def _build_for_host(func: tvm.tirx.PrimFunc) -> Any:
 @pytest.mark.parametrize("lanes", [16, 4])
 def test_generic_schedule_runs_a_symbolic_softmax_in_whole_vectors_and_a_scalar_tail(lanes: int) -> None:
     """Every loop of the softmax over T in whole ``lanes``-wide vectors (no guard, so TVM vectorises them and
-    libmvec's vector exp serves them), then the T % lanes remainder in a scalar loop: the exponentials and the
-    normalised write element-wise, the max and the sum as ``lanes`` partial results in a per-row buffer folded
-    once. Right at T below, at and around multiples of the lanes, with large inputs (the max decides overflow)."""
+    libmvec's vector exp serves them), then the T % lanes remainder: the exponentials and the normalised write
+    element-wise, in halving vectors and a scalar rest, the max and the sum as ``lanes`` partial results in a
+    per-row buffer folded once and a scalar rest. Right at T below, at and around multiples of the lanes and at
+    every remainder's bit pattern, with large inputs (the max decides overflow)."""
     t = tvm.tirx.Var("T", "int64")
     scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.nn.softmax(x, -1), [3, t, t]), lanes=lanes)
     text = scheduled.script()
     n = rf"T\.int64\({lanes}\)"
     assert changed and text.count(f"T.vectorized(T.int64({lanes}))") == 6, text  # 2 element-wise, 2 x 2 reductions
     assert len(re.findall(rf"in range\((\w+) // {n}\)", text)) == 4  # the whole vectors' loops
-    assert len(re.findall(rf"in range\((\w+) - \1 // {n} \* {n}\)", text)) == 4  # the remainders'
+    assert len(re.findall(rf"in range\((\w+) - \1 // {n} \* {n}\)", text)) == 2  # the reductions' remainders
+    # the element-wise remainders: one vector per halving width down to 4 lanes, then at most 3 scalar iterations
+    for width in [w for w in (lanes // 2, lanes // 4) if w >= 4]:
+        assert text.count(f"T.vectorized(T.int64({width}))") == 2
+    assert len(re.findall(rf"in range\(\((\w+) - \1 // {n} \* {n}\) % T\.int64\(4\)\)", text)) == 2
     assert text.count(f"T.sblock_alloc_buffer(({lanes},))") == 2  # the max's and sum's partials
     assert not re.search(r"for ax0 in range\(\w+\):", text)  # no serial loop over all of T is left
     lib = _build_for_host(scheduled)
@@ -328,7 +333,7 @@ def test_generic_schedule_runs_a_symbolic_softmax_in_whole_vectors_and_a_scalar_
     assert not re.search(r"_lanes = tail call ptr", lib.inspect_source("ll"))
     if lanes in vector_math.lane_variants(_target.host()):
         assert "_ZGV" in lib.inspect_source("ll")
-    for n in sorted({1, lanes - 1, lanes, lanes + 1, 2 * lanes + 3, 62}):
+    for n in sorted({1, 3, 4, 7, lanes - 1, lanes, lanes + 1, 2 * lanes + 3, 2 * lanes + 12, 62}):
         xs = np.random.default_rng(n).standard_normal((3, n, n)).astype(np.float32) * 30
         out = tvm.runtime.tensor(np.zeros_like(xs))
         lib["main"](tvm.runtime.tensor(xs), out)

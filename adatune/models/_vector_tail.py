@@ -8,9 +8,9 @@ So a dynamic model's softmax made one scalar ``expf`` call per element and waite
 This rewrite does the partitioning itself, for a serial loop over a symbolic extent around one block that reads
 and writes contiguously in it (a strided access would become a gather):
 
-- element-wise: ``for j in range(T)`` becomes ``T // lanes`` whole vectors (a vectorised inner loop with no guard)
-  and then ``T % lanes`` scalar iterations over a copy of the block with fresh definitions (TIR requires every
-  variable defined once);
+- element-wise: ``for j in range(T)`` becomes ``T // lanes`` whole vectors (a vectorised inner loop with no guard),
+  the remainder in halving vectors down to ``MIN_TAIL_LANES`` and its last few iterations scalar, each part a copy
+  of the block with fresh definitions (TIR requires every variable defined once);
 - a reduction ``acc = acc (+, max, min) f(j)`` (a softmax's max and sum over T) accumulates ``lanes`` partial
   results, a vector at a time, in a per-thread buffer, folds them into ``acc`` once and adds the scalar remainder:
   a serial loop waits on each add's latency. The order of a sum's adds changes, as in any vectorised sum (the
@@ -223,25 +223,43 @@ def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterV
     return SBlockRealize([], True, SBlock([], [], [], f"{block.name_hint}_vectors", body, None, [partial]))
 
 
+#: the narrowest vector a remainder is cut into before its last elements run scalar (libmvec's narrowest variant)
+MIN_TAIL_LANES = 4
+
+
 def _split(loop: tirx.For, lanes: int) -> tirx.Stmt:
+    """Whole ``lanes``-wide vectors, then the remainder ``r = T % lanes`` as one vector per set bit of ``r`` from
+    ``lanes / 2`` down to ``MIN_TAIL_LANES`` (T = 62 on 16 lanes: 3 x 16, then 8 and 4), then its last ``r %
+    MIN_TAIL_LANES`` elements scalar: a remainder in scalar calls cost a 12 x 62 x 62 softmax more than its 48
+    vectorised columns."""
     j = loop.loop_var
     dtype = str(j.ty)
-    width = tirx.const(lanes, dtype)
-    whole = tirx.floordiv(loop.extent, width)
-    jo, ji, jt = (tirx.Var(f"{j.name}_{part}", dtype) for part in ("vo", "vi", "tail"))
-    zero = tirx.const(0, dtype)
-    vectors = tirx.For(
-        jo, zero, whole, tirx.ForKind.SERIAL,
-        tirx.For(ji, zero, width, tirx.ForKind.VECTORIZED, _fresh_copy(loop.body, j, loop.min + jo * width + ji)),
-    )  # fmt: skip
-    tail = tirx.For(
-        jt,
-        zero,
-        loop.extent - whole * width,
-        tirx.ForKind.SERIAL,
-        _fresh_copy(loop.body, j, loop.min + whole * width + jt),
-    )
-    return tirx.SeqStmt([vectors, tail])
+
+    def const(v: int) -> tirx.PrimExpr:
+        return tirx.const(v, dtype)
+
+    def vector(start: tirx.PrimExpr, width: int, name: str) -> tirx.Stmt:
+        lane = tirx.Var(f"{j.name}_{name}", dtype)
+        return tirx.For(lane, const(0), const(width), tirx.ForKind.VECTORIZED, _fresh_copy(loop.body, j, start + lane))
+
+    whole = tirx.floordiv(loop.extent, const(lanes))
+    base = loop.min + whole * const(lanes)
+    rest = loop.extent - whole * const(lanes)
+    jo = tirx.Var(f"{j.name}_vo", dtype)
+    parts: list[tirx.Stmt] = [
+        tirx.For(jo, const(0), whole, tirx.ForKind.SERIAL, vector(loop.min + jo * const(lanes), lanes, "vi"))
+    ]
+    width = lanes // 2
+    while width >= MIN_TAIL_LANES:
+        start = base + rest - tirx.floormod(rest, const(2 * width))  # the higher set bits of r come first
+        has = tirx.floormod(tirx.floordiv(rest, const(width)), const(2)) == const(1)
+        parts.append(tirx.IfThenElse(has, vector(start, width, f"v{width}"), None))
+        width //= 2
+    narrowest = min(2 * width, lanes)  # the last width cut (``lanes`` when none was)
+    jt = tirx.Var(f"{j.name}_tail", dtype)
+    last = tirx.floormod(rest, const(narrowest))
+    parts.append(tirx.For(jt, const(0), last, tirx.ForKind.SERIAL, _fresh_copy(loop.body, j, base + rest - last + jt)))
+    return tirx.SeqStmt(parts)
 
 
 def vectorise_symbolic_tails(func: tirx.PrimFunc, lanes: int) -> tuple[tirx.PrimFunc, int]:
