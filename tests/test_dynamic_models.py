@@ -364,7 +364,7 @@ def test_vector_tail_accumulates_a_contiguous_reduction_over_t_in_partial_vector
 def test_vector_tail_leaves_constant_and_strided_loops_alone() -> None:
     """Only a serial loop over a symbolic extent whose block's accesses are contiguous in it is split: a
     transpose's loop (its read strided in the loop), a reduction over T down a column and constant extents
-    are not (vectors there would be gathers)."""
+    are not (vectors there would be gathers), nor a block reading two buffers of one name."""
     t = tvm.tirx.Var("T", "int64")
     x = tvm.te.placeholder((t, 24), "float32", name="x")
     transposed = tvm.te.compute((24, t), lambda c, i: x[i, c] * 2.0, name="y")
@@ -381,6 +381,9 @@ def test_vector_tail_leaves_constant_and_strided_loops_alone() -> None:
         tvm.te.create_prim_func([x, tvm.te.compute((t, 24), lambda i, c: x[i, c] + 1.0)]), 16
     )
     assert splits == 0
+    a, b = (tvm.te.placeholder((t,), "float32", name="same") for _ in range(2))
+    same_name = tvm.te.create_prim_func([a, b, tvm.te.compute((t,), lambda i: a[i] - b[i], name="d")])
+    assert vectorise_symbolic_tails(same_name, 16)[1] == 0  # the copy maps buffers back by name: not split
 
 
 def test_generic_schedule_does_not_redo_a_reduction_over_the_rows_in_every_row() -> None:

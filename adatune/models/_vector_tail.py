@@ -92,8 +92,12 @@ def _loop_block(loop: tirx.For) -> tuple[SBlockRealize, tirx.IterVar] | None:
         return None
     if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate) == 1):
         return None  # a guarded block (``T.where``)
+    regions = [*realize.block.reads, *realize.block.writes]
+    by_name: dict[str, Any] = {}
+    if any(not by_name.setdefault(r.source.name, r.source).same_as(r.source) for r in regions):
+        return None  # two buffers of one name: ``_fresh_copy`` tells buffers apart by name
     bound = [iv for iv, value in zip(realize.block.iter_vars, realize.iter_values) if _uses(value, loop.loop_var)]
-    if len(bound) != 1 or not all(_contiguous(r, bound[0].var) for r in [*realize.block.reads, *realize.block.writes]):
+    if len(bound) != 1 or not all(_contiguous(r, bound[0].var) for r in regions):
         return None
     (write,) = realize.block.writes
     moves = _uses(write.region[-1].min, bound[0].var)
