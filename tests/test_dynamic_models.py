@@ -311,9 +311,9 @@ def _build_for_host(func: tvm.tirx.PrimFunc) -> Any:
 @pytest.mark.parametrize("lanes", [16, 4])
 def test_generic_schedule_runs_a_symbolic_softmax_in_whole_vectors_and_a_scalar_tail(lanes: int) -> None:
     """Every loop of the softmax over T in whole ``lanes``-wide vectors (no guard, so TVM vectorises them and
-    libmvec's vector exp serves them), then the T % lanes remainder: the exponentials and the normalised write
-    element-wise, in halving vectors and a scalar rest, the max and the sum as ``lanes`` partial results in a
-    per-row buffer folded once and a scalar rest. Right at T below, at and around multiples of the lanes and at
+    libmvec's vector exp serves them), then the T % lanes remainder in halving vectors and a scalar rest: the
+    exponentials and the normalised write element-wise, the max and the sum as ``lanes`` partial results in a
+    per-row buffer folded once. Right at T below, at and around multiples of the lanes and at
     every remainder's bit pattern, with large inputs (the max decides overflow)."""
     t = tvm.tirx.Var("T", "int64")
     scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.nn.softmax(x, -1), [3, t, t]), lanes=lanes)
@@ -321,11 +321,10 @@ def test_generic_schedule_runs_a_symbolic_softmax_in_whole_vectors_and_a_scalar_
     n = rf"T\.int64\({lanes}\)"
     assert changed and text.count(f"T.vectorized(T.int64({lanes}))") == 6, text  # 2 element-wise, 2 x 2 reductions
     assert len(re.findall(rf"in range\((\w+) // {n}\)", text)) == 4  # the whole vectors' loops
-    assert len(re.findall(rf"in range\((\w+) - \1 // {n} \* {n}\)", text)) == 2  # the reductions' remainders
-    # the element-wise remainders: one vector per halving width down to 4 lanes, then at most 3 scalar iterations
+    # the remainders: one vector per halving width down to 4 lanes, then at most 3 scalar iterations, in all four
     for width in [w for w in (lanes // 2, lanes // 4) if w >= 4]:
-        assert text.count(f"T.vectorized(T.int64({width}))") == 2
-    assert len(re.findall(rf"in range\(\((\w+) - \1 // {n} \* {n}\) % T\.int64\(4\)\)", text)) == 2
+        assert text.count(f"T.vectorized(T.int64({width}))") == 4
+    assert len(re.findall(rf"in range\(\((\w+) - \1 // {n} \* {n}\) % T\.int64\(4\)\)", text)) == 4
     assert text.count(f"T.sblock_alloc_buffer(({lanes},))") == 2  # the max's and sum's partials
     assert not re.search(r"for ax0 in range\(\w+\):", text)  # no serial loop over all of T is left
     lib = _build_for_host(scheduled)
@@ -351,9 +350,9 @@ def test_vector_tail_accumulates_a_contiguous_reduction_over_t_in_partial_vector
     op = tvm.te.sum if reducer == "sum" else tvm.te.min
     y = tvm.te.compute((5,), lambda c: op(x[c, r], axis=r), name="y")
     func, splits = vectorise_symbolic_tails(tvm.te.create_prim_func([x, y]), 8)
-    assert splits == 1 and "T.vectorized(T.int64(8))" in func.script()
+    assert splits == 1 and "T.vectorized(T.int64(8))" in func.script() and "T.vectorized(T.int64(4))" in func.script()
     lib = _build_for_host(func)
-    for n in (1, 7, 8, 9, 40, 123):
+    for n in (1, 3, 4, 7, 8, 9, 12, 13, 40, 123):
         xs = np.random.default_rng(n).standard_normal((5, n)).astype(np.float32)
         out = tvm.runtime.tensor(np.zeros(5, np.float32))
         lib["main"](tvm.runtime.tensor(xs), out)

@@ -12,9 +12,10 @@ and writes contiguously in it (a strided access would become a gather):
   the remainder in halving vectors down to ``MIN_TAIL_LANES`` and its last few iterations scalar, each part a copy
   of the block with fresh definitions (TIR requires every variable defined once);
 - a reduction ``acc = acc (+, max, min) f(j)`` (a softmax's max and sum over T) accumulates ``lanes`` partial
-  results, a vector at a time, in a per-thread buffer, folds them into ``acc`` once and adds the scalar remainder:
-  a serial loop waits on each add's latency. The order of a sum's adds changes, as in any vectorised sum (the
-  layer norm's ``rfactor`` over constant extents does the same); max and min are exact.
+  results, a vector at a time (whole vectors and the remainder's halving ones), in a per-thread buffer, folds them
+  into ``acc`` once and adds the last few terms: a serial loop waits on each add's latency. The order of a sum's
+  adds changes, as in any vectorised sum (the layer norm's ``rfactor`` over constant extents does the same); max
+  and min are exact.
 
 ``benchmarks.generic_ops`` times the operators with and without this against PyTorch. It is the last step of a
 schedule (two blocks then share a name, which a ``Schedule`` could no longer look up); a loop that does not qualify
@@ -24,6 +25,7 @@ is unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import tvm
@@ -174,11 +176,50 @@ def _substitute(stmt: tirx.Stmt, mapping: dict[tirx.Var, tirx.PrimExpr]) -> tirx
     return tirx.PrimFunc(list(mapping), stmt).specialize(mapping).body
 
 
+#: the narrowest vector a remainder is cut into before its last elements run scalar (libmvec's narrowest variant)
+MIN_TAIL_LANES = 4
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """How ``[min, min + extent)`` is cut: ``whole`` vectors of ``lanes`` from ``min``; then ``pieces``, one vector
+    per set bit of the remainder ``r = extent % lanes`` from ``lanes / 2`` down to ``MIN_TAIL_LANES`` (``(start,
+    width, taken)``; T = 62 on 16 lanes: 3 x 16, then 8 and 4); then ``rest`` scalar iterations from ``rest_start``.
+    A remainder in scalar calls cost a 12 x 62 x 62 softmax more than its 48 vectorised columns."""
+
+    whole: tirx.PrimExpr
+    pieces: list[tuple[tirx.PrimExpr, int, tirx.PrimExpr]]
+    rest_start: tirx.PrimExpr
+    rest: tirx.PrimExpr
+    vectorised: tirx.PrimExpr  # whether any vector part runs (the extent is at least the narrowest one)
+
+
+def _parts(loop: tirx.For, lanes: int) -> _Parts:
+    dtype = str(loop.loop_var.ty)
+
+    def const(v: int) -> tirx.PrimExpr:
+        return tirx.const(v, dtype)
+
+    whole = tirx.floordiv(loop.extent, const(lanes))
+    base = loop.min + whole * const(lanes)
+    r = loop.extent - whole * const(lanes)
+    pieces = []
+    width = lanes // 2
+    while width >= MIN_TAIL_LANES:
+        taken = tirx.floormod(tirx.floordiv(r, const(width)), const(2)) == const(1)
+        pieces.append((base + r - tirx.floormod(r, const(2 * width)), width, taken))  # higher bits first
+        width //= 2
+    narrowest = min(2 * width, lanes)
+    rest = tirx.floormod(r, const(narrowest))
+    return _Parts(whole, pieces, base + r - rest, rest, loop.extent >= const(narrowest))
+
+
 def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterVar, lanes: int) -> tirx.Stmt:
-    """A reduction over the loop as partial results in a vector (module docstring), one opaque block holding the
-    partials' buffer: allocated inside the parallel row loop, so one per thread (a constant size, so on the stack;
-    in "local" scope TVM 0.27 takes it from the workspace pool instead, three times a row for a softmax's three
-    buffers: 0.18 against 0.11 ms a call at T = 128 in a scratch timing)."""
+    """A reduction over the loop as partial results in a vector (module docstring): the whole vectors and the
+    remainder's vectors (``_parts``) combine into ``lanes`` partials, folded once, then the scalar rest. One opaque
+    block holds the partials' buffer: allocated inside the parallel row loop, so one per thread (a constant size, so
+    on the stack; in "local" scope TVM 0.27 takes it from the workspace pool instead, three times a row for a
+    softmax's three buffers: 0.18 against 0.11 ms a call at T = 128 in a scratch timing)."""
     block = realize.block
     parts = _reduction(realize)
     assert parts is not None  # _loop_block checked it
@@ -190,80 +231,65 @@ def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterV
     }
     seq = _substitute(tirx.SeqStmt([block.body, block.init, tirx.Evaluate(term)]), bindings)
     store, init, term = seq.seq[0], seq.seq[1], seq.seq[2].value
+    cut = _parts(loop, lanes)
+    partial = tirx.decl_buffer((lanes,), store.buffer.dtype, f"{block.name_hint}_lanes")
+    zero = tirx.const(0, dtype)
+
+    def var(part: str) -> tirx.Var:
+        return tirx.Var(f"{loop.loop_var.name}_{part}", dtype)
 
     def term_at(index: tirx.PrimExpr) -> tirx.PrimExpr:
         return _substitute(tirx.Evaluate(term), {k: index}).value
 
-    partial = tirx.decl_buffer((lanes,), store.buffer.dtype, f"{block.name_hint}_lanes")
-    width, zero = tirx.const(lanes, dtype), tirx.const(0, dtype)
-    whole = tirx.floordiv(loop.extent, width)
-    k0, ko, ki, kf, kt = (
-        tirx.Var(f"{loop.loop_var.name}_{part}", dtype) for part in ("init", "vo", "vi", "fold", "tail")
-    )
+    def accumulate(start: tirx.PrimExpr, width: int, name: str) -> tirx.Stmt:
+        """Partials ``[0, width)`` combined with the terms of ``[start, start + width)``, as one vector."""
+        lane = var(name)
+        value = combine(tirx.BufferLoad(partial, [lane]), term_at(start + lane))
+        return tirx.For(
+            lane, zero, tirx.const(width, dtype), tirx.ForKind.VECTORIZED, tirx.BufferStore(partial, value, [lane])
+        )
 
-    def acc() -> tirx.PrimExpr:
-        return tirx.BufferLoad(store.buffer, store.indices)
+    def into_acc(value: tirx.PrimExpr) -> tirx.Stmt:
+        return tirx.BufferStore(
+            store.buffer, combine(tirx.BufferLoad(store.buffer, store.indices), value), store.indices
+        )
 
-    def lane(index: tirx.Var) -> tirx.PrimExpr:
-        return tirx.BufferLoad(partial, [index])
-
-    vectors = tirx.SeqStmt([
-        tirx.For(k0, zero, width, tirx.ForKind.VECTORIZED, tirx.BufferStore(partial, init.value, [k0])),
-        tirx.For(ko, zero, whole, tirx.ForKind.SERIAL, tirx.For(
-            ki, zero, width, tirx.ForKind.VECTORIZED,
-            tirx.BufferStore(partial, combine(lane(ki), term_at(loop.min + ko * width + ki)), [ki]),
-        )),
-        tirx.For(kf, zero, width, tirx.ForKind.SERIAL, tirx.BufferStore(
-            store.buffer, combine(acc(), lane(kf)), store.indices
-        )),
-    ])  # fmt: skip
+    k0, ko, kf, kt = var("init"), var("vo"), var("fold"), var("tail")
+    vectors = [
+        tirx.For(
+            k0, zero, tirx.const(lanes, dtype), tirx.ForKind.VECTORIZED, tirx.BufferStore(partial, init.value, [k0])
+        ),
+        tirx.For(ko, zero, cut.whole, tirx.ForKind.SERIAL, accumulate(loop.min + ko * lanes, lanes, "vi")),
+        *(tirx.IfThenElse(taken, accumulate(start, width, f"v{width}"), None) for start, width, taken in cut.pieces),
+        tirx.For(kf, zero, tirx.const(lanes, dtype), tirx.ForKind.SERIAL, into_acc(tirx.BufferLoad(partial, [kf]))),
+    ]
     body = tirx.SeqStmt([
         tirx.BufferStore(store.buffer, init.value, store.indices),
-        tirx.IfThenElse(whole > zero, vectors, None),  # below one vector, folding the partials costs more than T
-        tirx.For(kt, zero, loop.extent - whole * width, tirx.ForKind.SERIAL, tirx.BufferStore(
-            store.buffer, combine(acc(), term_at(loop.min + whole * width + kt)), store.indices
-        )),
+        tirx.IfThenElse(cut.vectorised, tirx.SeqStmt(vectors), None),  # too short: folding would cost more than T
+        tirx.For(kt, zero, cut.rest, tirx.ForKind.SERIAL, into_acc(term_at(cut.rest_start + kt))),
     ])  # fmt: skip
     return SBlockRealize([], True, SBlock([], [], [], f"{block.name_hint}_vectors", body, None, [partial]))
 
 
-#: the narrowest vector a remainder is cut into before its last elements run scalar (libmvec's narrowest variant)
-MIN_TAIL_LANES = 4
-
-
 def _split(loop: tirx.For, lanes: int) -> tirx.Stmt:
-    """Whole ``lanes``-wide vectors, then the remainder ``r = T % lanes`` as one vector per set bit of ``r`` from
-    ``lanes / 2`` down to ``MIN_TAIL_LANES`` (T = 62 on 16 lanes: 3 x 16, then 8 and 4), then its last ``r %
-    MIN_TAIL_LANES`` elements scalar: a remainder in scalar calls cost a 12 x 62 x 62 softmax more than its 48
-    vectorised columns."""
+    """An element-wise loop cut as ``_parts`` says, each part a fresh copy of the block."""
     j = loop.loop_var
     dtype = str(j.ty)
-
-    def const(v: int) -> tirx.PrimExpr:
-        return tirx.const(v, dtype)
+    zero = tirx.const(0, dtype)
 
     def vector(start: tirx.PrimExpr, width: int, name: str) -> tirx.Stmt:
         lane = tirx.Var(f"{j.name}_{name}", dtype)
-        return tirx.For(lane, const(0), const(width), tirx.ForKind.VECTORIZED, _fresh_copy(loop.body, j, start + lane))
+        return tirx.For(
+            lane, zero, tirx.const(width, dtype), tirx.ForKind.VECTORIZED, _fresh_copy(loop.body, j, start + lane)
+        )
 
-    whole = tirx.floordiv(loop.extent, const(lanes))
-    base = loop.min + whole * const(lanes)
-    rest = loop.extent - whole * const(lanes)
-    jo = tirx.Var(f"{j.name}_vo", dtype)
-    parts: list[tirx.Stmt] = [
-        tirx.For(jo, const(0), whole, tirx.ForKind.SERIAL, vector(loop.min + jo * const(lanes), lanes, "vi"))
-    ]
-    width = lanes // 2
-    while width >= MIN_TAIL_LANES:
-        start = base + rest - tirx.floormod(rest, const(2 * width))  # the higher set bits of r come first
-        has = tirx.floormod(tirx.floordiv(rest, const(width)), const(2)) == const(1)
-        parts.append(tirx.IfThenElse(has, vector(start, width, f"v{width}"), None))
-        width //= 2
-    narrowest = min(2 * width, lanes)  # the last width cut (``lanes`` when none was)
-    jt = tirx.Var(f"{j.name}_tail", dtype)
-    last = tirx.floormod(rest, const(narrowest))
-    parts.append(tirx.For(jt, const(0), last, tirx.ForKind.SERIAL, _fresh_copy(loop.body, j, base + rest - last + jt)))
-    return tirx.SeqStmt(parts)
+    cut = _parts(loop, lanes)
+    jo, jt = tirx.Var(f"{j.name}_vo", dtype), tirx.Var(f"{j.name}_tail", dtype)
+    return tirx.SeqStmt([
+        tirx.For(jo, zero, cut.whole, tirx.ForKind.SERIAL, vector(loop.min + jo * lanes, lanes, "vi")),
+        *(tirx.IfThenElse(taken, vector(start, width, f"v{width}"), None) for start, width, taken in cut.pieces),
+        tirx.For(jt, zero, cut.rest, tirx.ForKind.SERIAL, _fresh_copy(loop.body, j, cut.rest_start + jt)),
+    ])  # fmt: skip
 
 
 def vectorise_symbolic_tails(func: tirx.PrimFunc, lanes: int) -> tuple[tirx.PrimFunc, int]:
