@@ -100,7 +100,7 @@ locked $PY -m benchmarks.no_template_ops --ops softmax softmax-fast-exp --seeds 
   --out benchmarks/results/no_template_ops/zen4_vector_math  # ~9 min: the softmaxes built with libmvec and without
 run $PY -m benchmarks.vector_math_accuracy --out benchmarks/results/vector_math_accuracy  # seconds: ulp, no timing
 locked $PY -m benchmarks.generic_ops \
-  --out benchmarks/results/generic_ops_zen4_halving  # ~4 min: generic ops over T, vector tails or plain, vs PyTorch
+  --out benchmarks/results/generic_ops_zen4_halving_reductions  # ~4 min: generic ops over T, vector tails or plain, vs PyTorch
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 --scalar-tails --rounds 9 \
   --out benchmarks/results/dynamic_bert_zen4_vector_tails_final  # ~15 min: dynamic BERT with and without the tails
 locked $PY -m benchmarks.ms_builders --n 20 --per-call 3
