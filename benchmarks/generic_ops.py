@@ -5,8 +5,9 @@ vector tails.
 every T. Its element-wise loops over T run whole vectors and a scalar remainder (``adatune.models._vector_tail``);
 ``vector_tails=False`` leaves them plain loops, as before. Per operator (BERT-base's attention softmax over T,
 its layer norm and its exact GELU, each legalised from Relax with a symbolic T) and T, the generic schedule built
-both ways through ``adatune.vector_math``'s pipeline (as ``build_dynamic`` builds it) and PyTorch's operator (on
-the physical cores) are timed in ``--rounds`` rounds of turns, the noise gate's probe read before every timing
+both ways through ``adatune.vector_math``'s pipeline (as ``build_dynamic`` builds it), the same schedule of the
+operator legalised with that T as a constant (``static``: what the symbolic extent costs) and PyTorch's operator
+(on the physical cores) are timed in ``--rounds`` rounds of turns, the noise gate's probe read before every timing
 (``benchmarks.host_state``), each timing the mean of calls filling ``--min-ms``. Where the two schedules are the
 same function (no loop over T to split), only one is timed. Ratios per T: the geometric mean of per-round ratios
 with its 95% t-interval over rounds, over all rounds and over the rounds in the host's fast state.
@@ -45,11 +46,13 @@ from .trace_search.report import geomean_interval
 
 HIDDEN, HEADS, FFN = 768, 12, 3072
 OPS = ("softmax", "layer-norm", "gelu")
-ARMS = ("vector-tails", "plain", "torch")
+ARMS = ("vector-tails", "plain", "static", "torch")
+COMPARED = ("plain", "static", "torch")  # each arm's latency over the vector tails' per round
+NAMES = {"plain": "plain loops", "static": "T known at build", "torch": "PyTorch"}
 
 
-def _legalised(op: str, t: tvm.tirx.Var) -> tvm.tirx.PrimFunc:
-    """The PrimFunc LegalizeOps makes of the operator on float32 inputs with a symbolic T."""
+def _legalised(op: str, t: tvm.tirx.Var | int) -> tvm.tirx.PrimFunc:
+    """The PrimFunc LegalizeOps makes of the operator on float32 inputs with T symbolic (a Var) or known (an int)."""
     shape = {"softmax": [HEADS, t, t], "layer-norm": [t, HIDDEN], "gelu": [t, FFN]}[op]
     x = relax.Var("x", relax.TensorType(shape, "float32"))
     bb = relax.BlockBuilder()
@@ -130,8 +133,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             inputs = [x, np.ones(HIDDEN, "float32"), np.zeros(HIDDEN, "float32")] if op == "layer-norm" else [x]
             with torch.no_grad():
                 want = fn(xt).numpy()
+            # the same schedule with T known at build: what the symbolic extent costs
+            static = am.schedule_generic(_legalised(op, t), lanes)[0].with_attr("global_symbol", "main")
+            arm_libs = libs | {"static": tvm.tirx.build(tvm.IRModule({"main": static}), target, pipeline=pipeline)}
             timers: dict[str, Callable[[], float]] = {}
-            for arm, lib in libs.items():
+            for arm, lib in arm_libs.items():
                 timers[arm], got = _tvm_timer(lib, inputs, args.min_ms)
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{op} T={t} {arm}")
             timers["torch"] = mean_call_timer(lambda xt=xt, fn=fn: fn(xt), args.min_ms)
@@ -140,7 +146,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             row: dict[str, Any] = {"op": op, "T": t, "same_schedule": same}
             row |= {f"{arm}_s": float(np.median(v)) for arm, v in times.items()}
             everything = list(range(args.rounds))
-            for num in ("plain", "torch"):
+            for num in COMPARED:
                 names = ["vector-tails", num]
                 fast = states.rounds_in("fast", names) if num in times else []
                 row[f"{num}_vs_tails"] = _ratios(times, everything, num, "vector-tails")
@@ -189,11 +195,11 @@ def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
     plt.close(fig)
     host = meta["host"]
     lines = [
-        "# Generic schedules over a symbolic T: vector tails, plain loops and PyTorch",
+        "# Generic schedules over a symbolic T: vector tails, plain loops, T known at build and PyTorch",
         "",
         f"Command: `{meta['command']}`  ",
         f"Host: {host['model']} ({host['isa']}, {result['lanes']} fp32 lanes, {host['cores']} cores). "
-        + load_sentence(meta),
+        + load_sentence(meta, host["cores"]),
         result["gate_sentence"],
         "",
         "Latency per T (median of the rounds); ratios are another arm's latency over the vector tails' (> 1: the "
@@ -201,28 +207,29 @@ def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
         "rounds whose probe readings around both timings were in the host's fast state (gated when enough rounds "
         "and their readings steady).",
         "",
-        "| op | T | vector tails (ms) | plain (ms) | PyTorch (ms) | plain / tails | PyTorch / tails | "
-        "plain / tails, fast | PyTorch / tails, fast |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| op | T | vector tails (ms) | plain (ms) | static (ms) | PyTorch (ms) | "
+        + " | ".join(f"{NAMES[n]} / tails" for n in COMPARED)
+        + " | "
+        + " | ".join(f"{NAMES[n]} / tails, fast" for n in COMPARED)
+        + " |",
+        "|---|---:|" + "---:|" * (4 + 2 * len(COMPARED)),
     ]
     for r in rows:
         ms = [f"{r[f'{a}_s'] * 1e3:.3f}" if f"{a}_s" in r else "same" for a in ARMS]
+        every = [_cell(r[f"{n}_vs_tails"]) for n in COMPARED]
         fast = [
             _cell(r[f"{n}_vs_tails_fast"])
             + ("" if r[f"{n}_fast_gated"] or r[f"{n}_vs_tails_fast"] is None else " (not gated)")
-            for n in ("plain", "torch")
+            for n in COMPARED
         ]
-        lines.append(
-            f"| {r['op']} | {r['T']} | " + " | ".join(ms) + f" | {_cell(r['plain_vs_tails'])} | "
-            f"{_cell(r['torch_vs_tails'])} | " + " | ".join(fast) + " |"
-        )
+        lines.append(f"| {r['op']} | {r['T']} | " + " | ".join(ms + every + fast) + " |")
     for op in ops:
         have = [r for r in rows if r["op"] == op]
-        for n, label in (("plain", "plain loops"), ("torch", "PyTorch")):
+        for n in COMPARED:
             ratios = [r[f"{n}_vs_tails"]["ratio"] for r in have if r[f"{n}_vs_tails"]]
             if ratios:
                 g = float(np.exp(np.mean(np.log(ratios))))
-                lines.append(f"\n{op}: {label} / vector tails, geomean over T: {g:.2f}x")
+                lines.append(f"\n{op}: {NAMES[n]} / vector tails, geomean over T: {g:.2f}x")
     lines += ["", "![speed](speed.png)"]
     write_summary(out, lines)
 

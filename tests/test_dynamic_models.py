@@ -286,6 +286,22 @@ def test_generic_schedule_parallelises_and_vectorises_a_symbolic_layer_norm() ->
         np.testing.assert_allclose(_run(scheduled, xs, ones, zeros), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("rows", [8, 64])
+def test_generic_schedule_keeps_a_constant_row_loop_parallel(rows: int) -> None:
+    """A layer norm over a constant number of rows that the lanes divide (or exceed): the mean computed per row
+    has no loop of its own, and vectorising its innermost loop would vectorise the parallel row loop (TVM then
+    refuses to build it); the rows stay one parallel loop and the result is right."""
+    g, b = relax.const(np.ones(64, np.float32)), relax.const(np.zeros(64, np.float32))
+    func = _legalised(lambda x: relax.op.nn.layer_norm(x, g, b, axes=[-1]), [rows, 64])
+    scheduled, changed = am.schedule_generic(func, lanes=16)
+    text = scheduled.script()
+    assert changed and text.count("T.parallel") == 1 and not re.search(r"for ax0 in T\.vectorized", text)
+    xs = np.random.default_rng(rows).standard_normal((rows, 64)).astype(np.float32)
+    want = (xs - xs.mean(-1, keepdims=True)) / np.sqrt(xs.var(-1, keepdims=True) + 1e-5)
+    ones, zeros = np.ones(64, np.float32), np.zeros(64, np.float32)
+    np.testing.assert_allclose(_run(scheduled, xs, ones, zeros), want, rtol=1e-4, atol=1e-4)
+
+
 def test_generic_schedule_computes_a_symbolic_softmax_row_by_row() -> None:
     """A softmax over T (BERT's attention scores, [heads, T, T]): one parallel loop over the rows, each computing
     its max, exponentials and sum inside it; right at T that 16 lanes do not divide (its reductions over T

@@ -65,8 +65,8 @@ def _vectorise_innermost(sch: tvm.s_tir.Schedule, name: str, lanes: int) -> tvm.
     """The block's innermost loop vectorised (split by ``lanes`` first where they divide it), if it is
     data-parallel with a constant extent; None where not."""
     loops = sch.get_loops(sch.get_sblock(name))
-    if not loops:
-        return None
+    if not loops or sch.get(loops[-1]).kind == tirx.ForKind.PARALLEL:
+        return None  # a block computed per row with no loop of its own (a mean): its innermost loop is the rows'
     extent = sch.get(loops[-1]).extent
     if not isinstance(extent, tirx.IntImm) or int(extent) <= 1:
         return None

@@ -90,7 +90,9 @@ def _loop_block(loop: tirx.For) -> tuple[SBlockRealize, tirx.IterVar] | None:
     if isinstance(loop.extent, tirx.IntImm) or loop.kind != tirx.ForKind.SERIAL or loop.step is not None:
         return None
     realize = loop.body
-    if not isinstance(realize, SBlockRealize) or len(realize.block.writes) != 1:
+    if not isinstance(realize, SBlockRealize) or not isinstance(realize.block.body, tirx.BufferStore):
+        return None  # one block storing one value (a block nesting others would need them copied too)
+    if len(realize.block.writes) != 1:
         return None
     if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate) == 1):
         return None  # a guarded block (``T.where``)
@@ -132,48 +134,27 @@ def _reduction(realize: SBlockRealize) -> tuple[Callable[[Any, Any], Any], tirx.
     return (combine, b) if is_acc(a) else (combine, a) if is_acc(b) else None
 
 
-def _fresh_copy(stmt: tirx.Stmt, var: tirx.Var, value: tirx.PrimExpr) -> tirx.Stmt:
-    """``stmt`` with ``var`` replaced by ``value`` and its blocks' iterators defined anew (the buffers kept)."""
-    buffers: dict[str, tirx.Buffer] = {}
-
-    def collect(s: tirx.Stmt) -> tirx.Stmt:
-        if isinstance(s, SBlockRealize):
-            for region in [*s.block.reads, *s.block.writes]:
-                buffers[region.source.name] = region.source
-        return _rebuild(s, collect)
-
-    collect(stmt)
-    renewed = tvm.s_tir.renew_defs(tirx.PrimFunc([var], stmt).specialize({var: value})).body
-
-    def restore(s: tirx.Stmt) -> tirx.Stmt:
-        # RenewDefs declares a new buffer for each one the statement uses without defining, in the blocks'
-        # access regions only: those regions go back to the function's own buffers
-        if isinstance(s, SBlockRealize):
-            b = s.block
-
-            def regions(rs: list) -> list:
-                return [tvm.ir.expr.TensorRegion(buffers[r.source.name], r.region, r.ty) for r in rs]
-
-            block = SBlock(
-                b.iter_vars,
-                regions(b.reads),
-                regions(b.writes),
-                b.name_hint,
-                restore(b.body),
-                b.init,
-                b.alloc_buffers,
-                b.match_buffers,
-                b.annotations,
-            )
-            return SBlockRealize(s.iter_values, s.predicate, block)
-        return _rebuild(s, restore)
-
-    return restore(renewed)
-
-
 def _substitute(stmt: tirx.Stmt, mapping: dict[tirx.Var, tirx.PrimExpr]) -> tirx.Stmt:
     """``stmt`` with each variable of ``mapping`` replaced by its value (none of them defined inside ``stmt``)."""
     return tirx.PrimFunc(list(mapping), stmt).specialize(mapping).body
+
+
+def _fresh_copy(realize: SBlockRealize, var: tirx.Var, value: tirx.PrimExpr) -> SBlockRealize:
+    """The block with ``var`` replaced by ``value`` and its iterators defined anew (its buffers kept)."""
+    buffers = {r.source.name: r.source for r in [*realize.block.reads, *realize.block.writes]}
+    renewed = tvm.s_tir.renew_defs(tirx.PrimFunc([var], realize).specialize({var: value})).body
+    # RenewDefs declares a new buffer for each one the block uses without defining, in its access regions only:
+    # those regions go back to the function's own buffers (``_loop_block`` refused two buffers of one name)
+    b = renewed.block
+
+    def regions(rs: list) -> list:
+        return [tvm.ir.expr.TensorRegion(buffers[r.source.name], r.region, r.ty) for r in rs]
+
+    block = SBlock(
+        b.iter_vars, regions(b.reads), regions(b.writes), b.name_hint, b.body, b.init, b.alloc_buffers,
+        b.match_buffers, b.annotations,
+    )  # fmt: skip
+    return SBlockRealize(renewed.iter_values, renewed.predicate, block)
 
 
 #: the narrowest vector a remainder is cut into before its last elements run scalar (libmvec's narrowest variant)
@@ -185,7 +166,7 @@ class _Parts:
     """How ``[min, min + extent)`` is cut: ``whole`` vectors of ``lanes`` from ``min``; then ``pieces``, one vector
     per set bit of the remainder ``r = extent % lanes`` from ``lanes / 2`` down to ``MIN_TAIL_LANES`` (``(start,
     width, taken)``; T = 62 on 16 lanes: 3 x 16, then 8 and 4); then ``rest`` scalar iterations from ``rest_start``.
-    A remainder in scalar calls cost a 12 x 62 x 62 softmax more than its 48 vectorised columns."""
+    libmvec has 8- and 4-lane variants, so a remainder need not go through scalar ``expf`` calls."""
 
     whole: tirx.PrimExpr
     pieces: list[tuple[tirx.PrimExpr, int, tirx.PrimExpr]]
@@ -217,9 +198,9 @@ def _parts(loop: tirx.For, lanes: int) -> _Parts:
 def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterVar, lanes: int) -> tirx.Stmt:
     """A reduction over the loop as partial results in a vector (module docstring): the whole vectors and the
     remainder's vectors (``_parts``) combine into ``lanes`` partials, folded once, then the scalar rest. One opaque
-    block holds the partials' buffer: allocated inside the parallel row loop, so one per thread (a constant size, so
-    on the stack; in "local" scope TVM 0.27 takes it from the workspace pool instead, three times a row for a
-    softmax's three buffers: 0.18 against 0.11 ms a call at T = 128 in a scratch timing)."""
+    block holds the partials' buffer: allocated inside the parallel row loop, so one per thread (a constant size in
+    global scope, so on the stack; in "local" scope TVM 0.27 takes it from its workspace pool instead, a call per row
+    and buffer: ``benchmarks/RESULTS.md`` has the softmax both ways)."""
     block = realize.block
     parts = _reduction(realize)
     assert parts is not None  # _loop_block checked it
@@ -271,8 +252,8 @@ def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterV
     return SBlockRealize([], True, SBlock([], [], [], f"{block.name_hint}_vectors", body, None, [partial]))
 
 
-def _split(loop: tirx.For, lanes: int) -> tirx.Stmt:
-    """An element-wise loop cut as ``_parts`` says, each part a fresh copy of the block."""
+def _split(loop: tirx.For, realize: SBlockRealize, lanes: int) -> tirx.Stmt:
+    """An element-wise loop around ``realize`` cut as ``_parts`` says, each part a fresh copy of the block."""
     j = loop.loop_var
     dtype = str(j.ty)
     zero = tirx.const(0, dtype)
@@ -280,7 +261,7 @@ def _split(loop: tirx.For, lanes: int) -> tirx.Stmt:
     def vector(start: tirx.PrimExpr, width: int, name: str) -> tirx.Stmt:
         lane = tirx.Var(f"{j.name}_{name}", dtype)
         return tirx.For(
-            lane, zero, tirx.const(width, dtype), tirx.ForKind.VECTORIZED, _fresh_copy(loop.body, j, start + lane)
+            lane, zero, tirx.const(width, dtype), tirx.ForKind.VECTORIZED, _fresh_copy(realize, j, start + lane)
         )
 
     cut = _parts(loop, lanes)
@@ -288,7 +269,7 @@ def _split(loop: tirx.For, lanes: int) -> tirx.Stmt:
     return tirx.SeqStmt([
         tirx.For(jo, zero, cut.whole, tirx.ForKind.SERIAL, vector(loop.min + jo * lanes, lanes, "vi")),
         *(tirx.IfThenElse(taken, vector(start, width, f"v{width}"), None) for start, width, taken in cut.pieces),
-        tirx.For(jt, zero, cut.rest, tirx.ForKind.SERIAL, _fresh_copy(loop.body, j, cut.rest_start + jt)),
+        tirx.For(jt, zero, cut.rest, tirx.ForKind.SERIAL, _fresh_copy(realize, j, cut.rest_start + jt)),
     ])  # fmt: skip
 
 
@@ -307,7 +288,7 @@ def vectorise_symbolic_tails(func: tirx.PrimFunc, lanes: int) -> tuple[tirx.Prim
         count += 1
         realize, bound = found
         if bound.iter_type == tirx.IterVar.DataPar:
-            return _split(stmt, lanes)
+            return _split(stmt, realize, lanes)
         return _split_reduction(stmt, realize, bound, lanes)
 
     body = visit(func.body)
