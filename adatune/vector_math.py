@@ -15,7 +15,9 @@ other lane counts are cut into those widths or into scalar calls. Outside this p
 unchanged. A library built this way needs libmvec at load time: ``export_options(target)`` links it
 (``DT_NEEDED``), and importing this module loads it into the process for in-memory modules.
 
-Only x86-64 Linux with glibc's libmvec uses it; elsewhere ``tir_pipeline`` answers ``"default"``.
+Only x86-64 Linux with glibc's libmvec uses it; elsewhere (and with ``libmvec=False``) ``tir_pipeline`` answers
+``CPU_PIPELINE`` on CPUs, TVM's with only ``adatune.stack_bounds``' pass (which both pipelines run), and
+``"default"`` for other targets.
 """
 
 from __future__ import annotations
@@ -28,11 +30,22 @@ from typing import Any
 
 import tvm
 
+from . import stack_bounds as _stack_bounds
 from . import target as _target
 
-__all__ = ["PIPELINE", "FUNCTIONS", "available", "lane_variants", "tir_pipeline", "export_options", "compile_module"]
+__all__ = [
+    "PIPELINE",
+    "CPU_PIPELINE",
+    "FUNCTIONS",
+    "available",
+    "lane_variants",
+    "tir_pipeline",
+    "export_options",
+    "compile_module",
+]
 
 PIPELINE = "adatune-libmvec"
+CPU_PIPELINE = "adatune"  # TVM's, with stack_bounds' pass: a CPU build without libmvec
 # TIR op -> libmvec's float32 function name (the vector ABI mangles it as _ZGV<isa>N<lanes>v_<name>)
 FUNCTIONS = {"tirx.exp": "expf", "tirx.erf": "erff", "tirx.tanh": "tanhf", "tirx.log": "logf"}
 # adatune's ISA name -> lanes -> the vector ABI's ISA letter (b: SSE, c: AVX, d: AVX2, e: AVX-512)
@@ -73,9 +86,12 @@ def lane_variants(target: _target.TargetLike) -> dict[int, str]:
     return dict(_VARIANTS.get(info.isa, {}))
 
 
-def tir_pipeline(target: _target.TargetLike) -> str:
-    """The TIR pipeline to build ``target``'s modules with: this module's where libmvec serves the target."""
-    return PIPELINE if lane_variants(target) else "default"
+def tir_pipeline(target: _target.TargetLike, libmvec: bool = True) -> str:
+    """The TIR pipeline to build ``target``'s modules with: this module's where libmvec serves the target (and
+    ``libmvec``), else ``CPU_PIPELINE`` on a CPU, else TVM's."""
+    if libmvec and lane_variants(target):
+        return PIPELINE
+    return CPU_PIPELINE if str(_target.create(target).kind.name) == "llvm" else "default"
 
 
 def export_options(target: _target.TargetLike) -> list[str]:
@@ -84,11 +100,11 @@ def export_options(target: _target.TargetLike) -> list[str]:
 
 
 def compile_module(mod: Any, target: _target.TargetLike, enabled: bool = True) -> tuple[Any, list[str]]:
-    """``tvm.compile(mod, target)`` through this module's pipeline (TVM's own with ``enabled=False``), and the
+    """``tvm.compile(mod, target)`` through this module's pipeline (``CPU_PIPELINE`` with ``enabled=False``), and the
     linker options its ``export_library`` needs: the one call every adatune build of a TIR or Relax module makes."""
     tgt = _target.create(target)
     if not enabled:
-        return tvm.compile(mod, target=tgt), []
+        return tvm.compile(mod, target=tgt, tir_pipeline=tir_pipeline(tgt, libmvec=False)), []
     return tvm.compile(mod, target=tgt, tir_pipeline=tir_pipeline(tgt)), export_options(tgt)
 
 
@@ -161,22 +177,34 @@ def _lowering_for(mod: Any) -> Iterator[None]:
         _lowering.variants = {}
 
 
-def _pipeline() -> tuple[Any, Callable[[], Any], Callable[[], Any]]:
-    main, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("default")
+def _pipeline(libmvec: bool) -> Callable[[], tuple[Any, Callable[[], Any], Callable[[], Any]]]:
+    """TVM's default pipeline with ``stack_bounds``' pass before the host's builtins are lowered, and with
+    ``libmvec`` this module's vectorisation and intrinsic lowering."""
 
-    @tvm.transform.module_pass(opt_level=0, name="adatune.VectorMathMain")
-    def vectorised(mod: Any, _ctx: Any) -> Any:
-        with _erf_vectorisable():
-            return main(mod)
+    def pipeline() -> tuple[Any, Callable[[], Any], Callable[[], Any]]:
+        main, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("default")
 
-    @tvm.transform.module_pass(opt_level=0, name="adatune.VectorMathLowerIntrin")
-    def lowered(mod: Any, _ctx: Any) -> Any:
-        with _lowering_for(mod):
-            return finalize_host()(mod)
+        @tvm.transform.module_pass(opt_level=0, name="adatune.VectorMathMain")
+        def vectorised(mod: Any, _ctx: Any) -> Any:
+            if not libmvec:
+                return main(mod)
+            with _erf_vectorisable():
+                return main(mod)
 
-    return vectorised, lambda: lowered, finalize_device
+        @tvm.transform.module_pass(opt_level=0, name="adatune.VectorMathLowerIntrin")
+        def lowered(mod: Any, _ctx: Any) -> Any:
+            mod = _stack_bounds.bound_allocations(mod)  # before LowerTVMBuiltin sends them to the workspace pool
+            if not libmvec:
+                return finalize_host()(mod)
+            with _lowering_for(mod):
+                return finalize_host()(mod)
+
+        return vectorised, lambda: lowered, finalize_device
+
+    return pipeline
 
 
+tvm.tirx.register_tir_pipeline(CPU_PIPELINE, _pipeline(libmvec=False))
 if _LIBMVEC:
     _register_rules()
-    tvm.tirx.register_tir_pipeline(PIPELINE, _pipeline)
+    tvm.tirx.register_tir_pipeline(PIPELINE, _pipeline(libmvec=True))

@@ -6,7 +6,9 @@ every T. Its element-wise loops over T run whole vectors and a scalar remainder 
 ``vector_tails=False`` leaves them plain loops, as before. Per operator (BERT-base's attention softmax over T,
 its layer norm and its exact GELU, each legalised from Relax with a symbolic T) and T, the generic schedule built
 both ways through ``adatune.vector_math``'s pipeline (as ``build_dynamic`` builds it), the same schedule of the
-operator legalised with that T as a constant (``static``: what the symbolic extent costs) and PyTorch's operator
+operator legalised with that T as a constant (``static``: what the symbolic extent costs), the vector tails with
+their buffers of symbolic size from TVM's workspace pool (``pool``: without ``adatune.stack_bounds``, which
+``build_dynamic`` gives every generic schedule with T's upper bound, ``--t-max`` here) and PyTorch's operator
 (on the physical cores) are timed in ``--rounds`` rounds of turns, the noise gate's probe read before every timing
 (``benchmarks.host_state``), each timing the mean of calls filling ``--min-ms``. Where the two schedules are the
 same function (no loop over T to split), only one is timed. Ratios per T: the geometric mean of per-round ratios
@@ -37,6 +39,7 @@ import adatune
 import adatune.models as am
 import adatune.vector_math
 from adatune.reference import physical_cores
+from adatune.stack_bounds import with_upper_bounds
 
 from ._common import load_now, load_sentence, run_meta, settled, write_csv, write_summary
 from .host_state import HostStates, interleaved_with_state, state_probe
@@ -46,9 +49,9 @@ from .trace_search.report import geomean_interval
 
 HIDDEN, HEADS, FFN = 768, 12, 3072
 OPS = ("softmax", "layer-norm", "gelu")
-ARMS = ("vector-tails", "plain", "static", "torch")
-COMPARED = ("plain", "static", "torch")  # each arm's latency over the vector tails' per round
-NAMES = {"plain": "plain loops", "static": "T known at build", "torch": "PyTorch"}
+ARMS = ("vector-tails", "pool", "plain", "static", "torch")
+COMPARED = ("pool", "plain", "static", "torch")  # each arm's latency over the vector tails' per round
+NAMES = {"pool": "pool buffers", "plain": "plain loops", "static": "T known at build", "torch": "PyTorch"}
 
 
 def _legalised(op: str, t: tvm.tirx.Var | int) -> tvm.tirx.PrimFunc:
@@ -98,6 +101,11 @@ def _tvm_timer(lib: Any, inputs: list[np.ndarray], min_ms: float) -> tuple[Calla
     return timer, args[-1].numpy()
 
 
+def _pooled(lib: Any) -> bool:
+    """Whether the built function takes buffers from TVM's workspace pool."""
+    return "TVMBackendAllocWorkspace" in lib.inspect_source("ll")
+
+
 def _ratios(times: dict[str, list[float]], rounds: list[int], num: str, den: str) -> dict[str, float] | None:
     """``num``'s latency over ``den``'s (> 1: ``den`` faster): geomean of per-round ratios and its 95% interval."""
     if num not in times or den not in times or not rounds:
@@ -118,13 +126,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     t_sym = tvm.tirx.Var("T", "int64")
     for op in args.ops:
         func = _legalised(op, t_sym)
-        funcs = {arm: am.schedule_generic(func, lanes, vector_tails=(arm == "vector-tails"))[0] for arm in ARMS[:2]}
+        funcs = {arm: am.schedule_generic(func, lanes, vector_tails=(arm != "plain"))[0] for arm in ARMS[:3]}
+        funcs = {
+            arm: f if arm == "pool" else with_upper_bounds(f, {str(t_sym.name): args.t_max}) for arm, f in funcs.items()
+        }
         same = funcs["vector-tails"].script() == funcs["plain"].script()
         libs = {
             arm: tvm.tirx.build(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), target, pipeline=pipeline)
             for arm, f in funcs.items()
             if not (same and arm == "plain")
         }
+        if not _pooled(libs["pool"]):  # nothing of symbolic size to bound: the pool arm is the vector tails
+            del libs["pool"]
         fn = _torch_op(op)
         for t in args.t:
             x = _input(op, t)
@@ -195,7 +208,7 @@ def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
     plt.close(fig)
     host = meta["host"]
     lines = [
-        "# Generic schedules over a symbolic T: vector tails, plain loops, T known at build and PyTorch",
+        "# Generic schedules over a symbolic T: vector tails, pool buffers, plain loops, T known at build and PyTorch",
         "",
         f"Command: `{meta['command']}`  ",
         f"Host: {host['model']} ({host['isa']}, {result['lanes']} fp32 lanes, {host['cores']} cores). "
@@ -207,12 +220,12 @@ def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
         "rounds whose probe readings around both timings were in the host's fast state (gated when enough rounds "
         "and their readings steady).",
         "",
-        "| op | T | vector tails (ms) | plain (ms) | static (ms) | PyTorch (ms) | "
+        "| op | T | vector tails (ms) | pool (ms) | plain (ms) | static (ms) | PyTorch (ms) | "
         + " | ".join(f"{NAMES[n]} / tails" for n in COMPARED)
         + " | "
         + " | ".join(f"{NAMES[n]} / tails, fast" for n in COMPARED)
         + " |",
-        "|---|---:|" + "---:|" * (4 + 2 * len(COMPARED)),
+        "|---|---:|" + "---:|" * (len(ARMS) + 2 * len(COMPARED)),
     ]
     for r in rows:
         ms = [f"{r[f'{a}_s'] * 1e3:.3f}" if f"{a}_s" in r else "same" for a in ARMS]
@@ -238,10 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.generic_ops", description=__doc__.splitlines()[0])
     ap.add_argument("--ops", nargs="*", default=list(OPS), choices=OPS)
     ap.add_argument("--t", type=int, nargs="*", default=[8, 33, 62, 64, 100, 128], help="sequence lengths timed")
+    ap.add_argument("--t-max", type=int, default=128, help="T's upper bound stated to the vector tails' build")
     ap.add_argument("--rounds", type=int, default=15, help="rounds of turns per operator and T")
     ap.add_argument("--min-ms", type=float, default=20.0, help="each timing: the mean of calls filling this")
     ap.add_argument("--out", help="directory for results.json, results.csv, summary.md and speed.png")
     args = ap.parse_args(argv)
+    if args.t and max(args.t) > args.t_max:
+        ap.error(f"--t {max(args.t)} is above --t-max {args.t_max}: the bounded builds would be undefined there")
     started, t0, load_before = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter(), load_now()
     result = run(args)
     if args.out:

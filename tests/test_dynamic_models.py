@@ -24,6 +24,7 @@ from adatune import vector_math
 from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dispatch._dietcode import ShapeDispatcher
 from adatune.models._vector_tail import vectorise_symbolic_tails
+from adatune.stack_bounds import upper_bounds
 
 T_RANGE = (1, 24)
 CHECK_T = (1, 2, 7, 13, 16, 24)
@@ -118,6 +119,19 @@ def test_transformer_block_matches_pytorch_at_every_length(
         assert applied[f"{name}_mk0"] == "dietcode"
     assert any(v == "generic" for k, v in applied.items() if "layer_norm" in k)
     assert "unscheduled" not in applied.values(), applied
+
+
+def test_generic_schedules_get_the_range_top_as_upper_bound(
+    block_compiled: am.CompiledModel, block: am.DynamicModel
+) -> None:
+    """Every shape-generic PrimFunc of the built module states T's top, so its buffers sized by T go on the stack
+    (``adatune.stack_bounds``; correctness at every T is the test above)."""
+    top = {name: hi for name, (_, hi) in block.symbols.items()}
+    generic = [name for name, how in block_compiled.applied.items() if how == "generic"]
+    assert generic
+    for gv, func in block_compiled.module.functions_items():
+        if str(gv.name_hint) in generic:
+            assert upper_bounds(func) == top, gv.name_hint
 
 
 def test_fast_math_dynamic_block_matches_pytorch(block_results: dict) -> None:

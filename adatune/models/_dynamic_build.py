@@ -15,7 +15,9 @@ calls whose rows are the symbolic extent T (times a constant):
 decision tree as nested Relax ``If``s on T, each leaf a ``call_tir`` of one micro-kernel (its params reordered
 to ``(A, B, T, C)``: Relax passes scalars before outputs). The dispatch is therefore VM bytecode inside the
 module: no host-side C dispatcher, and ``export_library`` writes everything. The rest of the graph is legalised
-and fused (the ``zero`` pipeline) and every other PrimFunc gets ``schedule_generic``.
+and fused (the ``zero`` pipeline) and every other PrimFunc gets ``schedule_generic`` and the ranges' tops as its
+symbols' upper bounds (``adatune.stack_bounds``: a softmax's row of exponentials on the stack, not from TVM's
+workspace pool).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import tvm
 from tvm import relax, tirx
 from tvm.ir.expr import Constant
 
+from .. import stack_bounds as _stack_bounds
 from .. import target as _target
 from .. import vector_math as _vector_math
 from ..dietcode import (
@@ -400,6 +403,7 @@ def build_dynamic(
     mod = relax.transform.DeadCodeElimination()(mod)
     mod = relax.get_pipeline("zero")(mod)
     lanes = cpu_info(tgt).lanes("float32")
+    upper = {name: hi for name, (_, hi) in model.symbols.items()}  # buffers sized by T on the stack (stack_bounds)
     applied: dict[str, str] = {}
     funcs = {}
     for gv, func in mod.functions_items():
@@ -413,7 +417,8 @@ def build_dynamic(
             applied[name] = "view"
             continue
         scheduled, changed = schedule_generic(func, lanes, vector_tails)
-        funcs[gv] = scheduled.with_attr("tirx.is_scheduled", True) if changed else func
+        scheduled = scheduled.with_attr("tirx.is_scheduled", True) if changed else func
+        funcs[gv] = _stack_bounds.with_upper_bounds(scheduled, upper)
         applied[name] = "generic" if changed else "unscheduled"
     for gv, func in funcs.items():
         mod[gv] = func

@@ -1,0 +1,139 @@
+"""Buffers of symbolic size on the stack, sized by the symbol's range.
+
+TVM puts a buffer on the stack only when its size is a constant under 1 KiB (``kMaxStackAlloca``); any other
+buffer comes from its workspace pool, a call to allocate and one to free. A dynamic model's softmax keeps a row of
+exponentials in a per-thread buffer of T elements inside its parallel loop over rows, so a 12 x T x T softmax made
+two pool calls per row (1,536 at T = 128), and a softmax with T known at build ran 1.6-1.8x faster.
+
+A PrimFunc that states its symbols' upper bounds (``with_upper_bounds``: ``{"T": 128}``, from the model's range)
+has every allocation whose size those bounds cap below the stack limit sized to the cap instead: the buffer's
+layout is flat by then (the pass runs after TVM flattens buffers), so only its size changes, never an index. The
+pass is part of adatune's TIR pipelines (``adatune.vector_math``); a function without the attribute, or a size
+the bounds do not cap under the limit, is left to the pool. Calling such a function with a symbol above its bound
+is undefined, as is calling a dynamic model's ``main`` outside its range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import tvm
+from tvm import tirx
+
+__all__ = ["ATTR", "STACK_LIMIT_BYTES", "bound_allocations", "upper_bounds", "with_upper_bounds"]
+
+ATTR = "adatune.upper_bounds"
+# TVM's kMaxStackAlloca (include/tvm/runtime/device_api.h): a CPU allocation must be strictly smaller to stay on
+# the stack
+STACK_LIMIT_BYTES = 1024
+
+
+def with_upper_bounds(func: tirx.PrimFunc, bounds: Mapping[str, int]) -> tirx.PrimFunc:
+    """``func`` stating that each named symbol (a shape variable's name) is at most its bound at every call."""
+    for name, hi in bounds.items():
+        if not isinstance(hi, int) or isinstance(hi, bool) or hi < 1:
+            raise ValueError(f"upper bound of {name!r} must be a positive int, got {hi!r}")
+    return func.with_attr(ATTR, {str(k): int(v) for k, v in bounds.items()})
+
+
+def upper_bounds(func: tirx.PrimFunc) -> dict[str, int]:
+    """The bounds ``with_upper_bounds`` stated on ``func`` (empty if none)."""
+    if func.attrs is None or ATTR not in func.attrs:
+        return {}
+    return {str(k): int(v) for k, v in func.attrs[ATTR].items()}
+
+
+def _is_int(var: tirx.Var) -> bool:
+    try:
+        return tvm.DataType(str(var.ty.dtype)).type_code == tvm.DataTypeCode.INT
+    except Exception:  # noqa: BLE001 - a handle or another non-scalar type has no integer bound
+        return False
+
+
+class _Bounder:
+    """Rebuilds a lowered body with the capped allocations; ``Bind`` definitions are fed to the analyzer."""
+
+    def __init__(self, bounds: Mapping[str, int]) -> None:
+        self.bounds = bounds
+        self.analyzer = tvm.sym.Analyzer()
+        self.changed = 0
+
+    def _cap(self, extent: Any) -> int | None:
+        if isinstance(extent, tirx.IntImm):
+            return int(extent.value)
+        for var in tirx.analysis.undefined_vars(extent):
+            name = str(var.name)
+            if name in self.bounds:
+                self.analyzer.update(var, tvm.sym.ConstIntBound(1, self.bounds[name]), override=True)
+        hi = self.analyzer.const_int_bound(extent).max_value
+        return None if hi >= tvm.sym.ConstIntBound.POS_INF else int(hi)
+
+    def _alloc(self, stmt: tirx.AllocBuffer) -> list[tirx.Stmt]:
+        """The allocation, or one of the capped size with the original buffer declared on its memory (a buffer is
+        a variable whose type holds its shape: the body keeps reading the one it knows)."""
+        buf = stmt.buffer
+        if all(isinstance(e, tirx.IntImm) for e in buf.shape):
+            return [stmt]
+        caps = [self._cap(e) for e in buf.shape]
+        if any(c is None or c < 1 for c in caps):
+            return [stmt]
+        size = 1
+        for c in caps:
+            size *= int(c)  # type: ignore[arg-type]
+        if size * tvm.DataType(str(buf.dtype)).bits // 8 >= STACK_LIMIT_BYTES:
+            return [stmt]
+        shape = [tirx.IntImm(str(e.ty.dtype), int(c)) for e, c in zip(buf.shape, caps)]  # type: ignore[arg-type]
+        capped = tirx.decl_buffer(shape, buf.dtype, f"{buf.name}_capped", scope=buf.scope())
+        self.changed += 1
+        return [tirx.AllocBuffer(capped, stmt.annotations), tirx.DeclBuffer(buf, data=capped.data)]
+
+    def visit(self, stmt: tirx.Stmt) -> tirx.Stmt:
+        if isinstance(stmt, tirx.Bind):
+            if _is_int(stmt.var):  # the common subexpressions a shape is written in
+                self.analyzer.bind(stmt.var, stmt.value)
+            return stmt
+        if isinstance(stmt, tirx.SeqStmt):  # an allocation is a statement of a sequence, in scope to its end
+            seq: list[tirx.Stmt] = []
+            for s in stmt.seq:
+                seq.extend(self._alloc(s) if isinstance(s, tirx.AllocBuffer) else [self.visit(s)])
+            return tirx.SeqStmt(seq)
+        if isinstance(stmt, tirx.For):
+            return tirx.For(
+                stmt.loop_var,
+                stmt.min,
+                stmt.extent,
+                stmt.kind,
+                self.visit(stmt.body),
+                stmt.thread_binding,
+                stmt.annotations,
+                stmt.step,
+            )
+        if isinstance(stmt, tirx.AttrStmt):
+            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, self.visit(stmt.body))
+        if isinstance(stmt, tirx.IfThenElse):
+            other = None if stmt.else_case is None else self.visit(stmt.else_case)
+            return tirx.IfThenElse(stmt.condition, self.visit(stmt.then_case), other)
+        if isinstance(stmt, tirx.While):
+            return tirx.While(stmt.condition, self.visit(stmt.body))
+        return stmt
+
+
+@tvm.transform.module_pass(opt_level=0, name="adatune.BoundAllocations")
+def bound_allocations(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
+    """The module with each bounded PrimFunc's capped allocations (see the module docstring); run it after TVM's
+    lowering passes and before ``LowerTVMBuiltin`` (which moves the rest to the workspace pool)."""
+    updates = {}
+    for gv, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        bounds = upper_bounds(func)
+        if not bounds:
+            continue
+        bounder = _Bounder(bounds)
+        body = bounder.visit(func.body)
+        if bounder.changed:
+            updates[gv] = func.with_body(body)
+    for gv, func in updates.items():
+        mod[gv] = func
+    return mod
