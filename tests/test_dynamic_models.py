@@ -23,7 +23,7 @@ from adatune import target as _target
 from adatune import vector_math
 from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dispatch._dietcode import ShapeDispatcher
-from adatune.models._vector_tail import vectorise_symbolic_tails
+from adatune.models._vector_tail import vectorise_tails
 from adatune.stack_bounds import upper_bounds
 
 T_RANGE = (1, 24)
@@ -379,7 +379,7 @@ def test_vector_tail_accumulates_a_contiguous_reduction_over_t_in_partial_vector
     r = tvm.te.reduce_axis((0, t), name="r")
     op = tvm.te.sum if reducer == "sum" else tvm.te.min
     y = tvm.te.compute((5,), lambda c: op(x[c, r], axis=r), name="y")
-    func, splits = vectorise_symbolic_tails(tvm.te.create_prim_func([x, y]), 8)
+    func, splits = vectorise_tails(tvm.te.create_prim_func([x, y]), 8)
     assert splits == 1 and "T.vectorized(T.int64(8))" in func.script() and "T.vectorized(T.int64(4))" in func.script()
     lib = _build_for_host(func)
     for n in (1, 3, 4, 7, 8, 9, 12, 13, 40, 123):
@@ -390,10 +390,11 @@ def test_vector_tail_accumulates_a_contiguous_reduction_over_t_in_partial_vector
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
-def test_vector_tail_leaves_constant_and_strided_loops_alone() -> None:
-    """Only a serial loop over a symbolic extent whose block's accesses are contiguous in it is split: a
-    transpose's loop (its read strided in the loop), a reduction over T down a column and constant extents
-    are not (vectors there would be gathers), nor a block reading two buffers of one name."""
+def test_vector_tail_leaves_short_constant_and_strided_loops_alone() -> None:
+    """Only a serial loop over a symbolic extent (or a constant one above the lanes) whose block's accesses are
+    contiguous in it is split: a transpose's loop (its read strided in the loop) and a reduction over T down a
+    column are not (vectors there would be gathers), nor a constant extent of one vector at most, nor a block
+    reading two buffers of one name."""
     t = tvm.tirx.Var("T", "int64")
     x = tvm.te.placeholder((t, 24), "float32", name="x")
     transposed = tvm.te.compute((24, t), lambda c, i: x[i, c] * 2.0, name="y")
@@ -404,15 +405,30 @@ def test_vector_tail_leaves_constant_and_strided_loops_alone() -> None:
         sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
         block = sch.get_sblock(outputs[0].op.name)
         sch.reorder(*reversed(sch.get_loops(block)))  # T innermost
-        _, splits = vectorise_symbolic_tails(sch.mod["main"], 16)
+        _, splits = vectorise_tails(sch.mod["main"], 16)
         assert splits == 0
-    _, splits = vectorise_symbolic_tails(
-        tvm.te.create_prim_func([x, tvm.te.compute((t, 24), lambda i, c: x[i, c] + 1.0)]), 16
-    )
+    _, splits = vectorise_tails(tvm.te.create_prim_func([x, tvm.te.compute((t, 24), lambda i, c: x[i, c] + 1.0)]), 24)
     assert splits == 0
     a, b = (tvm.te.placeholder((t,), "float32", name="same") for _ in range(2))
     same_name = tvm.te.create_prim_func([a, b, tvm.te.compute((t,), lambda i: a[i] - b[i], name="d")])
-    assert vectorise_symbolic_tails(same_name, 16)[1] == 0  # the copy maps buffers back by name: not split
+    assert vectorise_tails(same_name, 16)[1] == 0  # the copy maps buffers back by name: not split
+
+
+@pytest.mark.parametrize("n", [62, 100, 17])
+def test_generic_schedule_vectorises_a_constant_softmax_the_lanes_do_not_divide(n: int) -> None:
+    """A softmax over a constant number of columns that 16 lanes do not divide (BERT's at 62 or 100 tokens,
+    legalised with T known): its four loops per row run as whole vectors, halving vectors and a scalar rest,
+    not as serial loops, and the result is right."""
+    scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.nn.softmax(x, -1), [3, n, n]), lanes=16)
+    text = scheduled.script()
+    assert changed and text.count("T.vectorized(T.int64(16))") == 6, text  # 2 element-wise, 2 x 2 reductions
+    assert not re.search(rf"for ax0 in range\(T\.int64\({n}\)\):", text)  # no serial loop over a whole row
+    xs = np.random.default_rng(n).standard_normal((3, n, n)).astype(np.float32) * 8
+    e = np.exp(xs - xs.max(-1, keepdims=True))
+    lib = _build_for_host(scheduled)
+    out = tvm.runtime.tensor(np.zeros_like(xs))
+    lib["main"](tvm.runtime.tensor(xs), out)
+    np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
 def test_generic_schedule_does_not_redo_a_reduction_over_the_rows_in_every_row() -> None:
@@ -434,12 +450,15 @@ def test_generic_schedule_does_not_redo_a_reduction_over_the_rows_in_every_row()
 @pytest.mark.parametrize("hidden", [24, 40])
 def test_generic_schedule_keeps_the_innermost_loop_out_of_the_parallel_fusion(hidden: int) -> None:
     """An element-wise op whose hidden size the 16 lanes do not divide: the rows run in parallel and each row's
-    columns in a loop of their own, so no element pays a division to find its row and column."""
+    columns in loops of their own (so no element pays a division to find its row and column): whole vectors,
+    then the remainder's 8-lane vector, no empty part left in."""
     t = tvm.tirx.Var("T", "int64")
     scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.tanh(x), [t, hidden]), lanes=16)
     assert changed
-    (column,) = _loops_in_parallel_loop(scheduled)
-    assert re.search(rf"range\((T\.int64\()?{hidden}\)?\)", column)
+    whole, vector, half = _loops_in_parallel_loop(scheduled)
+    assert f"in range(T.int64({hidden // 16})):" in whole
+    assert "T.vectorized(T.int64(16))" in vector and "T.vectorized(T.int64(8))" in half
+    assert "T.bool(" not in scheduled.script()
     xs = np.random.default_rng(hidden).standard_normal((7, hidden)).astype(np.float32)
     np.testing.assert_allclose(_run(scheduled, xs), np.tanh(xs), rtol=1e-5, atol=1e-6)
 

@@ -12,17 +12,18 @@ every T. Per function:
 3. where a block cannot be moved there, it gets its own parallel loop over its leading data-parallel loops;
 4. a reduction over a constant extent that the SIMD width divides (a layer norm's mean and variance over the
    hidden size) is factored (``rfactor``) into one vector of partial results, accumulated a vector at a time,
-   and summed once at the end: a serial sum waits on each add's latency. Reductions over T stay serial (TVM
-   0.27's rfactor drops the guard of a split over a symbolic extent).
+   and summed once at the end: a serial sum waits on each add's latency. Reductions over T, or over a constant
+   the width does not divide, get the same partials from ``_vector_tail`` (TVM 0.27's rfactor drops the guard of
+   a split over a symbolic extent).
 
 The innermost loop is never fused into the parallel loop: a fused index splits back into row and column by a
 division and a modulo per element (64-bit, by the symbolic extent), which cost more than the exponentials
 around them (a 12 x T x T softmax at T = 128 took 0.57 ms a call in the dynamic BERT-base, the static model's
 tuned one 0.08 ms). It stays a plain loop over contiguous memory, vectorised here when its extent is a constant
-multiple of the SIMD width (a hidden size); over T, an element-wise loop runs whole vectors and then a scalar
-remainder (``_vector_tail``; LLVM's loop vectoriser cannot vectorise its ``exp`` calls), and a reduction stays a
-serial loop. A step TIR rejects is skipped, so the worst case is the unscheduled function, which is still
-correct.
+multiple of the SIMD width (a hidden size); over T or a constant the width does not divide, a loop runs whole
+vectors, then halving vectors and a scalar rest (``_vector_tail``; LLVM's loop vectoriser cannot vectorise its
+``exp`` calls), a reduction as partial results in a vector. A step TIR rejects is skipped, so the worst case is
+the unscheduled function, which is still correct.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections.abc import Callable
 import tvm
 from tvm import tirx
 
-from ._vector_tail import vectorise_symbolic_tails
+from ._vector_tail import vectorise_tails
 
 __all__ = ["schedule_generic"]
 
@@ -178,8 +179,8 @@ def _fuse_rows(sch: tvm.s_tir.Schedule, names: list[str], partials: set[str], la
 
 def schedule_generic(func: tirx.PrimFunc, lanes: int = 8, vector_tails: bool = True) -> tuple[tirx.PrimFunc, bool]:
     """``func`` with the schedule of the module docstring (``lanes``: float32 SIMD width) and whether any step
-    applied; ``vector_tails=False`` leaves element-wise loops over a symbolic extent as plain loops (what the
-    schedule did before them, kept to measure what they bring)."""
+    applied; ``vector_tails=False`` leaves loops over a symbolic extent, or a constant one the lanes do not divide,
+    as plain loops (what the schedule did before them, kept to measure what they bring)."""
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
     try:
         root = sch.get_sblock("root")
@@ -214,5 +215,5 @@ def schedule_generic(func: tirx.PrimFunc, lanes: int = 8, vector_tails: bool = T
         for name in blocks:
             sch, n = _schedule_block(sch, name, lanes)
             steps += n
-    scheduled, tails = vectorise_symbolic_tails(sch.mod["main"], lanes if vector_tails else 1)
+    scheduled, tails = vectorise_tails(sch.mod["main"], lanes if vector_tails else 1)
     return scheduled, steps + tails > 0
