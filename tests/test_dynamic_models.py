@@ -343,7 +343,7 @@ def test_generic_schedule_runs_a_symbolic_softmax_in_whole_vectors_and_a_scalar_
     """Every loop of the softmax over T in whole ``lanes``-wide vectors (no guard, so TVM vectorises them and
     libmvec's vector exp serves them), then the T % lanes remainder in halving vectors and a scalar rest: the
     exponentials and the normalised write element-wise, the max and the sum as ``lanes`` partial results in a
-    per-row buffer folded once. Right at T below, at and around multiples of the lanes and at
+    per-row buffer folded once, in halving vectors. Right at T below, at and around multiples of the lanes and at
     every remainder's bit pattern, with large inputs (the max decides overflow)."""
     t = tvm.tirx.Var("T", "int64")
     scheduled, changed = am.schedule_generic(_legalised(lambda x: relax.op.nn.softmax(x, -1), [3, t, t]), lanes=lanes)
@@ -351,9 +351,11 @@ def test_generic_schedule_runs_a_symbolic_softmax_in_whole_vectors_and_a_scalar_
     n = rf"T\.int64\({lanes}\)"
     assert changed and text.count(f"T.vectorized(T.int64({lanes}))") == 6, text  # 2 element-wise, 2 x 2 reductions
     assert len(re.findall(rf"in range\((\w+) // {n}\)", text)) == 4  # the whole vectors' loops
-    # the remainders: one vector per halving width down to 4 lanes, then at most 3 scalar iterations, in all four
+    # the remainders: one vector per halving width down to 4 lanes, then at most 3 scalar iterations, in all four;
+    # the two reductions' partials folded in the same halving widths
     for width in [w for w in (lanes // 2, lanes // 4) if w >= 4]:
-        assert text.count(f"T.vectorized(T.int64({width}))") == 4
+        assert text.count(f"T.vectorized(T.int64({width}))") == 4 + 2
+    assert len(re.findall(r"in range\(T\.int64\(4\)\):", text)) == 2  # the four partials left, into acc
     assert len(re.findall(rf"in range\(\((\w+) - \1 // {n} \* {n}\) % T\.int64\(4\)\)", text)) == 4
     assert text.count(f"T.sblock_alloc_buffer(({lanes},))") == 2  # the max's and sum's partials
     assert not re.search(r"for ax0 in range\(\w+\):", text)  # no serial loop over all of T is left

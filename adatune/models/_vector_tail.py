@@ -15,9 +15,9 @@ width, around one block that reads and writes contiguously in it (a strided acce
   of the block with fresh definitions (TIR requires every variable defined once);
 - a reduction ``acc = acc (+, max, min) f(j)`` (a softmax's max and sum over T) accumulates ``lanes`` partial
   results, a vector at a time (whole vectors and the remainder's halving ones), in a per-thread buffer, folds them
-  into ``acc`` once and adds the last few terms: a serial loop waits on each add's latency. The order of a sum's
-  adds changes, as in any vectorised sum (the layer norm's ``rfactor`` over constant extents does the same); max
-  and min are exact.
+  in halving vectors down to four, adds those to ``acc`` and then the last few terms: a serial loop waits on each
+  add's latency. The order of a sum's adds changes, as in any vectorised sum (the layer norm's ``rfactor`` over
+  constant extents does the same); max and min are exact.
 
 ``benchmarks.generic_ops`` times the operators with and without this against PyTorch. It is the last step of a
 schedule (two blocks then share a name, which a ``Schedule`` could no longer look up); a loop that does not qualify
@@ -223,6 +223,21 @@ def _loop(var: tirx.Var, extent: tirx.PrimExpr, kind: tirx.ForKind, body: tirx.S
     return [tirx.For(var, tirx.const(0, str(var.ty)), extent, kind, body)]
 
 
+def _fold(partial: Any, lanes: int, combine: Callable[[Any, Any], Any], dtype: str, name: str) -> list[tirx.Stmt]:
+    """The ``lanes`` partials halved in vectors (the upper half combined into the lower) down to
+    ``MIN_TAIL_LANES``: two vector operations instead of twelve serial ones on 16 lanes."""
+    folds = []
+    width = lanes // 2
+    while width >= MIN_TAIL_LANES:
+        lane = tirx.Var(f"{name}{width}", dtype)
+        upper = tirx.BufferLoad(partial, [lane + tirx.const(width, dtype)])
+        value = combine(tirx.BufferLoad(partial, [lane]), upper)
+        body = tirx.BufferStore(partial, value, [lane])
+        folds.append(tirx.For(lane, tirx.const(0, dtype), tirx.const(width, dtype), tirx.ForKind.VECTORIZED, body))
+        width //= 2
+    return folds
+
+
 def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterVar, lanes: int) -> tirx.Stmt:
     """A reduction over the loop as partial results in a vector (module docstring): the whole vectors and the
     remainder's vectors (``_parts``) combine into ``lanes`` partials, folded once, then the scalar rest. One opaque
@@ -263,14 +278,16 @@ def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterV
             store.buffer, combine(tirx.BufferLoad(store.buffer, store.indices), value), store.indices
         )
 
-    k0, ko, kf, kt = var("init"), var("vo"), var("fold"), var("tail")
+    k0, ko, kf, kt = var("init"), var("vo"), var("last"), var("tail")
+    narrow = min(lanes, MIN_TAIL_LANES)  # the partials left after the vector folds, added to acc one by one
     vectors = [
         tirx.For(
             k0, zero, tirx.const(lanes, dtype), tirx.ForKind.VECTORIZED, tirx.BufferStore(partial, init.value, [k0])
         ),
         *_loop(ko, cut.whole, tirx.ForKind.SERIAL, accumulate(loop.min + ko * lanes, lanes, "vi")),
         *(s for start, width, taken in cut.pieces for s in _when(taken, accumulate(start, width, f"v{width}"))),
-        tirx.For(kf, zero, tirx.const(lanes, dtype), tirx.ForKind.SERIAL, into_acc(tirx.BufferLoad(partial, [kf]))),
+        *_fold(partial, lanes, combine, dtype, f"{loop.loop_var.name}_fold"),
+        tirx.For(kf, zero, tirx.const(narrow, dtype), tirx.ForKind.SERIAL, into_acc(tirx.BufferLoad(partial, [kf]))),
     ]
     body = tirx.SeqStmt([
         tirx.BufferStore(store.buffer, init.value, store.indices),
