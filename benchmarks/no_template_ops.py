@@ -14,7 +14,9 @@ Per operator, seed and rule set (``adatune.trace.RULE_SETS``): ``TraceSearchTune
 ``--trials`` candidates. Then every best program (built once and checked against numpy) and PyTorch's operator
 (``torch.nn.functional`` on the machine's physical cores) are timed in ``--rounds`` rounds of turns, each timing
 the mean of calls filling at least ``--min-ms`` (TVM's ``time_evaluator`` for the programs, a Python loop for
-PyTorch); the median round is the latency. The noise gate frames the run.
+PyTorch); the median round is the latency. The noise gate frames the run. ``--generic`` adds the operator under
+``am.schedule_generic`` (no tuning; what ``am.build`` falls back to for a trace task without a record) to the turns
+as rule set ``generic``.
 
     python -m benchmarks.no_template_ops --out benchmarks/results/no_template_ops
 
@@ -40,6 +42,7 @@ import tvm
 from tvm import te, topi
 
 import adatune
+import adatune.models as am
 import adatune.trace
 import adatune.vector_math
 from adatune.reference import physical_cores
@@ -267,6 +270,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also time every best program built with TVM's default pipeline (scalar exp/erf/tanh/log calls), "
         "in the same turns",
     )
+    p.add_argument(
+        "--generic",
+        action="store_true",
+        help="also time the operator under am.schedule_generic (no tuning: what am.build falls back to for a "
+        "trace task without a record) in the same turns, as rule set 'generic'",
+    )
     p.add_argument("--out", default="benchmarks/results/no_template_ops")
     return p
 
@@ -297,6 +306,16 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
                 f"{op:>15} {rules:>7} seed {seed}: tuned {wall:5.1f} s, failed {failed}, correct {row['correct']}",
                 flush=True,
             )
+    if args.generic:  # the untuned fallback: the shape-generic schedule, no trials
+        task = next(iter(tasks.values()))
+        func = task.unscheduled_module()["main"]
+        lanes = adatune.target.cpu_info(target).lanes("float32")
+        generic = tvm.IRModule({"main": am.schedule_generic(func, lanes)[0]})
+        row = {"op": op, "rules": "generic", "seed": 0, "tune_s": 0.0, "failed": 0}
+        timer, row["correct"] = tvm_timer(task, generic, inputs, args.min_ms)
+        programs["generic"] = (timer, row)
+        rows.append(row)
+        print(f"{op:>15} generic (untuned): correct {row['correct']}", flush=True)
     layouts = {"torch": [torch.from_numpy(x) for x in inputs]}
     if inputs[0].ndim == 4:  # PyTorch's NCHW pool took 3.76 ms, its channels-last one 0.18 (results/.../zen4)
         layouts["torch-channels-last"] = [

@@ -1,7 +1,8 @@
 """Apply and deploy: compile a model with the best record of every task (a fallback schedule where none).
 
 Records for another target never apply. A task with no record warns and gets its fallback: the knob
-template's fallback config, or the first design space of TVM's rules sampled with a fixed seed.
+template's fallback config, or on a CPU the shape-generic schedule dynamic models use (``schedule_generic``), so an
+operator left untuned runs its rows in parallel and its loops in vectors rather than TVM's serial default.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from typing import Any
 
 import numpy as np
 import tvm
-from tvm import relax
+from tvm import relax, tirx
 
 from .. import target as _target
 from .. import vector_math as _vector_math
+from ..target import cpu_info
 from ..records import as_records, pick_best
 from ..space import FallbackConfig
 from ._extract import FusedKnobTask, ModelTask, extract_tasks
 from ._frontend import Model
+from ._generic_schedule import schedule_generic
 
 __all__ = ["CompiledModel", "build", "prepack_weights"]
 
@@ -34,7 +37,7 @@ class CompiledModel:
         self.model = model
         self.link = list(link)  # linker options its library needs (libmvec: ``adatune.vector_math.export_options``)
         self.executable = executable
-        self.applied = applied  # function name -> "record" or "fallback"
+        self.applied = applied  # function name -> "record", "fallback" or "generic" (see ``build``)
         self.prepacked: list[str] = []  # functions whose constant weights were packed at build (``prepack_weights``)
         self.module: tvm.IRModule | None = None  # the Relax module that was compiled
         _target.size_tvm_thread_pool()  # its kernels run in this process: every physical core, as when measured
@@ -64,11 +67,18 @@ class CompiledModel:
         return path
 
 
-def _fallback(task: ModelTask) -> Any:
-    """The knob template's fallback config; None for a trace task (TVM's default lowering of the function)."""
+def _fallback(task: ModelTask, target: tvm.target.Target) -> tuple[tirx.PrimFunc | None, str]:
+    """A task's function when no record applies, and how it was made: a knob task's fallback config
+    (``fallback``); on a CPU, a trace task's function under ``schedule_generic`` (``generic``: rows in parallel,
+    loops in vectors, no tuning), since TVM's default lowering would run it as serial scalar loops; else None
+    (``fallback``: that default lowering). A reshape is left alone, for the build to make it a view."""
     if task.created and isinstance(task.task, FusedKnobTask):
-        return FallbackConfig()
-    return None
+        return task.task.scheduled_module(FallbackConfig())["main"], "fallback"
+    func = task.mod["main"]
+    if str(target.kind.name) != "llvm" or relax.analysis.has_reshape_pattern(func):
+        return None, "fallback"
+    scheduled, changed = schedule_generic(func, cpu_info(target).lanes("float32"))
+    return (scheduled, "generic") if changed else (None, "fallback")
 
 
 def build(
@@ -97,18 +107,17 @@ def build(
     for t in tasks:
         rec = next((r for k, r in best.items() if json.loads(k)[0] == t.task_name), None)
         if rec is not None:
-            cand, how = t.task.candidate_from_json(rec.config), "record"
+            func, how = t.task.scheduled_module(t.task.candidate_from_json(rec.config))["main"], "record"
         else:
-            cand, how = _fallback(t), "fallback"
+            func, how = _fallback(t, tgt)
             untuned.append(t.func_name)
-        if cand is None:
-            applied[t.func_name] = how
+        applied[t.func_name] = how
+        if func is None:
             continue
-        func = t.task.scheduled_module(cand)["main"].without_attr("global_symbol").with_attr("tirx.is_scheduled", True)
+        func = func.without_attr("global_symbol").with_attr("tirx.is_scheduled", True)
         for name in t.global_vars:
             mod = tvm.IRModule(dict(mod.functions_items()))
             mod[mod.get_global_var(name)] = func
-        applied[t.func_name] = how
     if untuned:
         warnings.warn(
             f"{len(untuned)} of {len(tasks)} tasks have no record for this target and use a fallback schedule: "
