@@ -79,9 +79,6 @@ def test_build_with_fallbacks_matches_pytorch(tiny: am.Model, tmp_path) -> None:
         reshape = tvm.relax.analysis.has_reshape_pattern(func)
         want = "fallback" if t.kind != "trace" or reshape else "generic"
         assert compiled.applied[t.func_name] == want, t.func_name
-    assert "generic" in compiled.applied.values()
-    generic = [compiled.module[n] for n, how in compiled.applied.items() if how == "generic"]
-    assert all("T.parallel" in f.script() or "T.vectorized" in f.script() for f in generic)
     # the convolutions' and the dense layer's constant weights were packed at build, not in every call
     knob = {t.func_name for t in tasks if t.kind != "trace"}
     assert knob and set(compiled.prepacked) == knob
@@ -89,13 +86,30 @@ def test_build_with_fallbacks_matches_pytorch(tiny: am.Model, tmp_path) -> None:
     out = compiled.run(*x)[0]
     np.testing.assert_allclose(out, tiny.reference(*x)[0], rtol=1e-4, atol=1e-4)
     path = compiled.export_library(tmp_path / "tiny.so")
-    import tvm
-    from tvm import relax
-
-    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    vm = tvm.relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
     again = vm["main"](tvm.runtime.tensor(x[0], tvm.cpu()))
     again = again[0] if not hasattr(again, "numpy") else again
     np.testing.assert_allclose(again.numpy(), out, rtol=1e-6, atol=1e-6)
+
+
+def test_untuned_operators_without_a_template_get_the_generic_schedule() -> None:
+    """A layer norm, a GELU and a softmax over 10 x 40 (40: not a multiple of the SIMD width) built with no log:
+    each trace task falls back to ``schedule_generic`` (rows in parallel, columns in vectors), not TVM's serial
+    default, and the model matches PyTorch."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.LayerNorm(40), nn.GELU(), nn.Softmax(-1)).eval()
+    model = am.from_torch(net, (torch.randn(1, 10, 40),), name="no-template")
+    tasks = am.extract_tasks(model)
+    assert tasks and all(t.kind == "trace" for t in tasks)
+    with pytest.warns(UserWarning, match="fallback schedule"):
+        compiled = am.build(model, None)
+    generic = [n for n, how in compiled.applied.items() if how == "generic"]
+    assert generic and set(compiled.applied.values()) <= {"generic", "fallback"}
+    for name in generic:
+        text = compiled.module[name].script()
+        assert "T.parallel" in text and "T.vectorized" in text, name
+    x = model.random_inputs(0)
+    np.testing.assert_allclose(compiled.run(*x)[0], model.reference(*x)[0], rtol=1e-5, atol=1e-6)
 
 
 def test_bad_shapes_and_files(tiny: am.Model, tmp_path) -> None:
