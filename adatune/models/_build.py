@@ -19,9 +19,9 @@ from tvm import relax, tirx
 
 from .. import target as _target
 from .. import vector_math as _vector_math
-from ..target import cpu_info
 from ..records import as_records, pick_best
 from ..space import FallbackConfig
+from ..target import cpu_info
 from ._extract import FusedKnobTask, ModelTask, extract_tasks
 from ._frontend import Model
 from ._generic_schedule import schedule_generic
