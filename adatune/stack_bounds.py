@@ -59,13 +59,17 @@ class _Bounder:
         self.analyzer = tvm.sym.Analyzer()
         self.changed = 0
 
-    def _cap(self, extent: Any) -> int | None:
-        if isinstance(extent, tirx.IntImm):
-            return int(extent.value)
-        for var in tirx.analysis.undefined_vars(extent):
+    def _note(self, expr: Any) -> None:
+        """Tell the analyzer the bounds of the stated symbols in ``expr`` (before a definition or a size uses them)."""
+        for var in tirx.analysis.undefined_vars(expr):
             name = str(var.name)
             if name in self.bounds:
                 self.analyzer.update(var, tvm.sym.ConstIntBound(1, self.bounds[name]), override=True)
+
+    def _cap(self, extent: Any) -> int | None:
+        if isinstance(extent, tirx.IntImm):
+            return int(extent.value)
+        self._note(extent)
         hi = self.analyzer.const_int_bound(extent).max_value
         return None if hi >= tvm.sym.ConstIntBound.POS_INF else int(hi)
 
@@ -91,6 +95,7 @@ class _Bounder:
     def visit(self, stmt: tirx.Stmt) -> tirx.Stmt:
         if isinstance(stmt, tirx.Bind):
             if _is_int(stmt.var):  # the common subexpressions a shape is written in
+                self._note(stmt.value)
                 self.analyzer.bind(stmt.var, stmt.value)
             return stmt
         if isinstance(stmt, tirx.SeqStmt):  # an allocation is a statement of a sequence, in scope to its end
