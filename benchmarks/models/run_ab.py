@@ -350,7 +350,11 @@ def report(out: str) -> int:
         states = HostStates(hs["round_probes_s"], orders)
         r["host_state"] = states.to_json()
         every_round = list(range(len(orders)))
-        r |= ratios(times, labels, lambda names, idx=every_round: idx)
+
+        def all_rounds(_names: list[str], idx: list[int] = every_round) -> list[int]:
+            return idx
+
+        r |= ratios(times, labels, all_rounds)
         r["by_state"] = {s: state_ratios(times, labels, states, s) for s in STATES}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
