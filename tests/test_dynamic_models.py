@@ -433,6 +433,55 @@ def test_generic_schedule_vectorises_a_constant_softmax_the_lanes_do_not_divide(
     np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("op", ["max-pool", "depthwise"])
+def test_generic_schedule_runs_a_small_window_outside_the_output_row(op: str) -> None:
+    """A 3x3 max pool (stride 2) and a 3x3 depthwise convolution, both padded: the rows (batch, channel, output row)
+    run in one parallel loop, the window's loops outside the column loop, so each window position updates a whole
+    output row (the init split off and vectorised); right against numpy."""
+    c, hw = 6, 21
+    data = tvm.te.placeholder((1, c, hw, hw), name="data")
+    pad_value = tvm.te.min_value("float32") if op == "max-pool" else tvm.tirx.const(0.0, "float32")
+    padded = tvm.te.compute(
+        (1, c, hw + 2, hw + 2),
+        lambda b, ch, y, x: tvm.te.if_then_else(
+            tvm.te.all(y >= 1, y <= hw, x >= 1, x <= hw), data[b, ch, y - 1, x - 1], pad_value
+        ),
+        name="pad",
+    )
+    ry, rx = tvm.te.reduce_axis((0, 3), "ry"), tvm.te.reduce_axis((0, 3), "rx")
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    padded_np = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf if op == "max-pool" else 0.0)
+    windows = np.lib.stride_tricks.sliding_window_view(padded_np, (3, 3), axis=(2, 3))
+    if op == "max-pool":
+        out_hw = (hw - 1) // 2 + 1
+        out = tvm.te.compute(
+            (1, c, out_hw, out_hw),
+            lambda b, ch, y, x: tvm.te.max(padded[b, ch, 2 * y + ry, 2 * x + rx], axis=[ry, rx]),
+            name="out",
+        )
+        func, args, want = tvm.te.create_prim_func([data, out]), [xs], windows[:, :, ::2, ::2].max(axis=(-1, -2))
+    else:
+        weight = tvm.te.placeholder((c, 3, 3), name="weight")
+        out = tvm.te.compute(
+            (1, c, hw, hw),
+            lambda b, ch, y, x: tvm.te.sum(padded[b, ch, y + ry, x + rx] * weight[ch, ry, rx], axis=[ry, rx]),
+            name="out",
+        )
+        ws = rng.standard_normal((c, 3, 3)).astype(np.float32)
+        func, args = tvm.te.create_prim_func([data, weight, out]), [xs, ws]
+        want = np.einsum("bcyxij,cij->bcyx", windows, ws)
+    scheduled, changed = am.schedule_generic(func, lanes=16)
+    text = scheduled.script()
+    assert changed and text.count("T.parallel") == 1 and "T.vectorized" in text  # the init's row
+    # the window's loops enclose the update's column loop
+    assert re.search(r"for ry, rx, x in T\.grid\(3, 3, \d+\):", text), text
+    lib = _build_for_host(scheduled)
+    got = tvm.runtime.tensor(np.zeros(want.shape, np.float32))
+    lib["main"](*(tvm.runtime.tensor(a) for a in args), got)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_generic_schedule_does_not_redo_a_reduction_over_the_rows_in_every_row() -> None:
     """``y[t, c] = x[t, c] - mean_t x[t, c]``: every row needs the whole mean; computed inside the row loop each row
     would redo it (T times the work), so the mean keeps a loop nest of its own and the rows one parallel loop."""
