@@ -21,6 +21,8 @@ from typing import Any
 import tvm
 from tvm import tirx
 
+from .tir_rebuild import rebuild
+
 __all__ = ["ATTR", "STACK_LIMIT_BYTES", "bound_allocations", "upper_bounds", "with_upper_bounds"]
 
 ATTR = "adatune.upper_bounds"
@@ -103,25 +105,7 @@ class _Bounder:
             for s in stmt.seq:
                 seq.extend(self._alloc(s) if isinstance(s, tirx.AllocBuffer) else [self.visit(s)])
             return tirx.SeqStmt(seq)
-        if isinstance(stmt, tirx.For):
-            return tirx.For(
-                stmt.loop_var,
-                stmt.min,
-                stmt.extent,
-                stmt.kind,
-                self.visit(stmt.body),
-                stmt.thread_binding,
-                stmt.annotations,
-                stmt.step,
-            )
-        if isinstance(stmt, tirx.AttrStmt):
-            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, self.visit(stmt.body))
-        if isinstance(stmt, tirx.IfThenElse):
-            other = None if stmt.else_case is None else self.visit(stmt.else_case)
-            return tirx.IfThenElse(stmt.condition, self.visit(stmt.then_case), other)
-        if isinstance(stmt, tirx.While):
-            return tirx.While(stmt.condition, self.visit(stmt.body))
-        return stmt
+        return rebuild(stmt, self.visit)
 
 
 @tvm.transform.module_pass(opt_level=0, name="adatune.BoundAllocations")

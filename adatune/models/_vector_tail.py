@@ -34,42 +34,12 @@ import tvm
 from tvm import tirx
 from tvm.s_tir.stmt import SBlock, SBlockRealize
 
+from ..tir_rebuild import rebuild
+
 __all__ = ["vectorise_tails"]
 
 # a reduction block's combiner (``acc = combine(acc, term)``) -> how to combine two values of it
 _COMBINE: dict[type, Callable[[Any, Any], Any]] = {tirx.Add: lambda a, b: a + b, tirx.Max: tirx.max, tirx.Min: tirx.min}
-
-
-def _rebuild(stmt: tirx.Stmt, visit: Callable[[tirx.Stmt], tirx.Stmt]) -> tirx.Stmt:
-    """``stmt`` with ``visit`` applied to its children (loops, sequences and blocks; anything else as it is)."""
-    if isinstance(stmt, tirx.For):
-        return tirx.For(
-            stmt.loop_var,
-            stmt.min,
-            stmt.extent,
-            stmt.kind,
-            visit(stmt.body),
-            stmt.thread_binding,
-            stmt.annotations,
-            stmt.step,
-        )
-    if isinstance(stmt, tirx.SeqStmt):
-        return tirx.SeqStmt([visit(s) for s in stmt.seq])
-    if isinstance(stmt, SBlockRealize):
-        b = stmt.block
-        block = SBlock(
-            b.iter_vars,
-            b.reads,
-            b.writes,
-            b.name_hint,
-            visit(b.body),
-            b.init,
-            b.alloc_buffers,
-            b.match_buffers,
-            b.annotations,
-        )
-        return SBlockRealize(stmt.iter_values, stmt.predicate, block)
-    return stmt
 
 
 def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
@@ -330,7 +300,7 @@ def vectorise_tails(func: tirx.PrimFunc, lanes: int) -> tuple[tirx.PrimFunc, int
         nonlocal count
         found = _loop_block(stmt, lanes) if isinstance(stmt, tirx.For) else None
         if found is None:
-            return _rebuild(stmt, visit)
+            return rebuild(stmt, visit)
         count += 1
         realize, bound = found
         if bound.iter_type == tirx.IterVar.DataPar:
