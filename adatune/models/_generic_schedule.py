@@ -1,4 +1,5 @@
-"""A shape-generic CPU schedule for the operators a dynamic model leaves outside its GEMMs.
+"""A shape-generic CPU schedule for the operators a dynamic model leaves outside its GEMMs (and for an untuned
+operator without a template in a static model: ``am.build``'s fallback).
 
 TVM's legalised TIR is correct for every extent but runs as one serial loop nest per block (no default CPU
 schedules, see the project's TVM notes). Nothing here depends on the symbolic extent, so one schedule serves
@@ -14,7 +15,10 @@ every T. Per function:
    hidden size) is factored (``rfactor``) into one vector of partial results, accumulated a vector at a time,
    and summed once at the end: a serial sum waits on each add's latency. Reductions over T, or over a constant
    the width does not divide, get the same partials from ``_vector_tail`` (TVM 0.27's rfactor drops the guard of
-   a split over a symbolic extent).
+   a split over a symbolic extent);
+5. a block on its own whose innermost loops are a small constant reduction (a pooling window, a depthwise
+   kernel) runs the window's loops outside the output row's column loop (``_window_outside``), so each window
+   position updates a whole row.
 
 The innermost loop is never fused into the parallel loop: a fused index splits back into row and column by a
 division and a modulo per element (64-bit, by the symbolic extent), which cost more than the exponentials
