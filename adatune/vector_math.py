@@ -186,17 +186,13 @@ def _pipeline(libmvec: bool) -> Callable[[], tuple[Any, Callable[[], Any], Calla
 
         @tvm.transform.module_pass(opt_level=0, name="adatune.VectorMathMain")
         def vectorised(mod: Any, _ctx: Any) -> Any:
-            if not libmvec:
-                return main(mod)
-            with _erf_vectorisable():
+            with _erf_vectorisable() if libmvec else contextlib.nullcontext():
                 return main(mod)
 
         @tvm.transform.module_pass(opt_level=0, name="adatune.VectorMathLowerIntrin")
         def lowered(mod: Any, _ctx: Any) -> Any:
             mod = _stack_bounds.bound_allocations(mod)  # before LowerTVMBuiltin sends them to the workspace pool
-            if not libmvec:
-                return finalize_host()(mod)
-            with _lowering_for(mod):
+            with _lowering_for(mod) if libmvec else contextlib.nullcontext():
                 return finalize_host()(mod)
 
         return vectorised, lambda: lowered, finalize_device

@@ -1,4 +1,5 @@
-"""What the benchmarks share: CSV output, and the load the machine was under while a run timed things."""
+"""What the benchmarks share: CSV output, the load the machine was under while a run timed things, and the
+latency-over-T figure."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-__all__ = ["load_now", "load_sentence", "run_meta", "settled", "write_csv"]
+__all__ = ["load_now", "load_sentence", "plot_latency_over_t", "run_meta", "settled", "write_csv"]
 
 
 def write_csv(path: str, rows: Iterable[dict]) -> None:
@@ -68,3 +70,19 @@ def write_summary(out_dir: str, lines: list[str], echo: bool = False) -> None:
         f.write(text)
     if echo:
         print(text, end="")
+
+
+def plot_latency_over_t(ax: Any, rows: Sequence[dict], arms: Iterable[str], xlabel: str) -> None:
+    """One line per arm of its latency (``{arm}_s`` of each row, seconds) against the row's ``T``, in ms on a log
+    axis: the figure every per-T benchmark draws (a single point as a marker)."""
+    for arm in arms:
+        have = [r for r in rows if f"{arm}_s" in r]
+        if have:
+            ax.plot(
+                [r["T"] for r in have], [r[f"{arm}_s"] * 1e3 for r in have], "o-" if len(have) > 1 else "s", label=arm
+            )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("latency (ms)")
+    ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend()

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import load_now, settled, write_csv
+from benchmarks._common import load_now, plot_latency_over_t, settled, write_csv
 from benchmarks.noise_gate import NoiseGate, interleaved
 
 from ._common import write_summary
@@ -306,14 +306,7 @@ def _write(
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "rows": rows, "geomean_speed_vs": ratios}, f, indent=1)
     fig, ax = plt.subplots(figsize=(8, 4))
-    for e in engines:
-        have = [r for r in rows if f"{e}_s" in r]
-        ax.plot([r["T"] for r in have], [r[f"{e}_s"] * 1e3 for r in have], "o-" if len(have) > 1 else "s", label=e)
-    ax.set_xlabel("T (sequence length)")
-    ax.set_ylabel("latency (ms)")
-    ax.set_yscale("log")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    plot_latency_over_t(ax, rows, engines, "T (sequence length)")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "latency.png"), dpi=110)
     plt.close(fig)

@@ -22,6 +22,7 @@ Writes results.json, results.csv, summary.md and speed.png under ``--out``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -41,7 +42,7 @@ import adatune.vector_math
 from adatune.reference import physical_cores
 from adatune.stack_bounds import with_upper_bounds
 
-from ._common import load_now, load_sentence, run_meta, settled, write_csv, write_summary
+from ._common import load_now, load_sentence, plot_latency_over_t, run_meta, settled, write_csv, write_summary
 from .host_state import HostStates, interleaved_with_state, state_probe
 from .no_template_ops import mean_call_timer
 from .noise_gate import NoiseGate
@@ -126,9 +127,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     t_sym = tvm.tirx.Var("T", "int64")
     for op in args.ops:
         func = _legalised(op, t_sym)
-        funcs = {arm: am.schedule_generic(func, lanes, vector_tails=(arm != "plain"))[0] for arm in ARMS[:3]}
+        tails, plain = (am.schedule_generic(func, lanes, vector_tails=v)[0] for v in (True, False))
+        bound = {str(t_sym.name): args.t_max}
         funcs = {
-            arm: f if arm == "pool" else with_upper_bounds(f, {str(t_sym.name): args.t_max}) for arm, f in funcs.items()
+            "vector-tails": with_upper_bounds(tails, bound),
+            "pool": tails,
+            "plain": with_upper_bounds(plain, bound),
         }
         same = funcs["vector-tails"].script() == funcs["plain"].script()
         libs = {
@@ -153,7 +157,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for arm, lib in arm_libs.items():
                 timers[arm], got = _tvm_timer(lib, inputs, args.min_ms)
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{op} T={t} {arm}")
-            timers["torch"] = mean_call_timer(lambda xt=xt, fn=fn: fn(xt), args.min_ms)
+            timers["torch"] = mean_call_timer(functools.partial(fn, xt), args.min_ms)
             times, probes, orders = interleaved_with_state(timers, args.rounds, probe)
             states = HostStates(probes, orders)
             row: dict[str, Any] = {"op": op, "T": t, "same_schedule": same}
@@ -193,16 +197,8 @@ def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
     fig, axes = plt.subplots(1, len(ops), figsize=(4.5 * len(ops), 3.6), squeeze=False)
     for ax, op in zip(axes[0], ops):
         have = [r for r in rows if r["op"] == op]
-        for arm in ARMS:
-            pts = [(r["T"], r[f"{arm}_s"] * 1e3) for r in have if f"{arm}_s" in r]
-            if pts:
-                ax.plot(*zip(*pts), "o-", label=arm)
+        plot_latency_over_t(ax, have, ARMS, "T")
         ax.set_title(op)
-        ax.set_xlabel("T")
-        ax.set_ylabel("latency (ms)")
-        ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-        ax.legend()
     fig.tight_layout()
     fig.savefig(os.path.join(out, "speed.png"), dpi=110)
     plt.close(fig)

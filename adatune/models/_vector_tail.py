@@ -150,6 +150,20 @@ class _Parts:
     vectorised: tirx.PrimExpr  # whether any vector part runs (the extent is at least the narrowest one)
 
 
+def _halvings(lanes: int) -> list[int]:
+    """``lanes / 2, lanes / 4, ...`` down to ``MIN_TAIL_LANES``: a remainder's vectors, and the partials' folds."""
+    widths, width = [], lanes // 2
+    while width >= MIN_TAIL_LANES:
+        widths.append(width)
+        width //= 2
+    return widths
+
+
+def _vector_loop(var: tirx.Var, width: int, body: tirx.Stmt) -> tirx.For:
+    dtype = str(var.ty)
+    return tirx.For(var, tirx.const(0, dtype), tirx.const(width, dtype), tirx.ForKind.VECTORIZED, body)
+
+
 def _parts(loop: tirx.For, lanes: int) -> _Parts:
     dtype = str(loop.loop_var.ty)
     # a constant extent's parts come out constant, the empty ones dropped (a symbolic one's are left as written)
@@ -162,13 +176,12 @@ def _parts(loop: tirx.For, lanes: int) -> _Parts:
     base = loop.min + whole * const(lanes)
     r = loop.extent - whole * const(lanes)
     pieces = []
-    width = lanes // 2
-    while width >= MIN_TAIL_LANES:
+    widths = _halvings(lanes)
+    for width in widths:  # higher bits first
         taken = simplify(tirx.floormod(tirx.floordiv(r, const(width)), const(2)) == const(1))
-        if not _never(taken):  # higher bits first
+        if not _never(taken):
             pieces.append((simplify(base + r - tirx.floormod(r, const(2 * width))), width, taken))
-        width //= 2
-    narrowest = min(2 * width, lanes)
+    narrowest = widths[-1] if widths else lanes
     rest = tirx.floormod(r, const(narrowest))
     return _Parts(
         simplify(whole), pieces, simplify(base + r - rest), simplify(rest), simplify(loop.extent >= const(narrowest))
@@ -197,20 +210,18 @@ def _fold(partial: Any, lanes: int, combine: Callable[[Any, Any], Any], dtype: s
     """The ``lanes`` partials halved in vectors (the upper half combined into the lower) down to
     ``MIN_TAIL_LANES``: two vector operations instead of twelve serial ones on 16 lanes."""
     folds = []
-    width = lanes // 2
-    while width >= MIN_TAIL_LANES:
+    for width in _halvings(lanes):
         lane = tirx.Var(f"{name}{width}", dtype)
         upper = tirx.BufferLoad(partial, [lane + tirx.const(width, dtype)])
         value = combine(tirx.BufferLoad(partial, [lane]), upper)
-        body = tirx.BufferStore(partial, value, [lane])
-        folds.append(tirx.For(lane, tirx.const(0, dtype), tirx.const(width, dtype), tirx.ForKind.VECTORIZED, body))
-        width //= 2
+        folds.append(_vector_loop(lane, width, tirx.BufferStore(partial, value, [lane])))
     return folds
 
 
 def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterVar, lanes: int) -> tirx.Stmt:
     """A reduction over the loop as partial results in a vector (module docstring): the whole vectors and the
-    remainder's vectors (``_parts``) combine into ``lanes`` partials, folded once, then the scalar rest. One opaque
+    remainder's vectors (``_parts``) combine into ``lanes`` partials, folded in halving vectors (``_fold``) and
+    into the accumulator, then the scalar rest. One opaque
     block holds the partials' buffer: allocated inside the parallel row loop, so one per thread (a constant size in
     global scope, so on the stack; in "local" scope TVM 0.27 takes it from its workspace pool instead, a call per row
     and buffer: ``benchmarks/RESULTS.md`` has the softmax both ways)."""
@@ -239,9 +250,7 @@ def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterV
         """Partials ``[0, width)`` combined with the terms of ``[start, start + width)``, as one vector."""
         lane = var(name)
         value = combine(tirx.BufferLoad(partial, [lane]), term_at(start + lane))
-        return tirx.For(
-            lane, zero, tirx.const(width, dtype), tirx.ForKind.VECTORIZED, tirx.BufferStore(partial, value, [lane])
-        )
+        return _vector_loop(lane, width, tirx.BufferStore(partial, value, [lane]))
 
     def into_acc(value: tirx.PrimExpr) -> tirx.Stmt:
         return tirx.BufferStore(
@@ -251,9 +260,7 @@ def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterV
     k0, ko, kf, kt = var("init"), var("vo"), var("last"), var("tail")
     narrow = min(lanes, MIN_TAIL_LANES)  # the partials left after the vector folds, added to acc one by one
     vectors = [
-        tirx.For(
-            k0, zero, tirx.const(lanes, dtype), tirx.ForKind.VECTORIZED, tirx.BufferStore(partial, init.value, [k0])
-        ),
+        _vector_loop(k0, lanes, tirx.BufferStore(partial, init.value, [k0])),
         *_loop(ko, cut.whole, tirx.ForKind.SERIAL, accumulate(loop.min + ko * lanes, lanes, "vi")),
         *(s for start, width, taken in cut.pieces for s in _when(taken, accumulate(start, width, f"v{width}"))),
         *_fold(partial, lanes, combine, dtype, f"{loop.loop_var.name}_fold"),
@@ -271,13 +278,10 @@ def _split(loop: tirx.For, realize: SBlockRealize, lanes: int) -> tirx.Stmt:
     """An element-wise loop around ``realize`` cut as ``_parts`` says, each part a fresh copy of the block."""
     j = loop.loop_var
     dtype = str(j.ty)
-    zero = tirx.const(0, dtype)
 
     def vector(start: tirx.PrimExpr, width: int, name: str) -> tirx.Stmt:
         lane = tirx.Var(f"{j.name}_{name}", dtype)
-        return tirx.For(
-            lane, zero, tirx.const(width, dtype), tirx.ForKind.VECTORIZED, _fresh_copy(realize, j, start + lane)
-        )
+        return _vector_loop(lane, width, _fresh_copy(realize, j, start + lane))
 
     cut = _parts(loop, lanes)
     jo, jt = tirx.Var(f"{j.name}_vo", dtype), tirx.Var(f"{j.name}_tail", dtype)
@@ -290,8 +294,8 @@ def _split(loop: tirx.For, realize: SBlockRealize, lanes: int) -> tirx.Stmt:
 
 
 def vectorise_tails(func: tirx.PrimFunc, lanes: int) -> tuple[tirx.PrimFunc, int]:
-    """``func`` with every qualifying loop (module docstring) split into whole ``lanes``-wide vectors and a
-    scalar remainder, and how many loops were split."""
+    """``func`` with every qualifying loop (module docstring) split into whole ``lanes``-wide vectors, halving
+    vectors and a scalar rest, and how many loops were split."""
     if lanes <= 1:
         return func, 0
     count = 0
