@@ -16,7 +16,9 @@ Per operator, seed and rule set (``adatune.trace.RULE_SETS``): ``TraceSearchTune
 the mean of calls filling at least ``--min-ms`` (TVM's ``time_evaluator`` for the programs, a Python loop for
 PyTorch); the median round is the latency. The noise gate frames the run. ``--generic`` adds the operator under
 ``am.schedule_generic`` (no tuning; what ``am.build`` falls back to for a trace task without a record) to the turns
-as rule set ``generic``.
+as rule set ``generic``, and as ``generic-row-window`` the same with a pooling or convolution window around its
+whole output row and its pad inlined (``window_vectors=False``, the schedule before 2026-11-28); ``--rules`` with
+no rule set times those alone.
 
     python -m benchmarks.no_template_ops --out benchmarks/results/no_template_ops
 
@@ -283,7 +285,9 @@ def _parser() -> argparse.ArgumentParser:
 def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list[dict[str, Any]]:
     shape, torch_op = SHAPES[op]
     tasks = {rules: adatune.task.create(RULE_SETS[rules].prefix + _NAMES[op], shape, target) for rules in args.rules}
-    specs = next(iter(tasks.values())).arg_specs
+    # the operator itself, through any rule set's name (``--generic`` needs none)
+    base = adatune.task.create(RULE_SETS[(args.rules or ["tvm"])[0]].prefix + _NAMES[op], shape, target)
+    specs = base.arg_specs
     rng = np.random.default_rng(0)  # one set of inputs for every program and PyTorch
     inputs = [rng.standard_normal(tuple(int(d) for d in s.shape)).astype("float32") for s in specs if not s.is_output]
     rows: list[dict[str, Any]] = []
@@ -307,15 +311,17 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
                 flush=True,
             )
     if args.generic:  # the untuned fallback: the shape-generic schedule, no trials
-        task = next(iter(tasks.values()))
-        func = task.unscheduled_module()["main"]
+        assert isinstance(base, TraceTask)
+        func = base.unscheduled_module()["main"]
         lanes = adatune.target.cpu_info(target).lanes("float32")
-        generic = tvm.IRModule({"main": am.schedule_generic(func, lanes)[0]})
-        row = {"op": op, "rules": "generic", "seed": 0, "tune_s": 0.0, "failed": 0}
-        timer, row["correct"] = tvm_timer(task, generic, inputs, args.min_ms)
-        programs["generic"] = (timer, row)
-        rows.append(row)
-        print(f"{op:>15} generic (untuned): correct {row['correct']}", flush=True)
+        # "generic-row-window": a window around the whole output row, its pad inlined (the schedule before 2026-11-28)
+        for name, window_vectors in (("generic", True), ("generic-row-window", False)):
+            generic = tvm.IRModule({"main": am.schedule_generic(func, lanes, window_vectors=window_vectors)[0]})
+            row = {"op": op, "rules": name, "seed": 0, "tune_s": 0.0, "failed": 0}
+            timer, row["correct"] = tvm_timer(base, generic, inputs, args.min_ms)
+            programs[name] = (timer, row)
+            rows.append(row)
+            print(f"{op:>15} {name} (untuned): correct {row['correct']}", flush=True)
     layouts = {"torch": [torch.from_numpy(x) for x in inputs]}
     if inputs[0].ndim == 4:  # PyTorch's NCHW pool took 3.76 ms, its channels-last one 0.18 (results/.../zen4)
         layouts["torch-channels-last"] = [
@@ -474,8 +480,11 @@ def write_outputs(
 def main(argv: list[str] | None = None) -> int:
     size_tvm_thread_pool()  # programs timed in this process get every core, as in adatune's workers
     args = _parser().parse_args(argv)
-    if args.trials < 1 or args.plan_size < 1 or args.rounds < 1 or not args.seeds or not args.rules:
-        print("trials, plan size and rounds must be positive, and seeds and rule sets given", file=sys.stderr)
+    if args.trials < 1 or args.plan_size < 1 or args.rounds < 1 or not args.seeds or not (args.rules or args.generic):
+        print(
+            "trials, plan size and rounds must be positive, and seeds and rule sets (or --generic) given",
+            file=sys.stderr,
+        )
         return 2
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(physical_cores())

@@ -434,11 +434,13 @@ def test_generic_schedule_vectorises_a_constant_softmax_the_lanes_do_not_divide(
 
 
 @pytest.mark.parametrize("op", ["max-pool", "depthwise"])
-def test_generic_schedule_runs_a_small_window_outside_the_output_row(op: str) -> None:
-    """A 3x3 max pool (stride 2) and a 3x3 depthwise convolution, both padded: the rows (batch, channel, output row)
-    run in one parallel loop, the window's loops outside the column loop, so each window position updates a whole
-    output row (the init split off and vectorised); right against numpy."""
-    c, hw = 6, 21
+@pytest.mark.parametrize("hw", [21, 47])
+def test_generic_schedule_runs_a_small_window_around_vectors_of_the_output_row(op: str, hw: int) -> None:
+    """A 3x3 max pool (stride 2) and a 3x3 depthwise convolution, both padded: the planes (batch, channel) run in
+    one parallel loop, each padding its own plane inside it (the update reads no guarded element); where a vector
+    divides the output row (24 or 47 columns) the window's loops run inside the row's vector loop, so a vector of
+    outputs accumulates the whole window, else (11 or 21) outside the whole row; right against numpy."""
+    c = 6
     data = tvm.te.placeholder((1, c, hw, hw), name="data")
     pad_value = tvm.te.min_value("float32") if op == "max-pool" else tvm.tirx.const(0.0, "float32")
     padded = tvm.te.compute(
@@ -462,6 +464,7 @@ def test_generic_schedule_runs_a_small_window_outside_the_output_row(op: str) ->
         )
         func, args, want = tvm.te.create_prim_func([data, out]), [xs], windows[:, :, ::2, ::2].max(axis=(-1, -2))
     else:
+        out_hw = hw
         weight = tvm.te.placeholder((c, 3, 3), name="weight")
         out = tvm.te.compute(
             (1, c, hw, hw),
@@ -473,9 +476,14 @@ def test_generic_schedule_runs_a_small_window_outside_the_output_row(op: str) ->
         want = np.einsum("bcyxij,cij->bcyx", windows, ws)
     scheduled, changed = am.schedule_generic(func, lanes=16)
     text = scheduled.script()
-    assert changed and text.count("T.parallel") == 1 and "T.vectorized" in text  # the init's row
-    # the window's loops enclose the update's column loop
-    assert re.search(r"for ry, rx, x in T\.grid\(3, 3, \d+\):", text), text
+    assert changed and text.count("T.parallel") == 1 and "T.vectorized" in text, text  # the init's vectors
+    assert re.search(r"for b_ch_fused in T\.parallel\(6\):\n\s+for ax0, ax1 in T\.grid", text), text  # the plane's pad
+    assert text.count("if_then_else") == 1, text  # in the pad only, not in the update
+    if out_hw % 8:  # no vector divides the row: the window around the whole row
+        assert re.search(rf"for ry, rx, x in T\.grid\(3, 3, {out_hw}\):", text), text
+    else:  # the window's loops between the row's vectors and a vector's lanes
+        assert re.search(rf"x_0 in (range\(|T\.grid\(\d+, ){out_hw // 8}\):", text), text
+        assert "for ry, rx, x_1 in T.grid(3, 3, 8):" in text, text
     lib = _build_for_host(scheduled)
     got = tvm.runtime.tensor(np.zeros(want.shape, np.float32))
     lib["main"](*(tvm.runtime.tensor(a) for a in args), got)

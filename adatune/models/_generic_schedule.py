@@ -5,7 +5,8 @@ TVM's legalised TIR is correct for every extent but runs as one serial loop nest
 schedules, see the project's TVM notes). Nothing here depends on the symbolic extent, so one schedule serves
 every T. Per function:
 
-1. element-wise intermediates with a single consumer are inlined into it (one pass over memory instead of two);
+1. element-wise intermediates with a single consumer are inlined into it (one pass over memory instead of two),
+   but a window's pad (step 5);
 2. row fusion: the output block's loops but the innermost are fused into one parallel loop over rows, and every
    other block (a softmax's max, exponentials and sum; a layer norm's mean and variance) is computed inside it,
    for that row only, so a row's data is read from cache rather than from a whole tensor written before
@@ -17,8 +18,9 @@ every T. Per function:
    the width does not divide, get the same partials from ``_vector_tail`` (TVM 0.27's rfactor drops the guard of
    a split over a symbolic extent);
 5. a block on its own whose innermost loops are a small constant reduction (a pooling window, a depthwise
-   kernel) runs the window's loops outside the output row's column loop (``_window_outside``), so each window
-   position updates a whole row.
+   kernel) runs the window's loops inside the output row's loop over vectors (``_window_outside``), so a vector of
+   outputs accumulates the whole window in a register; its pad is not inlined but computed per plane in the
+   parallel loop, so the update reads no guarded element.
 
 The innermost loop is never fused into the parallel loop: a fused index splits back into row and column by a
 division and a modulo per element (64-bit, by the symbolic extent), which cost more than the exponentials
@@ -45,6 +47,7 @@ __all__ = ["schedule_generic"]
 #: the most iterations a reduction innermost in a block may have to be run as a window around its output row
 #: (``_window_outside``): a 3x3 or 7x7 kernel, not a sum over a hidden size
 WINDOW_MAX = 64
+_IF_THEN_ELSE = "prim.if_then_else"
 
 
 def _try(sch: tvm.s_tir.Schedule, step: Callable[[tvm.s_tir.Schedule], object]) -> tvm.s_tir.Schedule | None:
@@ -71,6 +74,17 @@ def _data_parallel_prefix(sch: tvm.s_tir.Schedule, loops: list) -> int:
     return n
 
 
+def _vector_width(extent: object, lanes: int) -> int | None:
+    """The widest vector, ``lanes`` halved down to 4 at the least, that divides a constant ``extent`` above it;
+    None where none does (or the extent is symbolic)."""
+    if not isinstance(extent, tirx.IntImm):
+        return None
+    width = lanes
+    while int(extent) % width and width > 4:
+        width //= 2
+    return width if int(extent) > width and int(extent) % width == 0 else None
+
+
 def _vectorise_innermost(
     sch: tvm.s_tir.Schedule, name: str, lanes: int, narrower: bool = False
 ) -> tvm.s_tir.Schedule | None:
@@ -83,10 +97,9 @@ def _vectorise_innermost(
     extent = sch.get(loops[-1]).extent
     if not isinstance(extent, tirx.IntImm) or int(extent) <= 1:
         return None
-    ext, width = int(extent), lanes
-    while narrower and ext > width and ext % width and width > 4:
-        width //= 2
-    if ext > width and ext % width:
+    ext = int(extent)
+    width = lanes if ext <= lanes or ext % lanes == 0 else _vector_width(extent, lanes) if narrower else None
+    if width is None:
         return None
 
     def vectorise(s: tvm.s_tir.Schedule) -> None:
@@ -98,37 +111,69 @@ def _vectorise_innermost(
     return _try(sch, vectorise)
 
 
-def _window_outside(sch: tvm.s_tir.Schedule, name: str, lanes: int) -> tvm.s_tir.Schedule | None:
-    """A block whose innermost loops are a small constant reduction (a pooling window, a depthwise kernel) under
-    its data-parallel loops: the window's loops moved outside the last data-parallel (column) loop and the init
-    split off (``decompose_reduction``), so each window position accumulates into a whole row of outputs in one
-    contiguous loop, the rows in parallel; None where the block is not like that. Left inside, the window kept every
-    output element scalar (a max pool ran at 0.47x PyTorch's speed, a depthwise conv at 0.12x:
-    ``benchmarks/results/no_template_ops/zen4_generic_fallback``)."""
+def _window(sch: tvm.s_tir.Schedule, name: str) -> int | None:
+    """How many data-parallel loops the block has above its innermost loops, if those are a small constant
+    reduction (a pooling window, a depthwise kernel: at most ``WINDOW_MAX`` iterations) under at least two of
+    them; None where the block is not like that."""
     loops = sch.get_loops(sch.get_sblock(name))
     spatial = _data_parallel_prefix(sch, loops)
     window = [sch.get(lp).extent for lp in loops[spatial:]]
     if spatial < 2 or not window or not all(isinstance(e, tirx.IntImm) for e in window):
         return None
-    if math.prod(int(e) for e in window) > WINDOW_MAX:
-        return None
+    return spatial if math.prod(int(e) for e in window) <= WINDOW_MAX else None
 
+
+def _is_padding(sch: tvm.s_tir.Schedule, name: str) -> bool:
+    """Whether the block stores a guarded read (``if_then_else``, as a pad does): inlined into a window's
+    update, its guard sits on every element of the update's row and keeps LLVM from vectorising it."""
+    body = sch.get(sch.get_sblock(name)).body
+    value = getattr(body, "value", None)
+    return isinstance(body, tirx.BufferStore) and isinstance(value, tvm.ir.Call) and value.op.name == _IF_THEN_ELSE
+
+
+def _window_outside(
+    sch: tvm.s_tir.Schedule, name: str, lanes: int, staged: tuple[str, ...] = (), vectors: bool = True
+) -> tvm.s_tir.Schedule | None:
+    """A block of ``_window``: the output row's column loop split into vectors and the window's loops moved
+    between the two (a vector of outputs stays in a register while the window accumulates into it, read and
+    written once), the init split off (``decompose_reduction``) and vectorised, the rows in parallel; where no
+    vector divides the row, the window's loops go outside the whole column loop. None where the block is not like
+    that. Left inside, the window kept every output element scalar (a max pool ran at 0.47x PyTorch's speed, a
+    depthwise conv at 0.12x: ``benchmarks/results/no_template_ops/zen4_generic_fallback``); outside the whole
+    row, each window position read and wrote the row again (a stride-2 max pool 3-5x slower than with vectors
+    outside the window, in probes on Zen 3). The ``staged`` producers (its pads) are computed per plane inside
+    the parallel loop, which then leaves the output rows serial within a plane: the update reads a padded plane
+    from cache with no guard (inlined, the guard kept a depthwise conv's update scalar), each input element padded
+    once. ``vectors=False``: the window around the whole row, as before this split (kept to measure it)."""
+    spatial = _window(sch, name)
+    if spatial is None:
+        return None
     blocks: list[str] = []  # the init's and the update's names (decompose_reduction renames the block)
 
     def move(s: tvm.s_tir.Schedule) -> None:
         block = s.get_sblock(name)
         ls = s.get_loops(block)
-        s.reorder(*ls[spatial:], ls[spatial - 1])
-        rows = ls[: spatial - 1]
-        s.parallel(s.fuse(*rows) if len(rows) > 1 else rows[0])
-        init = s.decompose_reduction(block, s.get_loops(block)[1])
+        rows, column, window = ls[: spatial - 1], ls[spatial - 1], ls[spatial:]
+        width = _vector_width(s.get(column).extent, lanes) if vectors else None
+        if width is None:
+            s.reorder(*window, column)
+        else:
+            row_vectors, lane = s.split(column, [None, width])
+            s.reorder(row_vectors, *window, lane)
+        planes = rows[:-1] if staged and len(rows) > 1 else rows
+        outer = s.fuse(*planes) if len(planes) > 1 else planes[0]
+        s.parallel(outer)
+        for producer in staged:
+            s.compute_at(s.get_sblock(producer), outer, preserve_unit_loops=False)
+        first_window = 1 + len(rows) - len(planes) + (width is not None)
+        init = s.decompose_reduction(block, s.get_loops(block)[first_window])
         blocks[:] = [str(s.get(init).name_hint), str(s.get(block).name_hint)]
 
     moved = _try(sch, move)
     if moved is None:
-        return None
-    # TIR's vectorize refuses the update's column loop (inside the window's loops it is no "local reduction"), so
-    # that loop is left to LLVM's loop vectoriser; the init's is vectorised here
+        return None if not staged else _window_outside(sch, name, lanes, vectors=vectors)
+    # TIR's vectorize refuses the update's lane loop (inside the window's loops it is no "local reduction"), so
+    # LLVM vectorises that loop; the init's is vectorised here
     vectorised = _vectorise_innermost(moved, blocks[0], lanes, narrower=True)
     return vectorised if vectorised is not None else moved
 
@@ -140,10 +185,12 @@ def _row_loops(sch: tvm.s_tir.Schedule, name: str) -> list:
     return list(loops[: min(spatial, len(loops) - 1)])
 
 
-def _schedule_block(sch: tvm.s_tir.Schedule, name: str, lanes: int) -> tuple[tvm.s_tir.Schedule, int]:
+def _schedule_block(
+    sch: tvm.s_tir.Schedule, name: str, lanes: int, staged: tuple[str, ...] = (), window_vectors: bool = True
+) -> tuple[tvm.s_tir.Schedule, int]:
     """The block on its own: rows in parallel, the innermost loop vectorised where it can be (a small window's
-    loops moved outside it first)."""
-    windowed = _window_outside(sch, name, lanes)
+    loops moved outside it first, with its ``staged`` pads)."""
+    windowed = _window_outside(sch, name, lanes, staged, window_vectors)
     if windowed is not None:
         return windowed, 1
     steps = 0
@@ -230,10 +277,13 @@ def _fuse_rows(sch: tvm.s_tir.Schedule, names: list[str], partials: set[str], la
     return placed
 
 
-def schedule_generic(func: tirx.PrimFunc, lanes: int = 8, vector_tails: bool = True) -> tuple[tirx.PrimFunc, bool]:
+def schedule_generic(
+    func: tirx.PrimFunc, lanes: int = 8, vector_tails: bool = True, window_vectors: bool = True
+) -> tuple[tirx.PrimFunc, bool]:
     """``func`` with the schedule of the module docstring (``lanes``: float32 SIMD width) and whether any step
     applied; ``vector_tails=False`` leaves loops over a symbolic extent, or a constant one the lanes do not divide,
-    as plain loops (what the schedule did before them, kept to measure what they bring)."""
+    as plain loops (what the schedule did before them, kept to measure what they bring); ``window_vectors=False``
+    runs a window around its whole output row with its pad inlined (step 5 as it was before, likewise)."""
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
     try:
         root = sch.get_sblock("root")
@@ -241,9 +291,16 @@ def schedule_generic(func: tirx.PrimFunc, lanes: int = 8, vector_tails: bool = T
         return func, False
     names = [str(sch.get(b).name_hint) for b in sch.get_child_blocks(root)]
     kept, steps = [], 0
+    staged: dict[str, tuple[str, ...]] = {}  # window block -> its pads, computed per plane (``_window_outside``)
     for name in names[:-1]:
         blk = sch.get_sblock(name)
-        if len(sch.get_consumers(blk)) == 1:
+        consumers = sch.get_consumers(blk)
+        if window_vectors and len(consumers) == 1 and _is_padding(sch, name):
+            window = str(sch.get(consumers[0]).name_hint)
+            if _window(sch, window) is not None:
+                staged[window] = (*staged.get(window, ()), name)
+                continue
+        if len(consumers) == 1:
 
             def inline(s: tvm.s_tir.Schedule, n: str = name) -> None:
                 s.compute_inline(s.get_sblock(n))
@@ -266,7 +323,7 @@ def schedule_generic(func: tirx.PrimFunc, lanes: int = 8, vector_tails: bool = T
         sch, steps = fused, steps + 1
     else:
         for name in blocks:
-            sch, n = _schedule_block(sch, name, lanes)
+            sch, n = _schedule_block(sch, name, lanes, staged.get(name, ()), window_vectors)
             steps += n
     scheduled, tails = vectorise_tails(sch.mod["main"], lanes if vector_tails else 1)
     return scheduled, steps + tails > 0
