@@ -2,17 +2,18 @@
 vector tails.
 
 ``build_dynamic`` schedules every PrimFunc that is not a DietCode GEMM with ``schedule_generic``, one schedule for
-every T. Its element-wise loops over T run whole vectors and a scalar remainder (``adatune.models._vector_tail``);
-``vector_tails=False`` leaves them plain loops, as before. Per operator (BERT-base's attention softmax over T,
-its layer norm and its exact GELU, each legalised from Relax with a symbolic T) and T, the generic schedule built
-both ways through ``adatune.vector_math``'s pipeline (as ``build_dynamic`` builds it), the same schedule of the
-operator legalised with that T as a constant (``static``: what the symbolic extent costs), the vector tails with
-their buffers of symbolic size from TVM's workspace pool (``pool``: without ``adatune.stack_bounds``, which
-``build_dynamic`` gives every generic schedule with T's upper bound, ``--t-max`` here) and PyTorch's operator
-(on the physical cores) are timed in ``--rounds`` rounds of turns, the noise gate's probe read before every timing
-(``benchmarks.host_state``), each timing the mean of calls filling ``--min-ms``. Where the two schedules are the
-same function (no loop over T to split), only one is timed. Ratios per T: the geometric mean of per-round ratios
-with its 95% t-interval over rounds, over all rounds and over the rounds in the host's fast state.
+every T. Its element-wise loops over T run whole vectors and a scalar remainder
+(``adatune.generic_schedule._vector_tail``); ``vector_tails=False`` leaves them plain loops, as before. Per operator
+(BERT-base's attention softmax over T, its layer norm and its exact GELU, each legalised from Relax with a symbolic
+T) and T, the generic schedule built both ways through ``adatune.vector_math``'s pipeline (as ``build_dynamic``
+builds it), the same schedule of the operator legalised with that T as a constant (``static``: what the symbolic
+extent costs), the vector tails with their buffers of symbolic size from TVM's workspace pool (``pool``: without
+``adatune.stack_bounds``, which ``build_dynamic`` gives every generic schedule with T's upper bound, ``--t-max``
+here) and PyTorch's operator (on the physical cores) are timed in ``--rounds`` rounds of turns, the noise gate's
+probe read before every timing (``benchmarks.host_state``), each timing the mean of calls filling ``--min-ms``.
+Where the two schedules are the same function (no loop over T to split), only one is timed. Ratios per T: the
+geometric mean of per-round ratios with its 95% t-interval over rounds, over all rounds and over the rounds in the
+host's fast state.
 
     python -m benchmarks.generic_ops --out benchmarks/results/generic_ops
 

@@ -23,7 +23,7 @@ from adatune import target as _target
 from adatune import vector_math
 from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dispatch._dietcode import ShapeDispatcher
-from adatune.models._vector_tail import vectorise_tails
+from adatune.generic_schedule import vectorise_tails
 from adatune.stack_bounds import upper_bounds
 
 T_RANGE = (1, 24)

@@ -185,6 +185,36 @@ def test_softmax_without_template_tunes_and_matches_numpy(softmax_task):
     assert adatune.task.create(same.name, (), adatune.target.host()) is same
 
 
+def test_a_rule_space_holds_the_generic_program_first_and_round_trips(softmax_task, matmul_task):
+    """On a CPU a rule-made space holds the shape-generic program as one more candidate of no decisions: random
+    candidates give it first (so a search measures it in its first plan), a record of it decodes to it, it has no
+    mutation, its features mark it, and it computes the right thing; a probabilistic template's space and a CUDA
+    space hold none."""
+    space = softmax_task.space
+    generic = space.generic
+    assert generic is not None and generic.space == adatune.trace.GENERIC_SPACE and generic.decisions == []
+    first = space.random_candidates(np.random.default_rng(0), 4)
+    assert first[0] is generic and all(c.space >= 0 for c in first[1:]) and len({c.key for c in first}) == 4
+    rest = space.random_candidates(np.random.default_rng(0), 4, exclude={generic.key})
+    assert len(rest) == 4 and generic.key not in {c.key for c in rest}
+    data = json.loads(json.dumps(generic.to_json()))
+    assert data == {"kind": "trace", "space": adatune.trace.GENERIC_SPACE, "decisions": []}
+    assert softmax_task.candidate_from_json(data) is generic
+    with pytest.raises(ValueError, match="takes no decisions"):
+        softmax_task.candidate_from_json({**data, "decisions": [1]})
+    assert space.mutate_one(generic, np.random.default_rng(0)) is None
+    feats = space.featurize(first)
+    assert feats.shape[0] == 4 and feats[0, -1] == 1.0 and not feats[1:, -1].any()
+    x = np.random.default_rng(4).standard_normal((128, 256), dtype=np.float32)
+    got = _run(softmax_task.scheduled_module(generic), [x], (128, 256))
+    np.testing.assert_allclose(got, _softmax_numpy(x), rtol=1e-5, atol=1e-6)
+    assert matmul_task.space.generic is None
+    with pytest.raises(ValueError, match="no generic program"):
+        matmul_task.candidate_from_json(data)
+    gpu = tvm.target.Target("nvidia/nvidia-a100", host=adatune.target.host())
+    assert TraceTask.from_module(softmax(64, 64), gpu, name="test-softmax-gpu").space.generic is None
+
+
 def test_template_tunes_logs_and_resumes_without_remeasuring(matmul_task, tmp_path):
     log = str(tmp_path / "trace.jsonl")
     first = TraceSearchTuner(matmul_task, plan_size=4, population_size=16, genetic_num_iters=2, seed=3)

@@ -19,6 +19,7 @@ A symbolic extent (a sequence length) compiles once for its whole range, GEMMs o
     compiled.run(*model.random_inputs(t=37)); compiled.export_library("model.so")
 """
 
+from ..generic_schedule import schedule_generic
 from ._breakdown import CallTime, KernelBreakdown, kernel_breakdown
 from ._build import CompiledModel, build
 from ._dynamic import bert_layer_weights, dietcode_bert
@@ -26,7 +27,6 @@ from ._dynamic_build import build_dynamic, dynamic_workloads, tune_dynamic
 from ._dynamic_import import DynamicModel
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
 from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
-from ._generic_schedule import schedule_generic
 from ._latency import FRAMEWORKS, compiled_latency, framework_latency, latency_table, onnx_proto
 from ._layout import convert_conv_layout, resolve_conv_layout
 from ._scheduler import STRATEGIES, TuneSummary, model_runner, tune_model

@@ -19,12 +19,12 @@ from tvm import relax, tirx
 
 from .. import target as _target
 from .. import vector_math as _vector_math
+from ..generic_schedule import schedule_generic
 from ..records import as_records, pick_best
 from ..space import FallbackConfig
 from ..target import cpu_info
 from ._extract import FusedKnobTask, ModelTask, extract_tasks
 from ._frontend import Model
-from ._generic_schedule import schedule_generic
 
 __all__ = ["CompiledModel", "build", "prepack_weights"]
 

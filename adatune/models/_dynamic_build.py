@@ -45,6 +45,7 @@ from ..dietcode import (
     microkernel_func,
     weight_panel,
 )
+from ..generic_schedule import schedule_generic
 from ._build import CompiledModel
 from ._dynamic_import import DynamicModel
 from ._frontend import Model
@@ -380,9 +381,6 @@ def build_dynamic(
     calling ``main`` directly with a larger one is undefined (memory is planned for the range's top).
     ``vector_math`` as in ``build``; ``vector_tails`` as in ``schedule_generic`` (a softmax over T in vectors).
     """
-    from ..target import cpu_info
-    from ._generic_schedule import schedule_generic
-
     if not isinstance(model, DynamicModel):
         raise TypeError(f"build_dynamic needs a DynamicModel (from_torch(..., dynamic=...)), got {type(model)}")
     by_key = _results_by_key(results)
@@ -402,7 +400,7 @@ def build_dynamic(
         )
     mod = relax.transform.DeadCodeElimination()(mod)
     mod = relax.get_pipeline("zero")(mod)
-    lanes = cpu_info(tgt).lanes("float32")
+    lanes = _target.cpu_info(tgt).lanes("float32")
     upper = {name: hi for name, (_, hi) in model.symbols.items()}  # buffers sized by T on the stack (stack_bounds)
     applied: dict[str, str] = {}
     funcs = {}

@@ -15,7 +15,7 @@ tuners, records, ``apply_history_best`` and resume treat them as they treat knob
     blocked = adatune.trace.TraceTask.from_module(my_prim_func, adatune.target.host(), rules="vector")
 """
 
-from ._candidate import TraceCandidate
+from ._candidate import GENERIC_SPACE, TraceCandidate
 from ._features import StoreFeatures, aggregate_store_features
 from ._rules import RULE_SETS, RuleSet
 from ._space import TraceSpace
@@ -30,6 +30,7 @@ from ._task import (
 )
 
 __all__ = [
+    "GENERIC_SPACE",
     "PREFIX",
     "RULES_PREFIX",
     "RULE_SETS",

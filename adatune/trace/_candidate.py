@@ -16,6 +16,7 @@ import tvm
 import tvm_ffi
 
 __all__ = [
+    "GENERIC_SPACE",
     "Decision",
     "TraceCandidate",
     "module_from_text",
@@ -27,6 +28,9 @@ __all__ = [
 
 #: a JSON-able decision: an index (categorical, compute location) or a list of tile factors
 Decision = int | list[int]
+
+#: the design space index of the shape-generic program (``adatune.generic_schedule``), a space of no decisions
+GENERIC_SPACE = -1
 
 
 def plain_decision(value: Any) -> Decision:

@@ -10,6 +10,11 @@ Random candidates re-sample every decision (MetaSchedule's ``SampleInitPopulatio
 context's mutators (tile sizes, compute locations, unroll depths, parallel extents) plus a uniform re-draw of one
 ``sample_categorical`` decision, which TVM's mutators cover only when the choice feeds an unroll or a thread
 binding. Features are TVM's ``PerStoreFeature`` rows pooled by ``StoreFeatures``, plus the design space.
+
+On a CPU the space also holds the shape-generic program (``adatune.generic_schedule``: rows in parallel, loops in
+vectors, windows around vectors), as design space ``GENERIC_SPACE`` of no decisions: random candidates give it
+first, so every search measures it in its first plan and can only improve on it (on a depthwise convolution the
+generic program ran 1.2x faster than 32 trials of trace search found, ``benchmarks/results/no_template_ops``).
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
+from ..generic_schedule import schedule_generic
 from ..space._candidate import CandidateSpace
+from ..target import cpu_info
 from ..tensor_intrinsics import import_tensor_intrinsics
-from ._candidate import Decision, TraceCandidate, plain_decision, trace_to_json
+from ._candidate import GENERIC_SPACE, Decision, TraceCandidate, plain_decision, trace_to_json
 from ._features import StoreFeatures
 
 __all__ = ["TraceSpace"]
@@ -61,6 +68,7 @@ class TraceSpace(CandidateSpace):
 
     ``categorical_mutation`` is the weight of the categorical re-draw next to the mutators' own probabilities
     (applied only to spaces that sample categorically). ``max_tries`` bounds the replays spent per mutation.
+    ``generic``: on a CPU target, the shape-generic program as one more candidate (module docstring).
     """
 
     kind = "trace"
@@ -72,6 +80,7 @@ class TraceSpace(CandidateSpace):
         space_generator: ms.SpaceGenerator,
         categorical_mutation: float = 0.1,
         max_tries: int = 8,
+        generic: bool = True,
     ):
         if target.kind.name == "cuda":
             missing = [
@@ -88,17 +97,23 @@ class TraceSpace(CandidateSpace):
             mod=mod, target=target, space_generator=space_generator, task_name="main", rand_state=0, num_threads=1
         )
         traces = [s.trace for s in context.generate_design_space()]
-        self._attach(context, traces, categorical_mutation, max_tries)
+        self._attach(context, traces, categorical_mutation, max_tries, generic)
 
     @classmethod
     def of_context(cls, context: ms.TuneContext, traces: Sequence[tvm.s_tir.Trace], max_tries: int = 8) -> TraceSpace:
-        """The space of design spaces ``traces`` that meta_schedule already made in ``context`` (its plug-ins)."""
+        """The space of design spaces ``traces`` that meta_schedule already made in ``context`` (its plug-ins),
+        without the generic program: meta_schedule's database stores a trace, and its trace is empty."""
         space = cls.__new__(cls)
-        space._attach(context, list(traces), 0.1, max_tries)
+        space._attach(context, list(traces), 0.1, max_tries, generic=False)
         return space
 
     def _attach(
-        self, context: ms.TuneContext, traces: list[tvm.s_tir.Trace], categorical_mutation: float, max_tries: int
+        self,
+        context: ms.TuneContext,
+        traces: list[tvm.s_tir.Trace],
+        categorical_mutation: float,
+        max_tries: int,
+        generic: bool,
     ) -> None:
         if categorical_mutation < 0 or max_tries < 1:
             raise ValueError(
@@ -127,7 +142,17 @@ class TraceSpace(CandidateSpace):
         self._args_info = ArgInfo.from_prim_func(self.mod["main"])
         self._features: dict[str, np.ndarray] = {}
         self.rejected = 0  # replays the postprocessors (or the replay itself) turned down
-        self._size = self._count()
+        self.generic = self._generic_program() if generic else None
+        self._size = self._count() + (self.generic is not None)
+
+    def _generic_program(self) -> TraceCandidate | None:
+        """The shape-generic program as a candidate of no decisions, on a CPU where the schedule applies."""
+        if self.target.kind.name != "llvm":
+            return None
+        func, changed = schedule_generic(self.mod["main"], cpu_info(self.target).lanes("float32"))
+        if not changed:
+            return None
+        return TraceCandidate(GENERIC_SPACE, [], tvm.s_tir.Schedule(tvm.IRModule({"main": func})))
 
     # -- replaying --------------------------------------------------------------------------------
     def _schedule(self, seed: int) -> tvm.s_tir.Schedule:
@@ -207,8 +232,12 @@ class TraceSpace(CandidateSpace):
         return int(min(total, 2**62))
 
     def random_candidates(self, rng: np.random.Generator, n: int, exclude: Collection[str] = ()) -> list[Any]:
+        """Random programs of the design spaces, the generic program first while not in ``exclude``."""
         out: list[TraceCandidate] = []
         seen = set(exclude)
+        if self.generic is not None and self.generic.key not in seen and n > 0:
+            seen.add(self.generic.key)
+            out.append(self.generic)
         for _ in range(8 * n + 32):
             if len(out) >= n:
                 break
@@ -226,7 +255,10 @@ class TraceSpace(CandidateSpace):
         return [self.mutate_one(c, rng) or c for c in candidates]
 
     def mutate_one(self, cand: TraceCandidate, rng: np.random.Generator) -> TraceCandidate | None:
-        """A different valid program one mutation away from ``cand``, or None after ``max_tries`` replays."""
+        """A different valid program one mutation away from ``cand``, or None after ``max_tries`` replays (at once
+        for the generic program: it has no decision to mutate)."""
+        if cand.space == GENERIC_SPACE:
+            return None
         steps: list[Any] = [m for m, _ in self.mutators]
         weights = [p for _, p in self.mutators]
         if self._has_categorical[cand.space] and self.categorical_mutation > 0:
@@ -274,7 +306,8 @@ class TraceSpace(CandidateSpace):
         return ms.MeasureCandidate(cand.schedule, self._args_info)
 
     def featurize(self, candidates: Sequence[Any]) -> np.ndarray:
-        """Per candidate: its pooled per-store features (``StoreFeatures``) and a one-hot of its design space."""
+        """Per candidate: its pooled per-store features (``StoreFeatures``) and a one-hot of its design space (the
+        generic program's last)."""
         todo = {c.key: c for c in candidates if c.key not in self._features}
         if todo:
             if len(self._features) > _MAX_FEATURE_CACHE:
@@ -282,11 +315,11 @@ class TraceSpace(CandidateSpace):
             cands = list(todo.values())
             rows = self._extractor(self.context, [self.measure_candidate(c) for c in cands])
             for c, row in zip(cands, rows):
-                onehot = np.zeros(len(self.design_spaces))
-                onehot[c.space] = 1.0
+                onehot = np.zeros(len(self.design_spaces) + 1)
+                onehot[c.space if c.space != GENERIC_SPACE else -1] = 1.0
                 self._features[c.key] = np.concatenate([row, onehot]).astype(np.float32)
         if not candidates:
-            return np.zeros((0, self._extractor.width + len(self.design_spaces)), dtype=np.float32)
+            return np.zeros((0, self._extractor.width + len(self.design_spaces) + 1), dtype=np.float32)
         return np.stack([self._features[c.key] for c in candidates])
 
     def candidate_from_trace(self, trace: tvm.s_tir.Trace) -> TraceCandidate:
@@ -307,6 +340,12 @@ class TraceSpace(CandidateSpace):
         if not isinstance(data, dict) or data.get("kind") != "trace":
             raise ValueError(f"not a trace candidate: {data!r:.200}")
         space, decisions = data.get("space"), data.get("decisions")
+        if space == GENERIC_SPACE:
+            if self.generic is None:
+                raise ValueError("this space has no generic program (not a CPU target, or the schedule does not apply)")
+            if decisions != []:
+                raise ValueError(f"the generic program takes no decisions, got {decisions!r:.200}")
+            return self.generic
         if not isinstance(space, int) or not 0 <= space < len(self.design_spaces):
             raise ValueError(f"design space index {space!r} is not one of 0..{len(self.design_spaces) - 1}")
         if not isinstance(decisions, list):

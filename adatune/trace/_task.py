@@ -190,7 +190,8 @@ class TraceTask(TuningTask):
     """A PrimFunc bound to a target with a trace space (see the module docstring for the kinds).
 
     ``space_generator`` is any ``tvm.s_tir.meta_schedule`` space generator; its postprocessors and mutators
-    ("from-target" by default) become the space's.
+    ("from-target" by default) become the space's. ``generic``: on a CPU, the space also holds the shape-generic
+    program (``TraceSpace``); a probabilistic template's space is its author's alone.
     """
 
     def __init__(
@@ -202,6 +203,7 @@ class TraceTask(TuningTask):
         space_generator: ms.SpaceGenerator | None = None,
         reference: Callable[..., Any] | None = None,
         flop: float | None = None,
+        generic: bool = True,
     ):
         if not name.startswith(PREFIX):
             raise ValueError(f"trace task names start with {PREFIX!r}, got {name!r}")
@@ -213,7 +215,7 @@ class TraceTask(TuningTask):
         self.arg_specs = _arg_specs(self._mod["main"])
         self._reference = reference
         generator = space_generator if space_generator is not None else ms.space_generator.PostOrderApply()
-        self._space = TraceSpace(self._mod, self.target, generator)
+        self._space = TraceSpace(self._mod, self.target, generator, generic=generic)
         if flop is None:
             from tvm.s_tir.analysis import estimate_tir_flops
 
@@ -249,7 +251,7 @@ class TraceTask(TuningTask):
         if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], tvm.s_tir.Schedule)):
             raise TypeError(f"probabilistic template {short!r} must return (schedule, tensors)")
         sch, tensors = out
-        task = cls(PREFIX + short, args, tgt, list(tensors), _template_space(sch.trace), info.reference)
+        task = cls(PREFIX + short, args, tgt, list(tensors), _template_space(sch.trace), info.reference, generic=False)
         return task._storing(origin=info.func)
 
     @classmethod
