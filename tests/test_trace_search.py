@@ -215,6 +215,22 @@ def test_a_rule_space_holds_the_generic_program_first_and_round_trips(softmax_ta
     assert TraceTask.from_module(softmax(64, 64), gpu, name="test-softmax-gpu").space.generic is None
 
 
+def test_a_generic_schedule_that_fails_leaves_the_rule_space_without_it(monkeypatch, caplog):
+    """The generic program is an extra: where the shape-generic schedule raises on a function, the task is still
+    made, with the rules' design spaces only, and the log says why."""
+    import adatune.trace._space as trace_space
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("no schedule for this one")
+
+    monkeypatch.setattr(trace_space, "schedule_generic", broken)
+    with caplog.at_level("WARNING", logger="adatune.trace"):
+        task = TraceTask.from_module(softmax(32, 48), adatune.target.host(), name="test-softmax-no-generic")
+    assert task.space.generic is None and "no schedule for this one" in caplog.text
+    cands = task.space.random_candidates(np.random.default_rng(0), 3)
+    assert len(cands) == 3 and all(c.space >= 0 for c in cands)
+
+
 def test_template_tunes_logs_and_resumes_without_remeasuring(matmul_task, tmp_path):
     log = str(tmp_path / "trace.jsonl")
     first = TraceSearchTuner(matmul_task, plan_size=4, population_size=16, genetic_num_iters=2, seed=3)

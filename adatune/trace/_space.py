@@ -20,6 +20,7 @@ generic program ran 1.2x faster than 32 trials of trace search found, ``benchmar
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -37,6 +38,8 @@ from ._candidate import GENERIC_SPACE, Decision, TraceCandidate, plain_decision,
 from ._features import StoreFeatures
 
 __all__ = ["TraceSpace"]
+
+logger = logging.getLogger("adatune.trace")
 
 _MUTATOR_APPLY = tvm.get_global_func("s_tir.meta_schedule.MutatorApply")  # Mutator.apply with a seed
 _CATEGORICAL = "categorical"  # the mutation step that re-draws one sample_categorical decision
@@ -149,7 +152,11 @@ class TraceSpace(CandidateSpace):
         """The shape-generic program as a candidate of no decisions, on a CPU where the schedule applies."""
         if self.target.kind.name != "llvm":
             return None
-        func, changed = schedule_generic(self.mod["main"], cpu_info(self.target).lanes("float32"))
+        try:
+            func, changed = schedule_generic(self.mod["main"], cpu_info(self.target).lanes("float32"))
+        except Exception as err:  # noqa: BLE001 - a function the schedule cannot handle: the rules' spaces only
+            logger.warning("no generic program for this trace space: %s: %s", type(err).__name__, err)
+            return None
         if not changed:
             return None
         return TraceCandidate(GENERIC_SPACE, [], tvm.s_tir.Schedule(tvm.IRModule({"main": func})))
