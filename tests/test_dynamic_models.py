@@ -490,6 +490,37 @@ def test_generic_schedule_runs_a_small_window_around_vectors_of_the_output_row(o
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_pad_its_window_does_not_take_is_inlined(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the window's schedule fails with its pad computed per plane, the pad is not left as a serial pass of
+    its own at the root: it is inlined into the window, as before pads were staged, and the result stays right."""
+    import adatune.generic_schedule._schedule as generic
+
+    original = generic._window_outside
+
+    def without_staging(sch: Any, name: str, lanes: int, staged: tuple = (), vectors: bool = True) -> Any:
+        return original(sch, name, lanes, (), vectors)  # as if computing the pads per plane had failed
+
+    monkeypatch.setattr(generic, "_window_outside", without_staging)
+    data = tvm.te.placeholder((1, 4, 16, 16), name="data")
+    padded = tvm.te.compute(
+        (1, 4, 18, 18),
+        lambda b, c, y, x: tvm.te.if_then_else(
+            tvm.te.all(y >= 1, y <= 16, x >= 1, x <= 16), data[b, c, y - 1, x - 1], tvm.tirx.const(0.0, "float32")
+        ),
+        name="pad",
+    )
+    ry, rx = tvm.te.reduce_axis((0, 3), "ry"), tvm.te.reduce_axis((0, 3), "rx")
+    out = tvm.te.compute((1, 4, 16, 16), lambda b, c, y, x: tvm.te.sum(padded[b, c, y + ry, x + rx], axis=[ry, rx]))
+    scheduled, changed = am.schedule_generic(tvm.te.create_prim_func([data, out]), lanes=8)
+    text = scheduled.script()
+    assert changed and 'T.sblock("pad")' not in text and text.count("T.parallel") == 1, text
+    xs = np.random.default_rng(5).standard_normal((1, 4, 16, 16)).astype(np.float32)
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
+    got = tvm.runtime.tensor(np.zeros((1, 4, 16, 16), np.float32))
+    _build_for_host(scheduled)["main"](tvm.runtime.tensor(xs), got)
+    np.testing.assert_allclose(got.numpy(), windows.sum(axis=(-1, -2)), rtol=1e-5, atol=1e-5)
+
+
 def test_generic_schedule_does_not_redo_a_reduction_over_the_rows_in_every_row() -> None:
     """``y[t, c] = x[t, c] - mean_t x[t, c]``: every row needs the whole mean; computed inside the row loop each row
     would redo it (T times the work), so the mean keeps a loop nest of its own and the rows one parallel loop."""

@@ -40,7 +40,7 @@ from collections.abc import Callable
 import tvm
 from tvm import tirx
 
-from ._vector_tail import vectorise_tails
+from ._vector_tail import _halvings, vectorise_tails
 
 __all__ = ["schedule_generic"]
 
@@ -60,6 +60,11 @@ def _try(sch: tvm.s_tir.Schedule, step: Callable[[tvm.s_tir.Schedule], object]) 
     return trial
 
 
+def _inlining(name: str) -> Callable[[tvm.s_tir.Schedule], None]:
+    """The step that inlines block ``name`` into its consumers (for ``_try``)."""
+    return lambda s: s.compute_inline(s.get_sblock(name))
+
+
 def _data_parallel_prefix(sch: tvm.s_tir.Schedule, loops: list) -> int:
     """How many outer loops bind data-parallel block iterators only (what ``parallel`` accepts)."""
     n = 0
@@ -75,14 +80,11 @@ def _data_parallel_prefix(sch: tvm.s_tir.Schedule, loops: list) -> int:
 
 
 def _vector_width(extent: object, lanes: int) -> int | None:
-    """The widest vector, ``lanes`` halved down to 4 at the least, that divides a constant ``extent`` above it;
-    None where none does (or the extent is symbolic)."""
+    """The widest vector, ``lanes`` or one of its halvings (``_vector_tail``'s widths), that divides a constant
+    ``extent`` above it; None where none does (or the extent is symbolic)."""
     if not isinstance(extent, tirx.IntImm):
         return None
-    width = lanes
-    while int(extent) % width and width > 4:
-        width //= 2
-    return width if int(extent) > width and int(extent) % width == 0 else None
+    return next((w for w in (lanes, *_halvings(lanes)) if int(extent) > w and int(extent) % w == 0), None)
 
 
 def _vectorise_innermost(
@@ -170,7 +172,7 @@ def _window_outside(
         blocks[:] = [str(s.get(init).name_hint), str(s.get(block).name_hint)]
 
     moved = _try(sch, move)
-    if moved is None:
+    if moved is None:  # without its pads (``schedule_generic`` inlines a pad left at the root)
         return None if not staged else _window_outside(sch, name, lanes, vectors=vectors)
     # TIR's vectorize refuses the update's lane loop (inside the window's loops it is no "local reduction"), so
     # LLVM vectorises that loop; the init's is vectorised here
@@ -301,11 +303,7 @@ def schedule_generic(
                 staged[window] = (*staged.get(window, ()), name)
                 continue
         if len(consumers) == 1:
-
-            def inline(s: tvm.s_tir.Schedule, n: str = name) -> None:
-                s.compute_inline(s.get_sblock(n))
-
-            inlined = _try(sch, inline)
+            inlined = _try(sch, _inlining(name))
             if inlined is not None:
                 sch, steps = inlined, steps + 1
                 continue
@@ -325,5 +323,8 @@ def schedule_generic(
         for name in blocks:
             sch, n = _schedule_block(sch, name, lanes, staged.get(name, ()), window_vectors)
             steps += n
+    for pad in (p for pads in staged.values() for p in pads):  # a pad its window did not take: inlined after all
+        if not any(sch.get(lp).kind == tirx.ForKind.PARALLEL for lp in sch.get_loops(sch.get_sblock(pad))):
+            sch = _try(sch, _inlining(pad)) or sch
     scheduled, tails = vectorise_tails(sch.mod["main"], lanes if vector_tails else 1)
     return scheduled, steps + tails > 0
