@@ -27,10 +27,15 @@ decide and is rejected with ``ValueError``. ``ADATUNE_PAPER`` is the paper's set
 time evaluator grows it), and the cap is that grown ``number`` times ``repeat``. The first call is the first
 micro-batch (adaptive) or is counted in ``runs`` (deterministic), so ``runs`` is every timed run.
 
-There is no separate warm-up micro-batch: every ``time_fn`` call is one TVM ``time_evaluator`` call, which
-runs the kernel once untimed before timing (lazy initialisation, cold caches). The first
-``min_micro_batches`` batches are timed in one call (no decision is possible before them), later ones one per
-call. Both evaluators run inside the isolated runner worker.
+Warm-up: before either evaluator times anything, the kernel runs untimed for at least ``warmup_ms`` (one
+``time_fn(1, 1, warmup_ms)`` call whose result is dropped; TVM's time evaluator grows its runs until one repeat
+lasts that long). A kernel freshly loaded into a process reads slow for its first milliseconds of runs (a
+depthwise convolution measured on Zen 3: its first ~15 runs 1.9x its later ones, ``benchmarks/cold_runs``),
+and a runner that times 15 runs of each candidate would otherwise rank candidates on their cold runs. Warm-up
+runs are not counted in ``runs`` (they are not part of any estimate) but are in the runner's wall-clock.
+Every ``time_fn`` call is one TVM ``time_evaluator`` call, which also runs the kernel once untimed before
+timing. The first ``min_micro_batches`` batches are timed in one call (no decision is possible before them),
+later ones one per call. Both evaluators run inside the isolated runner worker.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ __all__ = [
     "EVALUATOR_OPTIONS",
     "FLOOR_SHARE",
     "TRIM_FROM_BATCHES",
+    "WARMUP_MS",
     "EvalOutcome",
     "EvaluatorConfig",
     "EvaluatorOption",
@@ -67,6 +73,9 @@ __all__ = [
 TRIM_FROM_BATCHES = 5
 #: most of the cap the adaptive evaluator must spend before it may stop (the paper: 2 x 50 of 500 runs)
 FLOOR_SHARE = 0.2
+
+#: default warm-up before a kernel is timed, in milliseconds (see the module docstring)
+WARMUP_MS = 10.0
 
 TimeFn = Callable[[int, int, float], list[float]]
 
@@ -96,6 +105,13 @@ EVALUATOR_OPTIONS: tuple[EvaluatorOption, ...] = (
         "raise number until one repeat lasts this long (estimated from a first call of number runs); "
         "the adaptive evaluator's cap is the grown number * repeat",
     ),
+    EvaluatorOption(
+        "warmup_ms",
+        float,
+        WARMUP_MS,
+        "run the kernel untimed for at least this long before timing it (a freshly loaded kernel's first runs "
+        "read slow); 0: no warm-up beyond time_evaluator's one untimed run",
+    ),
     EvaluatorOption("enable_cpu_cache_flush", bool, False, "flush CPU caches before each run (cold-cache timing)"),
     EvaluatorOption(
         "min_converge_coef",
@@ -124,6 +140,7 @@ class EvaluatorConfig:
     number: int = _DEFAULTS["number"]
     repeat: int = _DEFAULTS["repeat"]
     min_repeat_ms: float = _DEFAULTS["min_repeat_ms"]
+    warmup_ms: float = _DEFAULTS["warmup_ms"]
     enable_cpu_cache_flush: bool = _DEFAULTS["enable_cpu_cache_flush"]
     min_converge_coef: float | None = _DEFAULTS["min_converge_coef"]
     micro_batch: int = _DEFAULTS["micro_batch"]
@@ -134,12 +151,10 @@ class EvaluatorConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"evaluator option {name} must be an integer >= 1, got {value!r}")
-        if not (
-            isinstance(self.min_repeat_ms, (int, float))
-            and math.isfinite(self.min_repeat_ms)
-            and self.min_repeat_ms >= 0
-        ):
-            raise ValueError(f"evaluator option min_repeat_ms must be a finite number >= 0, got {self.min_repeat_ms!r}")
+        for name in ("min_repeat_ms", "warmup_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"evaluator option {name} must be a finite number >= 0, got {value!r}")
         coef = self.min_converge_coef
         if coef is None:
             return
@@ -238,6 +253,8 @@ def adaptive_stop_index(
 def evaluate(time_fn: TimeFn, cfg: EvaluatorConfig) -> EvalOutcome:
     """Time a kernel. ``time_fn(number, repeat, min_repeat_ms)`` returns ``repeat`` mean seconds per run
     (TVM's ``time_evaluator``); this function decides how many runs to spend and counts every one."""
+    if cfg.warmup_ms > 0:  # untimed: a freshly loaded kernel's first runs read slow
+        _call(time_fn, 1, 1, cfg.warmup_ms)
     first: list[float] = []
     number = cfg.number
     if cfg.min_repeat_ms > 0:  # one call of `number` runs tells how many make a repeat of min_repeat_ms

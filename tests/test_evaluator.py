@@ -19,6 +19,7 @@ from adatune.evaluator import (
     EVALUATOR_OPTIONS,
     FLOOR_SHARE,
     TRIM_FROM_BATCHES,
+    WARMUP_MS,
     EvalOutcome,
     EvaluatorConfig,
     adaptive_replay,
@@ -33,16 +34,23 @@ from adatune.evaluator import (
 class FakeKernel:
     """``time_fn`` of a kernel whose single runs take ``mean`` seconds with relative spread ``cv`` (seeded,
     normal, kept positive); each repeat reports the mean of its ``number`` runs, as TVM's time_evaluator does.
-    ``script``, when given, is cycled through instead: one per-run time per repeat."""
+    ``script``, when given, is cycled through instead: one per-run time per repeat. The evaluator's warm-up is
+    its only call with ``min_repeat_ms > 0``: it goes to ``warmups`` (with the number of timed calls before it),
+    not to ``calls`` or ``runs``, and reads the steady mean (its result must be dropped)."""
 
     def __init__(self, mean: float = 1e-3, cv: float = 0.0, seed: int = 0, script: list[float] | None = None):
         self.mean, self.cv, self.script = mean, cv, script
         self.rng = np.random.default_rng(seed)
         self.calls: list[tuple[int, int, float]] = []
+        self.warmups: list[tuple[int, float]] = []
         self.runs = 0
         self._next = 0
 
     def __call__(self, number: int, repeat: int, min_repeat_ms: float) -> list[float]:
+        if min_repeat_ms > 0:
+            assert (number, repeat) == (1, 1), "a warm-up is one untimed repeat"
+            self.warmups.append((len(self.calls), min_repeat_ms))
+            return [1e3 * self.mean]  # a value no estimate may contain
         self.calls.append((number, repeat, min_repeat_ms))
         self.runs += number * repeat
         out = []
@@ -254,6 +262,31 @@ def test_replaying_recorded_micro_batches_is_the_evaluator_exactly():
         assert (costs, runs) == (live.costs, live.batch_runs) and got_cv == live.cv, cv
     with pytest.raises(ValueError, match="3 recorded costs but 2 run counts"):
         adaptive_replay([1.0, 1.0, 1.0], [1, 1], 0.1, 2)
+
+
+def test_every_evaluator_warms_the_kernel_up_once_untimed_before_timing_it():
+    assert EvaluatorConfig().warmup_ms == WARMUP_MS > 0
+    for cfg in (
+        EvaluatorConfig(number=7, repeat=11),
+        EvaluatorConfig(number=7, repeat=11, min_repeat_ms=2.0),
+        ADAPTIVE_DEFAULT,
+        EvaluatorConfig(**ADATUNE_PAPER),
+        EvaluatorConfig(warmup_ms=3.5, min_converge_coef=0.1),
+    ):
+        kernel = FakeKernel(mean=1e-4, cv=0.05, seed=3)
+        out = evaluate(kernel, cfg)
+        assert kernel.warmups == [(0, cfg.warmup_ms)], cfg  # once, before the first timed call
+        assert out.runs == kernel.runs  # its runs are not counted
+        assert max(out.costs) < 10 * kernel.mean  # nor is its time part of any estimate
+    cold = FakeKernel(mean=1e-4, cv=0.05, seed=3)
+    assert (
+        evaluate(cold, EvaluatorConfig(warmup_ms=0)).costs
+        == evaluate(FakeKernel(mean=1e-4, cv=0.05, seed=3), EvaluatorConfig()).costs
+    )
+    assert cold.warmups == []  # warmup_ms=0: none
+    for bad in (-1.0, float("nan"), True):
+        with pytest.raises(ValueError, match="warmup_ms must be a finite number >= 0"):
+            EvaluatorConfig(warmup_ms=bad)
 
 
 def test_a_time_fn_that_returns_the_wrong_count_is_an_error():
