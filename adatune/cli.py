@@ -190,6 +190,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         callbacks.append(callback.log_to_file(args.log))
     try:
         tuner.tune(remaining, option, early_stopping=args.early_stopping, callbacks=callbacks)
+        if args.confirm:  # the leaders re-timed in turns: the best of single noisy readings is biased low
+            tuner.confirm(option, top=args.confirm, rounds=args.confirm_rounds, callbacks=callbacks[1:])
     finally:
         option.close()
     if tuner.best_config is None:
@@ -290,6 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--check-correctness", action="store_true")
     t.add_argument("--early-stopping", type=_positive_int, default=None)
+    t.add_argument(
+        "--confirm",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="after tuning, re-time the N fastest configs in turns and keep the fastest by their median",
+    )
+    t.add_argument("--confirm-rounds", type=_positive_int, default=3, help="rounds of --confirm")
     t.add_argument("--n-parallel", type=_positive_int, default=2, help="build workers")
     t.add_argument("--build-timeout", type=_positive_float, default=30.0)
     t.add_argument("--run-timeout", type=_positive_float, default=10.0)

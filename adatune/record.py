@@ -11,6 +11,7 @@ import json
 import os
 from typing import IO
 
+from . import records
 from .records import (
     Record,
     decode,
@@ -42,7 +43,7 @@ def pick_best(in_file: str | os.PathLike | IO[str], out_file: str | os.PathLike 
             lines = f.read().splitlines()
     else:
         lines = in_file.read().splitlines()
-    best: dict[tuple[str, str], tuple[float, int]] = {}
+    groups: dict[tuple[str, str], list[tuple[Record, int]]] = {}
     stored: dict[str, dict] = {}  # workload key -> its stored form, from whichever line held it
     for lineno, line in enumerate(lines):
         try:
@@ -54,11 +55,13 @@ def pick_best(in_file: str | os.PathLike | IO[str], out_file: str | os.PathLike 
             if isinstance(form, dict):
                 stored.setdefault(rec.workload_key, form)
         if rec.result.ok:
-            key = (json.dumps(rec.target, sort_keys=True), rec.workload_key)
-            if key not in best or rec.cost < best[key][0]:
-                best[key] = (rec.cost, lineno)
+            groups.setdefault((json.dumps(rec.target, sort_keys=True), rec.workload_key), []).append((rec, lineno))
+    kept = []
+    for group in groups.values():  # the one rule of ``adatune.records.pick_best`` (confirmations included)
+        winner = next(iter(records.pick_best(r for r, _ in group).values()), None)
+        kept += [i for r, i in group if r is winner]
     out, written = [], set()
-    for i in sorted(i for _, i in best.values()):
+    for i in sorted(kept):
         line, wkey = lines[i], decode(lines[i]).workload_key
         if wkey in stored and wkey not in written and '"workload"' not in line:
             line = json.dumps({**json.loads(line), "workload": stored[wkey]}, separators=(",", ":"))

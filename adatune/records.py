@@ -32,6 +32,7 @@ import json
 import math
 import os
 import pickle
+import statistics
 import sys
 import warnings
 import weakref
@@ -52,6 +53,7 @@ __all__ = [
     "load_from_buffer",
     "save_to_file",
     "pick_best",
+    "CONFIRM",
     "group_by_workload",
     "measure_str_key",
     "as_records",
@@ -341,19 +343,44 @@ def as_records(items: Iterable[Any]) -> Iterator[Record]:
             raise TypeError(f"expected records, (MeasureInput, MeasureResult) pairs or log paths, got {item!r}")
 
 
+#: ``MeasureResult.extra`` key of a confirmation reading (``Tuner.confirm``): ``{"session": t, "round": r}``
+CONFIRM = "confirm"
+
+
 def pick_best(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:
-    """Fastest valid record per workload (optionally only those for ``target``)."""
+    """Fastest valid record per workload (optionally only those for ``target``).
+
+    Where a workload's log holds confirmation readings (``Tuner.confirm``: its top candidates re-timed in
+    turns), the latest confirmation decides: the candidate with the lowest median reading there, returned as
+    its reading nearest that median. A record measured after that confirmation (a run resumed later) takes over
+    only if it beats the winner's own tuning reading, a single reading against a single reading."""
     tgt = _target.to_json(_target.create(target)) if target is not None else None  # type: ignore[arg-type]
-    best: dict[str, Record] = {}
+    valid: dict[str, list[Record]] = {}
     for r in records:
         if not r.result.ok or not math.isfinite(r.cost):
             continue
         if tgt is not None and not _target.same_target(r.target, tgt):
             continue
-        cur = best.get(r.workload_key)
-        if cur is None or r.cost < cur.cost:
-            best[r.workload_key] = r
-    return best
+        valid.setdefault(r.workload_key, []).append(r)
+    return {key: _best_of(recs) for key, recs in valid.items()}
+
+
+def _best_of(recs: list[Record]) -> Record:
+    marked = [r for r in recs if CONFIRM in r.result.extra]
+    plain = [r for r in recs if CONFIRM not in r.result.extra]
+    if not marked:
+        return min(plain, key=lambda r: r.cost)
+    session = max(float(r.result.extra[CONFIRM]["session"]) for r in marked)
+    readings: dict[str, list[Record]] = {}
+    for r in marked:
+        if float(r.result.extra[CONFIRM]["session"]) == session:
+            readings.setdefault(r.key, []).append(r)
+    medians = {k: statistics.median(r.cost for r in rs) for k, rs in readings.items()}
+    key = min(medians, key=lambda k: medians[k])
+    winner = min(readings[key], key=lambda r: abs(r.cost - medians[key]))
+    own = min((r.cost for r in plain if r.key == key), default=medians[key])
+    newer = [r for r in plain if r.result.timestamp > session and r.cost < own]
+    return min(newer, key=lambda r: r.cost) if newer else winner
 
 
 def group_by_workload(records: Iterable[Record]) -> dict[str, list[Record]]:

@@ -231,8 +231,11 @@ def tvm_timer(
     return timer, ok
 
 
-def tune(task: TraceTask, trials: int, seed: int, plan_size: int) -> tuple[tvm.IRModule | None, float, int]:
-    """(best program, tuning wall seconds, failed candidates) of one TraceSearchTuner run."""
+def tune(
+    task: TraceTask, trials: int, seed: int, plan_size: int, confirm: int = 0
+) -> tuple[tvm.IRModule | None, float, int]:
+    """(best program, tuning wall seconds, failed candidates) of one TraceSearchTuner run; ``confirm`` > 0:
+    its fastest ``confirm`` programs re-timed in turns after it (``Tuner.confirm``, time included)."""
     tuner = TraceSearchTuner(task, cost_model="xgb", plan_size=plan_size, seed=seed)
     option = adatune.measure_option(
         adatune.LocalBuilder(timeout=30), adatune.LocalRunner(number=5, repeat=3, timeout=30)
@@ -245,6 +248,8 @@ def tune(task: TraceTask, trials: int, seed: int, plan_size: int) -> tuple[tvm.I
 
     try:
         tuner.tune(n_trial=trials, measure_option=option, batch_size=plan_size, callbacks=[count])
+        if confirm:
+            tuner.confirm(option, top=confirm)
     finally:
         option.builder.close()
         option.runner.close()
@@ -264,6 +269,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     p.add_argument("--trials", type=int, default=32, help="measured candidates per tuning run")
     p.add_argument("--plan-size", type=int, default=8)
+    p.add_argument(
+        "--confirm", type=int, default=0, help="after each tuning run, re-time its N fastest programs in turns (0: off)"
+    )
     p.add_argument("--rounds", type=int, default=15, help="rounds of turns of every program and PyTorch")
     p.add_argument("--min-ms", type=float, default=20.0, help="each timing: the mean of calls filling this long")
     p.add_argument(
@@ -296,7 +304,7 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
     for seed in args.seeds:
         for rules, task in tasks.items():
             assert isinstance(task, TraceTask)
-            best, wall, failed = tune(task, args.trials, seed, args.plan_size)
+            best, wall, failed = tune(task, args.trials, seed, args.plan_size, args.confirm)
             row = {"op": op, "rules": rules, "seed": seed, "tune_s": wall, "failed": failed, "correct": False}
             if best is not None:
                 timer, row["correct"] = tvm_timer(task, best, inputs, args.min_ms)

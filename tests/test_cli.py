@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import adatune
 from adatune import workloads
 from adatune.cli import _describe, main
 from adatune.tuners import TUNER_NAMES
@@ -138,6 +139,7 @@ def test_tuners_markdown_has_a_row_per_option(capsys: pytest.CaptureFixture[str]
         (["--workload", TINY, "--min-converge-coef", "-1"], "argument --min-converge-coef: must be a positive"),
         (["--workload", TINY, "--target", "cuda", "--device-profile", "gtx"], "unknown device profile 'gtx'"),
         ([], "the following arguments are required: --workload"),
+        (["--workload", "dense-1024", "--confirm", "0"], "--confirm: must be a positive integer, got '0'"),
     ],
 )
 def test_tune_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
@@ -259,3 +261,16 @@ def test_model_commands_usage_errors(
     assert main(argv) == 2
     assert message in _one_line_error(capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tune_with_confirm_logs_the_re_timings_and_best_reads_them(tmp_path: Path) -> None:
+    """``--confirm 2 --confirm-rounds 2``: after 4 trials the 2 fastest are re-timed twice each; the re-timings
+    are in the log, marked, and ``pick_best`` returns one of them."""
+    log = tmp_path / "out.jsonl"
+    argv = ["tune", "--workload", TINY, "--log", str(log), "--number", "1", "--repeat", "1", "--n-parallel", "1"]
+    assert main([*argv, "--tuner", "random", "--trials", "4", "--confirm", "2", "--confirm-rounds", "2"]) == 0
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    marked = [r for r in lines if "confirm" in r["result"].get("extra", {})]
+    assert len(lines) == 8 and len(marked) == 4 and len({r["key"] for r in marked}) == 2
+    picked = adatune.pick_best(adatune.load_from_file(str(log)))
+    assert len(picked) == 1 and "confirm" in next(iter(picked.values())).result.extra

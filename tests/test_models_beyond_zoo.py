@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import adatune
 import adatune.models as am
 from adatune.testing.small_models import SMALL_MODELS, TransformerBlock
 
@@ -23,8 +24,15 @@ def test_a_model_outside_the_zoo_tunes_builds_and_matches_pytorch(name: str, tmp
     kinds = {t.kind for t in tasks}
     assert "trace" in kinds and kinds - {"trace"}, f"{name}: expected template and trace tasks, got {kinds}"
     log = tmp_path / f"{name}.jsonl"
-    summary = am.tune_model(model, log, n_trial=2 * len(tasks), strategy="round-robin", round_trials=2, progress=False)
+    summary = am.tune_model(
+        model, log, n_trial=2 * len(tasks), strategy="round-robin", round_trials=2, progress=False, confirm=2
+    )
     assert sum(summary.trials) > 0 and log.exists()
+    records = list(adatune.load_from_file(str(log)))  # each task's two fastest re-timed (3 rounds) after the budget
+    confirmed = {r.workload_key for r in records if "confirm" in r.result.extra}
+    assert confirmed and all(
+        len({r.key for r in records if r.workload_key == w and r.result.ok}) >= 2 for w in confirmed
+    )
     compiled = am.build(model, log)
     assert "record" in compiled.applied.values()
     for seed in (1, 2):

@@ -115,10 +115,15 @@ def tune_model(
     tasks: Sequence[ModelTask] | None = None,
     seed: int = 0,
     progress: bool = True,
+    confirm: int = 0,
 ) -> TuneSummary:
     """Tune every task of ``model`` within ``n_trial`` trials in all (log included) and/or ``time_budget``
     seconds of this call, appending every record to ``log``. ``option`` defaults to ``LocalBuilder()`` and
-    ``model_runner()`` (cold-cache timing, as the model runs its kernels)."""
+    ``model_runner()`` (cold-cache timing, as the model runs its kernels). ``confirm`` > 0: after the budget,
+    each task's ``confirm`` fastest candidates are re-timed in turns and the fastest by median kept
+    (``Tuner.confirm``; its records go to ``log`` too, its time is not in ``time_budget``)."""
+    if confirm < 0:
+        raise ValueError(f"confirm must be >= 0 (0: off), got {confirm}")
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: choose from {', '.join(STRATEGIES)}")
     if n_trial is None and time_budget is None:
@@ -200,4 +205,8 @@ def tune_model(
             )
     finally:
         bar.close()
+    for i, tn in enumerate(tuners):  # after the budget: each task's leaders re-timed in turns (Tuner.confirm)
+        if confirm > 0 and tn is not None and tn.best_config is not None:
+            tn.confirm(option, top=confirm, callbacks=callbacks)
+            summary.best_seconds[i] = _best_seconds(tn)
     return summary

@@ -9,7 +9,7 @@ from typing import IO, TYPE_CHECKING, Any
 from tqdm.auto import tqdm
 
 from ..measure import MeasureInput, MeasureResult
-from ..records import save_to_file
+from ..records import CONFIRM, save_to_file
 
 if TYPE_CHECKING:
     from ._base import Tuner
@@ -35,6 +35,8 @@ def progress_bar(total: int, prefix: str = "", si_prefix: str = "G") -> Callback
     state: dict = {}
 
     def _bar(tuner: Tuner, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        if any(CONFIRM in r.extra for r in results):  # ``Tuner.confirm``'s re-timings are not trials
+            return
         if "bar" not in state or state.get("tuner") is not tuner:
             state["tuner"] = tuner
             state["bar"] = tqdm(total=total, desc=prefix or tuner.task.name, unit="trial", dynamic_ncols=True)
