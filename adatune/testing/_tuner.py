@@ -112,6 +112,19 @@ def time_budget_stops_on_the_tuner_clock(factory: TunerFactory, fx: KnobFixture)
     assert tuner.clock >= 3.0, f"the tuner clock reads {tuner.clock} s after the budget ended the run"
 
 
+def confirms_its_leaders_without_new_trials(factory: TunerFactory, fx: KnobFixture) -> None:
+    """``confirm`` re-times the leaders (a replay reads the same again, so the best stays) and adds no trial."""
+    seen: list[int] = []
+    tuner = factory(fx.task, 4)
+    option = fx.option()
+    tuner.tune(n_trial=20, measure_option=option, batch_size=5)
+    before, trials = tuner.best_config, _indices(tuner)
+    best = tuner.confirm(option, top=3, rounds=2, callbacks=[lambda t, i, r: seen.append(len(r))])
+    assert seen == [3, 3], f"3 leaders re-timed in 2 rounds: callbacks saw {seen}"
+    assert _indices(tuner) == trials, "confirm added or changed trials"
+    assert best is tuner.best_config and str(best.key) == str(before.key), "a replay's confirmation moved the best"
+
+
 TUNER_CHECKS: dict[str, Callable[[TunerFactory, KnobFixture], None]] = {
     f.__name__: f
     for f in (
@@ -122,6 +135,7 @@ TUNER_CHECKS: dict[str, Callable[[TunerFactory, KnobFixture], None]] = {
         stops_when_the_space_is_exhausted,
         resumes_from_history_measuring_nothing_twice,
         time_budget_stops_on_the_tuner_clock,
+        confirms_its_leaders_without_new_trials,
     )
 }
 
