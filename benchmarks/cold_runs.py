@@ -103,7 +103,10 @@ def measure(op: str, args: argparse.Namespace) -> tuple[list[dict], dict[str, An
         print(f"{op}: round {r + 1}/{args.rounds} done", flush=True)
     for runner in runners.values():
         runner.close()
-    return rows, {"candidates": [str(c) for c in cands], "space_size": len(task.space) if hasattr(task.space, "__len__") else None}
+    return rows, {
+        "candidates": [str(c) for c in cands],
+        "space_size": len(task.space) if hasattr(task.space, "__len__") else None,
+    }
 
 
 def summarise(rows: list[dict], warm_arms: list[str]) -> list[dict[str, Any]]:
