@@ -189,6 +189,32 @@ def test_tune_build_matches_pytorch_and_resumes_after_sigkill(tiny: am.Model, tm
     np.testing.assert_allclose(compiled.run(*x)[0], tiny.reference(*x)[0], rtol=1e-4, atol=1e-4)
 
 
+class _TwoDense(nn.Module):
+    """Two dense layers of one shape in different fused functions (the second with a residual): their packings
+    are equal, so TVM's split makes one packing function serve both kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(32, 32), nn.Linear(32, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        return self.b(h) + h
+
+
+def test_every_kernel_whose_shared_packing_was_folded_is_listed_as_prepacked() -> None:
+    torch.manual_seed(0)
+    model = am.from_torch(_TwoDense().eval(), (torch.randn(8, 32),), name="two-dense")
+    tasks = am.extract_tasks(model)
+    dense = {t.func_name for t in tasks if t.kind != "trace"}
+    with pytest.warns(UserWarning, match="fallback schedule"):
+        compiled = am.build(model, None, tasks=tasks)
+    assert len(dense) == 2 and set(compiled.prepacked) == dense
+    assert not any(gv.name_hint.endswith("_weight_prepack") for gv, _ in compiled.module.functions_items())
+    x = model.random_inputs(0)
+    np.testing.assert_allclose(compiled.run(*x)[0], model.reference(*x)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_latency_table_measures_every_engine_on_the_same_inputs(tiny: am.Model) -> None:
     with pytest.warns(UserWarning, match="fallback schedule"):
         compiled = am.build(tiny, None)

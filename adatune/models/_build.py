@@ -143,5 +143,29 @@ def prepack_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
     if not preprocs:
         return mod, []
     folded = relax.transform.DeadCodeElimination(["main"])(relax.transform.FoldConstant()(split))
-    left = {gv.name_hint for gv, _ in folded.functions_items()}
-    return folded, sorted(name.removesuffix("_weight_prepack") for name in preprocs - left)
+    left = {gv.name_hint for gv, _ in folded.functions_items()} & preprocs
+    uses = _packings_used(split)
+    return folded, sorted(k.removesuffix("_prepacked") for k, packs in uses.items() if packs and not packs & left)
+
+
+def _packings_used(mod: tvm.IRModule) -> dict[str, set[str]]:
+    """Per kernel called in ``main`` (``*_prepacked``), the ``*_weight_prepack`` functions producing its arguments.
+    A kernel's packing is not always named after it: ``SplitLayoutRewritePreproc`` makes one function of equal
+    packings, so BERT's QKV and attention-out dense (both 768 x 768 into 16-wide panels) share one."""
+    made_by: dict[relax.Var, str] = {}
+    uses: dict[str, set[str]] = {}
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if not (isinstance(value, relax.Call) and value.op.same_as(call_tir)):
+                continue
+            callee = value.args[0].name_hint
+            made_by[binding.var] = callee
+            args = value.args[1].fields if isinstance(value.args[1], relax.Tuple) else [value.args[1]]
+            packs = {
+                made_by[a] for a in args if isinstance(a, relax.Var) and made_by.get(a, "").endswith("_weight_prepack")
+            }
+            if callee.endswith("_prepacked"):
+                uses.setdefault(callee, set()).update(packs)
+    return uses
