@@ -161,6 +161,8 @@ def test_error_numbers_and_evaluator_rule_are_those_of_adatune() -> None:
         dict(number=100, repeat=4, min_converge_coef=0.3, micro_batch=7, min_micro_batches=2),
         dict(number=50, repeat=10, min_converge_coef=1e-9, micro_batch=25),
         dict(evaluator.ADATUNE_PAPER),
+        dict(number=5, repeat=3, warmup_ms=0.0),
+        dict(number=5, repeat=3, min_converge_coef=0.05, warmup_ms=3.0),
     ]
     for noise in (0.001, 0.05, 0.5):
         for kw in settings:

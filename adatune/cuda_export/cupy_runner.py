@@ -50,13 +50,15 @@ _PARAMS_RE = r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+
 # ---------------------------------------------------------------------- evaluator (copy of adatune.evaluator)
 @dataclass(frozen=True)
 class EvalSettings:
-    """The evaluator options that matter on a GPU (no CPU cache flush, no ``min_repeat_ms``)."""
+    """The evaluator options that matter on a GPU (no CPU cache flush, no ``min_repeat_ms``); ``warmup_ms``:
+    untimed launches for at least this long before timing, as ``adatune.evaluator`` does."""
 
     number: int = 5
     repeat: int = 3
     min_converge_coef: float | None = None
     micro_batch: int = 50
     min_micro_batches: int = 3
+    warmup_ms: float = 10.0
 
     def __post_init__(self) -> None:
         for name in ("number", "repeat", "micro_batch", "min_micro_batches"):
@@ -101,6 +103,8 @@ def converge_cv(batch_seconds: Sequence[float], runs_per_batch: Sequence[int]) -
 
 def evaluate(time_fn: TimeFn, cfg: EvalSettings) -> tuple[list[float], int, float | None, list[int]]:
     """``(costs, runs, cv, batch_runs)`` exactly as ``adatune.evaluator.evaluate`` decides them."""
+    if cfg.warmup_ms > 0:  # untimed: ``time_fn``'s only call with a positive third argument
+        time_fn(1, 1, cfg.warmup_ms)
     if cfg.min_converge_coef is None:
         fixed = _call(time_fn, cfg.number, cfg.repeat)
         return fixed, cfg.cap_runs, None, [cfg.number] * len(fixed)
@@ -252,9 +256,18 @@ def _measure(launcher_factory: Callable[[int], Any], job: dict, settings: EvalSe
                     f"rtol={job['rtol']}, atol={job['atol']})",
                     "build_time": compile_s,
                 }
-        costs, runs, cv, _ = evaluate(
-            lambda number, repeat, _ms: launcher.time(kernel, grid, block, args, smem, number, repeat), settings
-        )
+
+        def time_fn(number: int, repeat: int, warm_ms: float) -> list[float]:
+            if warm_ms > 0:  # the evaluator's warm-up: untimed launches, one at a time, for warm_ms
+                end = time.perf_counter() + warm_ms / 1e3
+                while True:
+                    launcher.launch(kernel, grid, block, args, smem)
+                    launcher.synchronize()
+                    if time.perf_counter() >= end:
+                        return [0.0] * repeat
+            return launcher.time(kernel, grid, block, args, smem, number, repeat)
+
+        costs, runs, cv, _ = evaluate(time_fn, settings)
         launcher.synchronize()
         return {
             "costs": costs,
