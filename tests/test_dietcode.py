@@ -594,10 +594,13 @@ def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) 
         out = check_and_time(lib, tvm.cpu(0), req, runner.config)
     finally:
         runner.close()
-    # per T: a first call of `number` runs, then the number that lasts 10 ms at that T; TVM is never left to
-    # grow (and keep) a number itself, and every timed run is counted at its point
-    assert out.error_no == 0 and len(made) == 6 and made[::2] == [(1, 0)] * 3
-    assert all(ms == 0 for _, ms in made) and [p["runs"] for p in out.extra["points"]] == [1 + n for n, _ in made[1::2]]
+    # per T: the untimed warm-up (TVM grows its runs to warmup_ms in an evaluator of its own, dropped after it), a
+    # first call of `number` runs, then the number that lasts 10 ms at that T; no timed call leaves TVM to grow
+    # (and keep) a number itself, and every timed run is counted at its point
+    warm = (1, math.ceil(runner.config.evaluator.warmup_ms))
+    assert out.error_no == 0 and len(made) == 9 and made[::3] == [warm] * 3 and made[1::3] == [(1, 0)] * 3
+    timed = [ms for _, ms in made[1::3] + made[2::3]]
+    assert timed == [0] * 6 and [p["runs"] for p in out.extra["points"]] == [1 + n for n, _ in made[2::3]]
     assert [p["at"] for p in out.extra["points"]] == [[1], [17], [40]] and len(out.costs) == 1
 
 
