@@ -107,3 +107,11 @@ def test_confirm_refuses_nonsense_and_leaves_a_lone_candidate_alone(tuned):
             tuner.confirm(option, **kw)
     calls = len(runner.calls)
     assert tuner.confirm(option, top=1) is tuner.best_config and len(runner.calls) == calls
+
+
+def test_a_resumed_run_takes_no_re_timing_as_a_trial(tuned):
+    tuner, option, runner, log = tuned
+    tuner.confirm(option, top=3, rounds=3, callbacks=[adatune.callback.log_to_file(log)])
+    resumed = RandomTuner(tuner.task, seed=0)
+    assert resumed.load_history(load_from_file(log)) == 8  # the 8 trials, not the 9 re-timings
+    assert len(resumed.trials) == 8 and resumed.visited == tuner.visited

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from .. import target as _target
 from ..callback import log_to_file
 from ..measure import LocalBuilder, LocalRunner, MeasureOption, measure_option
-from ..records import load_from_file
+from ..records import CONFIRM, load_from_file
 from ..tuners import Tuner, create_tuner
 from ._extract import ModelTask, extract_tasks
 from ._frontend import Model
@@ -148,7 +148,7 @@ def tune_model(
 
     # trace tuners are made when first picked: their first design space imports TVM's tensor intrinsics
     tuners: list[Tuner | None] = [None if t.kind == "trace" else make_tuner(i) for i, t in enumerate(tasks)]
-    logged = [sum(1 for r in previous if r.task_name == t.task_name) for t in tasks]
+    logged = [sum(r.task_name == t.task_name and CONFIRM not in r.result.extra for r in previous) for t in tasks]
     summary = TuneSummary(
         tasks,
         [len(tn.trials) if tn is not None else n for tn, n in zip(tuners, logged)],

@@ -151,14 +151,16 @@ class Tuner(Configurable, abc.ABC):
     def load_history(self, records: Iterable[Any], min_seed_records: int = 1) -> int:
         """Feed earlier records of this task and target (a killed run's log, records, ``(inp, res)`` pairs)
         so nothing is measured again. Fewer than ``min_seed_records`` matching records are ignored.
-        Returns how many records were taken."""
+        Returns how many records were taken. ``confirm``'s re-timings are not trials and are skipped."""
         inputs, results = [], []
+        taken: set[str] = set()
         tgt = _target.to_json(self.task.target)
         for r in as_records(records):
             if r.workload_key != self.task.workload_key or not _target.same_target(r.target, tgt):
                 continue
-            if r.key in self.visited:
+            if r.key in self.visited or r.key in taken or CONFIRM in r.result.extra:
                 continue
+            taken.add(r.key)
             try:
                 cand = self.task.candidate_from_json(r.config)
             except (ValueError, KeyError, IndexError) as err:
