@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .measure import MeasureErrorNo
-from .records import Record, load_from_file
+from .records import CONFIRM, Record, load_from_file
 
 __all__ = ["TaskReport", "LogReport", "report", "weights_from_csv"]
 
@@ -174,6 +174,8 @@ def report(
     start = min(r.result.timestamp for r in records)
     tasks: dict[str, TaskReport] = {}
     for rec in records:
+        if CONFIRM in rec.result.extra:  # ``Tuner.confirm``'s re-timings are not trials of the curves
+            continue
         t = tasks.get(rec.workload_key)
         if t is None:
             uses = (rec.workload or {}).get("uses") or {}
