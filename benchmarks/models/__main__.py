@@ -67,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="tune with the caches flushed before every run (cold weights, as inside the model)",
     )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=0,
+        help="at every checkpoint, re-time each task's N fastest candidates in turns and keep the fastest by median "
+        "(Tuner.confirm; 0: off); its time counts as tuning time",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/models")
     return p
@@ -77,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.budget_min <= 0 or min(args.checkpoints, args.repeats, args.untuned_repeats, args.rounds) < 1:
         print("budget, checkpoints and repeats must be positive", file=sys.stderr)
+        return 2
+    if args.confirm < 0:
+        print("--confirm must be >= 0 (0: off)", file=sys.stderr)
         return 2
     import onnxruntime
     import torch
@@ -122,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 conv_layout=args.conv_layout,
                 winograd=args.winograd,
                 cold=args.cache_flush,
+                confirm=args.confirm,
             )
         )
         save()

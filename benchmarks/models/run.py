@@ -127,9 +127,12 @@ def run_arm(
     repeat: int,
     seed: int,
     cold: bool = False,
+    confirm: int = 0,
 ) -> tuple[ArmRun, list[am.CompiledModel]]:
     """Tune in ``checkpoints`` slices of the budget, compiling and timing the model after each; returns the run
-    and the model compiled at each checkpoint (all timed again in the final comparison, not rebuilt)."""
+    and the model compiled at each checkpoint (all timed again in the final comparison, not rebuilt).
+    ``confirm`` > 0: each slice ends with every task's ``confirm`` leaders re-timed (``tune_model(confirm=...)``),
+    so a checkpoint deploys, and its estimate sums, medians of re-timings rather than single lucky readings."""
     tuner, trace_model, coef = ARMS[arm]
     log = os.path.join(out, f"records_{model.name}_{arm}.jsonl")
     if os.path.exists(log):
@@ -150,6 +153,7 @@ def run_arm(
             tasks=tasks,
             seed=seed,
             progress=False,
+            confirm=confirm,
         )
         offset = run.tuning_s
         run.tuning_s += time.perf_counter() - t0
@@ -193,6 +197,7 @@ def run_model(
     conv_layout: str = "NCHW",
     cold: bool = False,
     winograd: bool = False,
+    confirm: int = 0,
 ) -> ModelRun:
     t0 = time.perf_counter()
     model = am.load_builtin(name, fast_math=fast_math, conv_layout=conv_layout, winograd=winograd)
@@ -213,7 +218,7 @@ def run_model(
     compiled: dict[str, list[am.CompiledModel]] = {}
     for arm in arms:
         arm_run, compiled[arm] = run_arm(
-            model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed, cold
+            model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed, cold, confirm
         )
         result.arms.append(arm_run)
         if on_progress is not None:
