@@ -5,11 +5,14 @@ Inside a model, a kernel reads activations its predecessor just wrote and weight
 since the last inference: on the 2-core hosts ResNet-18's convolutions ran 1.1-1.5x their isolated best inside
 the model (benchmarks.models' breakdowns). This probe takes one ``benchmarks.models`` run (its model, layout and
 log), builds the tuned model, and in each of ``--rounds`` rounds times, one after another: every VM call of the
-model (``am.kernel_breakdown``), every knob task's best config alone as tuning timed it, and the same config with
-the CPU caches flushed before each run (``enable_cpu_cache_flush``, the cold-cache timing AutoTVM offers). The
-order of the three is reversed every other round, so a change of the host's state hits them alike; the noise
-gate frames the run. Per task, the median in-model time against the hot and the cold one says which isolated
-timing predicts the model, and so which one tuning should rank configs by.
+model (``am.kernel_breakdown``), every knob task's best config alone as tuning timed it (the tuner's builder and
+runner, in a worker process), the same config with the CPU caches flushed before each run
+(``enable_cpu_cache_flush``, the cold-cache timing AutoTVM offers), and the model's own compiled kernel (its
+``_prepacked`` variant where the weight was packed at build) alone in this process, hot and cold. The order of the
+five is reversed every other round, so a change of the host's state hits them alike; the noise gate frames the run.
+Per task, the in-model time against the hot and the cold ones says which isolated timing predicts the model, and so
+which one tuning should rank configs by; the model's own kernel against the tuner's candidate says whether the
+model's build runs the kernel tuning measured.
 
     python -m benchmarks.models.gap_probe benchmarks/results/models_zen3/nchwc_seed0 --out DIR
 """
@@ -26,6 +29,8 @@ import warnings
 from typing import Any
 
 import matplotlib
+import numpy as np
+import tvm
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -39,7 +44,7 @@ from .._common import load_now, run_meta, write_csv, write_summary  # noqa: E402
 from ..noise_gate import NoiseGate  # noqa: E402
 from .run_ab import log_target, run_config, tuned_model  # noqa: E402
 
-ARMS = ("in model", "alone, hot", "alone, cold")
+ARMS = ("in model", "alone, hot", "alone, cold", "model's own, hot", "model's own, cold")
 
 
 def _load_run(run_dir: str) -> tuple[am.Model, str, Any]:
@@ -68,6 +73,7 @@ def probe(run_dir: str, rounds: int, number: int, repeat: int) -> list[dict[str,
     }
     inputs = model.random_inputs(0)
     times: dict[str, dict[str, list[float]]] = {t.func_name: {a: [] for a in ARMS} for t, _ in picked}
+    own = {t.func_name: _own_function(compiled, t) for t, _ in picked}
 
     def in_model() -> None:
         report = am.kernel_breakdown(compiled, inputs, repeats=5)
@@ -81,7 +87,12 @@ def probe(run_dir: str, rounds: int, number: int, repeat: int) -> list[dict[str,
         for (t, _), res in zip(picked, results):
             times[t.func_name]["alone, cold" if cold else "alone, hot"].append(res.cost if res.ok else math.nan)
 
-    steps = [in_model, lambda: alone(False), lambda: alone(True)]
+    def model_own(cold: bool) -> None:
+        arm = "model's own, cold" if cold else "model's own, hot"
+        for t, _ in picked:
+            times[t.func_name][arm].append(_time_own(own[t.func_name], number, repeat, cold))
+
+    steps = [in_model, lambda: alone(False), lambda: alone(True), lambda: model_own(False), lambda: model_own(True)]
     for r in range(rounds):
         for step in steps if r % 2 == 0 else steps[::-1]:
             step()
@@ -99,6 +110,13 @@ def probe(run_dir: str, rounds: int, number: int, repeat: int) -> list[dict[str,
                 "in_model_ms": med["in model"] * 1e3,
                 "hot_ms": med["alone, hot"] * 1e3,
                 "cold_ms": med["alone, cold"] * 1e3,
+                "own_hot_ms": med["model's own, hot"] * 1e3,
+                "own_cold_ms": med["model's own, cold"] * 1e3,
+                # per round, the in-model time over the same round's reading alone: a change of the host's state
+                # between rounds cancels
+                "in_model_over_own_hot": _round_ratio(times[t.func_name], "in model", "model's own, hot"),
+                "in_model_over_own_cold": _round_ratio(times[t.func_name], "in model", "model's own, cold"),
+                "own_hot_over_candidate_hot": _round_ratio(times[t.func_name], "model's own, hot", "alone, hot"),
                 "in_model_over_hot": med["in model"] / med["alone, hot"],
                 "in_model_over_cold": med["in model"] / med["alone, cold"],
                 "rounds_s": times[t.func_name],
@@ -108,13 +126,55 @@ def probe(run_dir: str, rounds: int, number: int, repeat: int) -> list[dict[str,
     return rows
 
 
+def _round_ratio(times: dict[str, list[float]], num: str, den: str) -> float:
+    """Median over rounds of ``num``'s reading over ``den``'s in the same round."""
+    pairs = [a / b for a, b in zip(times[num], times[den]) if b > 0 and not (math.isnan(a) or math.isnan(b))]
+    return statistics.median(pairs) if pairs else math.nan
+
+
+def _own_function(compiled: am.CompiledModel, task: am.ModelTask) -> tuple[Any, str, list[Any]]:
+    """The compiled model's own kernel for ``task`` (its ``_prepacked`` variant where the weight was packed at
+    build), from the model's library, with random arguments of its parameters' shapes."""
+    lib = compiled.executable.mod.imports[0]
+    names = {gv.name_hint for gv, _ in compiled.module.functions_items()}
+    base = task.global_vars[0]
+    symbol = base + "_prepacked" if base + "_prepacked" in names else base
+    rng = np.random.default_rng(0)
+    args = [
+        tvm.runtime.tensor(rng.uniform(-1, 1, tuple(int(d) for d in p.shape)).astype(str(p.dtype)), tvm.cpu())
+        for p in compiled.module[symbol].params
+    ]
+    return lib, symbol, args
+
+
+def _time_own(own: tuple[Any, str, list[Any]], number: int, repeat: int, cold: bool) -> float:
+    """Median seconds per call of the model's own kernel alone, in this process: hot (``number`` runs per repeat),
+    or with the caches flushed before each run (one run per repeat, as the cold runner times)."""
+    lib, symbol, args = own
+    if cold:
+        timer = lib.time_evaluator(
+            symbol, tvm.cpu(), number=1, repeat=number * repeat, f_preproc="cache_flush_cpu_non_first_arg"
+        )
+    else:
+        timer = lib.time_evaluator(symbol, tvm.cpu(), number=number, repeat=repeat)
+    timer(*args)  # warm-up, as the runner's
+    return float(statistics.median(timer(*args).results))
+
+
 def plot(out: str, rows: list[dict[str, Any]]) -> str:
-    """Per task (x calls), ms in the model beside alone hot and alone cold: which isolated timing predicts it."""
+    """Per task (x calls), ms in the model beside each timing alone: which isolated timing predicts it."""
     fig, ax = plt.subplots(figsize=(9, 4))
-    keys = (("in_model_ms", "in model"), ("hot_ms", "alone, hot"), ("cold_ms", "alone, cold"))
+    keys = (
+        ("in_model_ms", "in model"),
+        ("hot_ms", "tuner's candidate, hot"),
+        ("cold_ms", "tuner's candidate, cold"),
+        ("own_hot_ms", "model's own kernel, hot"),
+        ("own_cold_ms", "model's own kernel, cold"),
+    )
+    width = 0.8 / len(keys)
     for j, (key, label) in enumerate(keys):
-        xs = [i + (j - 1) * 0.27 for i in range(len(rows))]
-        ax.bar(xs, [r[key] * r["calls"] for r in rows], width=0.27, label=label)
+        xs = [i + (j - (len(keys) - 1) / 2) * width for i in range(len(rows))]
+        ax.bar(xs, [r[key] * r["calls"] for r in rows], width=width, label=label)
     ax.set_xticks(range(len(rows)), [str(i) for i in range(len(rows))])
     ax.set_xlabel("task (heaviest first; names in summary.md)")
     ax.set_ylabel("ms per inference (x calls)")
@@ -159,20 +219,27 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Command: `{meta['command']}`; started {started}, wall {meta['wall_s']:.0f} s.  ",
         f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); load before {load_before}.  ",
-        f"Run probed: `{args.run}`; {args.rounds} rounds, the three timings in turns (reversed every other round).",
+        f"Run probed: `{args.run}`; {args.rounds} rounds, the five timings in turns (reversed every other round).",
         "",
         gate.sentence(),
         "",
-        f"Sum over the knob tasks (x calls): in model {_sum(rows, 'in_model_ms'):.2f} ms, alone hot "
-        f"{_sum(rows, 'hot_ms'):.2f} ms, alone cold {_sum(rows, 'cold_ms'):.2f} ms.",
+        f"Sum over the knob tasks (x calls): in model {_sum(rows, 'in_model_ms'):.2f} ms; the tuner's candidates "
+        f"alone hot {_sum(rows, 'hot_ms'):.2f} ms, cold {_sum(rows, 'cold_ms'):.2f} ms; the model's own kernels "
+        f"alone in this process hot {_sum(rows, 'own_hot_ms'):.2f} ms, cold {_sum(rows, 'own_cold_ms'):.2f} ms.",
         "",
-        "| function | kind | calls | in model (ms) | alone, hot | alone, cold | in model / hot | in model / cold |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "Times are medians over rounds; the last three columns are medians of per-round ratios (in model over the "
+        "model's own kernel alone, hot and cold; the model's own kernel over the tuner's candidate, both hot).",
+        "",
+        "| function | kind | calls | in model (ms) | candidate hot | candidate cold | own hot | own cold | "
+        "in model / own hot | in model / own cold | own / candidate |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['function']} | {r['kind']} | {r['calls']} | {r['in_model_ms']:.3f} | {r['hot_ms']:.3f} | "
-            f"{r['cold_ms']:.3f} | {r['in_model_over_hot']:.2f}x | {r['in_model_over_cold']:.2f}x |"
+            f"{r['cold_ms']:.3f} | {r['own_hot_ms']:.3f} | {r['own_cold_ms']:.3f} | "
+            f"{r['in_model_over_own_hot']:.2f}x | {r['in_model_over_own_cold']:.2f}x | "
+            f"{r['own_hot_over_candidate_hot']:.2f}x |"
         )
     lines += ["", f"![per task]({os.path.basename(plot(args.out, rows))})"]
     write_summary(args.out, lines, echo=True)
