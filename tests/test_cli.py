@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -252,6 +253,7 @@ def test_best_describes_other_candidate_kinds() -> None:
         (["tune-model", "resnet18", "--log", "r.jsonl"], "give a budget: --budget 2000, --budget 30m"),
         (["tune-model", "resnet18", "--log", "r.jsonl", "--budget", "30x"], "--budget wants a positive trial"),
         (["tune-model", "resnet18", "--log", "r.jsonl", "--budget", "5", "--n-trial", "5"], "not both"),
+        (["tune-model", "resnet18", "--log", "r.jsonl", "--budget", "5", "--confirm", "-1"], "--confirm must be >= 0"),
     ],
 )
 def test_model_commands_usage_errors(
@@ -261,6 +263,29 @@ def test_model_commands_usage_errors(
     assert main(argv) == 2
     assert message in _one_line_error(capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tune_model_passes_confirm_and_its_budget_to_tune_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``adatune tune-model ... --confirm 3`` reaches ``tune_model(confirm=3)``; without it, confirmation is off."""
+    import adatune.models.cli as model_cli
+
+    seen: list[dict] = []
+
+    def fake_tune_model(model: object, log: str, **kwargs: object) -> object:
+        seen.append({"model": model, "log": log, **kwargs})
+        return types.SimpleNamespace(trials=[2, 3], estimated_latency=1e-3)
+
+    monkeypatch.setattr(model_cli, "load_model", lambda args: "the model")
+    monkeypatch.setattr(model_cli, "tune_model", fake_tune_model)
+    log = str(tmp_path / "m.jsonl")
+    assert main(["tune-model", "resnet18", "--log", log, "--budget", "30m", "--confirm", "3"]) == 0
+    assert main(["tune-model", "resnet18", "--log", log, "--budget", "40"]) == 0
+    assert [(s["model"], s["log"], s["confirm"]) for s in seen] == [("the model", log, 3), ("the model", log, 0)]
+    assert (seen[0]["n_trial"], seen[0]["time_budget"]) == (None, 1800.0)
+    assert (seen[1]["n_trial"], seen[1]["time_budget"]) == (40, None)
+    assert "5 trials; estimated latency 1.000 ms" in capsys.readouterr().out
 
 
 def test_tune_with_confirm_logs_the_re_timings_and_best_reads_them(tmp_path: Path) -> None:

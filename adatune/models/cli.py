@@ -62,6 +62,14 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tuner", default="xgb", help="tuner of knob tasks (any registered tuner)")
     parser.add_argument("--trace-cost-model", default="xgb", choices=("xgb", "rfei"))
     parser.add_argument("--round-trials", type=int, default=8)
+    parser.add_argument(
+        "--confirm",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the budget, re-time each task's N fastest candidates in turns and keep the fastest by their "
+        "median (0: off; the best of single noisy readings is biased low)",
+    )
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -120,6 +128,8 @@ def tune_model_main(args: argparse.Namespace) -> int:
         n_trial, time_budget = parse_budget(args.budget)
     if n_trial is None and time_budget is None:
         raise ValueError("give a budget: --budget 2000, --budget 30m, --n-trial or --time-budget")
+    if args.confirm < 0:
+        raise ValueError(f"--confirm must be >= 0 (0: off), got {args.confirm}")
     summary = tune_model(
         load_model(args),
         args.log,
@@ -130,6 +140,7 @@ def tune_model_main(args: argparse.Namespace) -> int:
         trace_cost_model=args.trace_cost_model,
         round_trials=args.round_trials,
         seed=args.seed,
+        confirm=args.confirm,
     )
     est = summary.estimated_latency
     print(
