@@ -5,7 +5,7 @@ Inside a model, a kernel reads activations its predecessor just wrote and weight
 since the last inference: on the 2-core hosts ResNet-18's convolutions ran 1.1-1.5x their isolated best inside
 the model (benchmarks.models' breakdowns). This probe takes one ``benchmarks.models`` run (its model, layout and
 log), builds the tuned model, and in each of ``--rounds`` rounds times, one after another: every VM call of the
-model (``am.kernel_breakdown``), every knob task's best config alone as tuning timed it (the tuner's builder and
+model (``am.kernel_breakdown``), every recorded task's best candidate alone as tuning timed it (the tuner's builder and
 runner, in a worker process), the same config with the CPU caches flushed before each run
 (``enable_cpu_cache_flush``, the cold-cache timing AutoTVM offers), and the model's own compiled kernel (its
 ``_prepacked`` variant where the weight was packed at build) alone in this process, hot and cold. The order of the
@@ -37,6 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import adatune  # noqa: E402
 import adatune.models as am  # noqa: E402
+from adatune.evaluator import time_fn_for  # noqa: E402
 from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option  # noqa: E402
 from adatune.records import load_from_file, pick_best  # noqa: E402
 
@@ -174,17 +175,13 @@ def _own_function(compiled: am.CompiledModel, task: am.ModelTask) -> tuple[Any, 
 
 
 def _time_own(own: tuple[Any, str, list[Any]], number: int, repeat: int, cold: bool) -> float:
-    """Median seconds per call of the model's own kernel alone, in this process: hot (``number`` runs per repeat),
-    or with the caches flushed before each run (one run per repeat, as the cold runner times)."""
+    """Median seconds per call of the model's own kernel alone, in this process, through the runner's own adapter
+    (``time_fn_for``: the caller kept off TVM's worker CPUs): hot (``number`` runs per repeat), or with the caches
+    flushed before each run (one run per repeat, as the cold runner times)."""
     lib, symbol, args = own
-    if cold:
-        timer = lib.time_evaluator(
-            symbol, tvm.cpu(), number=1, repeat=number * repeat, f_preproc="cache_flush_cpu_non_first_arg"
-        )
-    else:
-        timer = lib.time_evaluator(symbol, tvm.cpu(), number=number, repeat=repeat)
-    timer(*args)  # warm-up, as the runner's
-    return float(statistics.median(timer(*args).results))
+    time_fn = time_fn_for(lib, tvm.cpu(), args, cache_flush=cold, func_name=symbol)
+    time_fn(1, 1, 0)  # warm-up, as the runner's
+    return float(statistics.median(time_fn(1, number * repeat, 0) if cold else time_fn(number, repeat, 0)))
 
 
 def plot(out: str, rows: list[dict[str, Any]]) -> str:
@@ -221,7 +218,8 @@ def _range(values: list[float]) -> str:
 
 
 def _sum(rows: list[dict[str, Any]], key: str) -> float:
-    return sum(r[key] * r["calls"] for r in rows)
+    """Over the tasks the model calls (a task whose functions the build folded away reads nan in the model)."""
+    return sum(r[key] * r["calls"] for r in rows if not math.isnan(r[key]))
 
 
 def main(argv: list[str] | None = None) -> int:
