@@ -15,7 +15,7 @@ import adatune
 import adatune.templates  # noqa: F401 - registers the templates
 from adatune import workloads
 from adatune.measure import MeasureErrorNo, MeasureInput
-from adatune.templates import _x86, batch_matmul, conv2d, dense
+from adatune.templates import _gemm, _x86, batch_matmul, conv2d, dense
 
 HOST = adatune.target.host()
 CUDA = adatune.target.cuda("sm_80")
@@ -321,11 +321,57 @@ def test_avx2_and_avx512_spaces_differ_where_the_isas_do() -> None:
 
 
 def test_gemm_cache_tiles_fit_l2() -> None:
+    """A cache tile's A and B panels fit L2 over the reduction they sum: the whole K, or its ``k_block``; a
+    block is offered only to tiles whose whole-K panels would not fit."""
     task = adatune.task.create("dense.x86", (1024, 1024, 1024, "float32"), AVX2)
     l2 = adatune.target.cpu_info(task.target).l2_bytes
+    blocked = 0
     for i in _valid_configs(task):
-        y, x = task.config_space.get(i)["tile_y"].size, task.config_space.get(i)["tile_x"].size
-        assert (y[1] * y[2] + x[1] * x[2]) * 1024 * 4 <= l2 or y[1] * x[1] == 1
+        cfg = task.config_space.get(i)
+        y, x, depth = cfg["tile_y"].size, cfg["tile_x"].size, cfg["k_block"].val
+        panels = y[1] * y[2] + x[1] * x[2]
+        assert panels * depth * 4 <= l2 or y[1] * x[1] == 1
+        if depth < 1024:
+            blocked += 1
+            assert panels * 1024 * 4 > l2 and 1024 % depth == 0
+    assert blocked > 0
+
+
+def test_gemm_k_blocks_only_deep_reductions_in_the_pruned_space() -> None:
+    """BERT's FFN2 (K = 3072) gets a 512-deep block; K = 768 and AutoTVM's unpruned space keep their knobs."""
+    assert _gemm.k_blocks(3072) == [512] and _gemm.k_blocks(1024) == [512]
+    assert _gemm.k_blocks(768) == [] and _gemm.k_blocks(64) == []
+    ffn2 = adatune.task.create("dense.x86", (128, 3072, 768, "float32"), AVX2).config_space
+    assert ffn2.space_map["k_block"].entities[0].val == 3072  # the first value: the unblocked GEMM
+    qkv = adatune.task.create("dense.x86", (128, 768, 768, "float32"), AVX2).config_space
+    unpruned = adatune.task.create("dense.x86", (128, 3072, 768, "float32", "autotvm"), AVX2).config_space
+    assert "k_block" not in qkv.space_map and "k_block" not in unpruned.space_map
+
+
+@pytest.mark.parametrize("args", [(128, 6144, 32, "float32"), (62, 8192, 48, "float32")], ids=["deep", "padded"])
+def test_blocked_gemm_matches_numpy(args: tuple) -> None:
+    """Configs summing K in blocks (their accumulators in a tile buffer) compute the same product, with the
+    local padding of an awkward row count too (62 rows); K deep enough that whole-K panels miss any L2."""
+    task = adatune.task.create("dense.x86", args, HOST)
+    space = task.config_space
+    blocked = [int(i) for i in space.valid_indices() if space.get(int(i))["k_block"].val < args[1]]
+    assert blocked, "no blocked config in the space"
+    for index in np.random.default_rng(0).choice(blocked, size=min(3, len(blocked)), replace=False):
+        _run_against_numpy(task, task.instantiate(int(index))[0], f"blocked config {index}", atol=1e-3)
+
+
+def test_a_record_written_before_a_knob_was_added_still_decodes() -> None:
+    """A record's entity without ``k_block`` (written before the knob existed) reads as the unblocked config it
+    was, and a record whose entity contradicts the space is still refused."""
+    task = adatune.task.create("dense.x86", (128, 3072, 32, "float32"), HOST)
+    space = task.config_space
+    unblocked = next(int(i) for i in space.valid_indices() if space.get(int(i))["k_block"].val == 3072)
+    entity = {n: e.to_json() for n, e in space.get(unblocked)._entity_map.items() if n != "k_block"}
+    cfg = task.candidate_from_json({"kind": "knob", "index": unblocked, "entity": entity})
+    assert cfg.index == unblocked and cfg["k_block"].val == 3072
+    entity["order"] = "ji" if entity["order"] == "ij" else "ij"
+    with pytest.raises(ValueError, match="order"):
+        task.candidate_from_json({"kind": "knob", "index": unblocked, "entity": entity})
 
 
 @pytest.mark.parametrize("tgt,wide", [(AVX2, "ymm"), (AVX512[0], "zmm")], ids=["avx2", "avx512"])

@@ -19,7 +19,15 @@ import tvm
 from ..target import CpuInfo
 from ._x86 import apply_unroll, define_unroll, mark_weight_pack, parallel_ok, register_tiles, vector_sizes
 
-__all__ = ["MIN_TILE_ROWS", "ROW_PAD", "define_gemm_space", "gemm_padding", "register_rows_cap", "schedule_gemm"]
+__all__ = [
+    "MIN_TILE_ROWS",
+    "ROW_PAD",
+    "define_gemm_space",
+    "gemm_padding",
+    "k_blocks",
+    "register_rows_cap",
+    "schedule_gemm",
+]
 
 # A row extent whose divisors offer no register-tile height of at least this many rows is padded
 # (2 x prime rows would otherwise run 1- or 2-row micro-kernels)...
@@ -28,6 +36,10 @@ MIN_TILE_ROWS = 4
 ROW_PAD = 8
 # The best cache tile's reuse is capped here (a 32x32 tile); the space keeps tiles with half of it.
 REUSE_CAP = 16.0
+# Reduction blocks (GotoBLAS's kc) offered for a deep reduction: the largest divisors of K up to these...
+K_BLOCK_BOUNDS = (512,)
+# ...when K is at least this deep (shallower reductions already fit their panels in L2).
+K_BLOCK_MIN_DEPTH = 1024
 
 
 def register_rows_cap(info: CpuInfo) -> int:
@@ -52,6 +64,17 @@ def gemm_padding(n_i: int, n_j: int, lanes: int, rows_cap: int) -> tuple[int, in
     tall = [d for d in _divisors(n_i, min(rows_cap, 16)) if d >= MIN_TILE_ROWS]
     pad_rows = ROW_PAD if n_i > MIN_TILE_ROWS and not tall else 1
     return pad_rows, pad_cols
+
+
+def k_blocks(n_k: int) -> list[int]:
+    """Reduction blocks for a ``K = n_k`` GEMM: its largest divisor up to each of ``K_BLOCK_BOUNDS`` that cuts
+    it at least in two (none below ``K_BLOCK_MIN_DEPTH``). Without a block a cache tile's A and B panels span
+    the whole K, so at BERT's FFN2 (K = 3072) the only tiles fitting L2 are narrow ones whose B panel each
+    parallel tile re-reads from memory; blocked, a 128-row tile's panels fit for any K, and B streams once."""
+    if n_k < K_BLOCK_MIN_DEPTH:
+        return []
+    found = {max(d for d in range(1, bound + 1) if n_k % d == 0) for bound in K_BLOCK_BOUNDS}
+    return sorted(d for d in found if 2 * d <= n_k and d >= K_BLOCK_MIN_DEPTH // 8)
 
 
 def _panel_bytes(rows: int, cols: int, k_bytes: int) -> int:
@@ -100,20 +123,24 @@ class _Rules:
         """The cache tile is one register tile (its panels stream through L1: no L2 rule)."""
         return rows in self.rows_set and cols in self.cols_set and (rows, math.ceil(cols / self.lanes)) in self.tiles
 
-    def cache_ok(self, rows: int, cols: int, single: bool, tier: int) -> bool:
-        """A cache tile of ``rows x cols`` (``single``: one register tile) passes tier ``tier``."""
+    def cache_ok(self, rows: int, cols: int, single: bool, tier: int, k_bytes: int | None = None) -> bool:
+        """A cache tile of ``rows x cols`` (``single``: one register tile) passes tier ``tier``; ``k_bytes``:
+        the depth of its panels when the reduction is blocked (the whole K otherwise)."""
         chunks = self.nbatch * (self.n_i // rows) * (self.n_j // cols)
-        in_l2 = _panel_bytes(rows, cols, self.k_bytes) <= self.info.l2_bytes or single
+        depth = self.k_bytes if k_bytes is None else k_bytes
+        in_l2 = _panel_bytes(rows, cols, depth) <= self.info.l2_bytes or single
         cached = in_l2 and _reuse(rows, cols) >= self.floor
         return (tier >= 1 or cached) and (tier >= 2 or parallel_ok(chunks, self.info.cores, self.limit))
 
 
 def define_gemm_space(
     cfg: Any, n_i: int, n_j: int, n_k: int, nbatch: int, nbytes: int, lanes: int, info: CpuInfo
-) -> None:
+) -> bool:
     """Knobs of ``schedule_gemm`` on a (padded) ``nbatch x n_i x n_j x n_k`` GEMM and the filters that
     keep register tiles fitting the register file, cache tiles fitting L2 with enough reuse, and parallel
-    loops keeping every core evenly busy (as far as the shape's tier allows)."""
+    loops keeping every core evenly busy (as far as the shape's tier allows). True when the space has the
+    ``k_block`` knob (a deep reduction in the pruned space; defined last, its first value ``n_k`` is the
+    unblocked GEMM, so records written before it existed keep their indices)."""
     rules = _Rules(n_i, n_j, n_k, nbatch, nbytes, lanes, info)
     cfg.define_split(
         "tile_y",
@@ -131,16 +158,28 @@ def define_gemm_space(
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("pack_b", ["global", "tile"])
     define_unroll(cfg, (0, 64))
+    blocks = k_blocks(n_k) if cfg.pruned else []  # AutoTVM's unpruned space keeps AutoTVM's knobs
+    if blocks:
+        cfg.define_knob("k_block", [n_k, *blocks])
 
     def keep(c: Any) -> bool:
         y, x = c["tile_y"].size, c["tile_x"].size
+        rows, cols, single = y[1] * y[2], x[1] * x[2], y[1] * x[1] == 1
+        kc = c["k_block"].val if blocks else n_k
+        if kc < n_k and (  # a block only for tiles whose whole-K panels miss L2, stepped by the widest unroll
+            single
+            or _panel_bytes(rows, cols, rules.k_bytes) <= info.l2_bytes
+            or c["tile_k"].size[-1] != _divisors(kc, 8)[-1]
+        ):
+            return False
         return (
             (y[2], math.ceil(x[2] / lanes)) in rules.tiles
-            and rules.cache_ok(y[1] * y[2], x[1] * x[2], y[1] * x[1] == 1, rules.tier)
+            and rules.cache_ok(rows, cols, single, rules.tier, kc * nbytes)
             and (c["pack_b"].val == "global" or y[0] == 1)  # a packed panel per row tile repeats work
         )
 
     cfg.multi_filter(keep)
+    return bool(blocks)
 
 
 def schedule_gemm(
@@ -159,7 +198,8 @@ def schedule_gemm(
 
     Loops: ``batch, i0, j0`` (parallel) / ``i1, j1`` (cache tiles, order is a knob) / ``k0, k1`` (``k1``
     unrolled) / ``i2`` (unrolled rows) x ``j2`` (vectorised columns): the ``i2 x j2`` accumulator tile
-    lives in registers (``cache_write`` "local") for the whole reduction, and B's panel is packed to
+    lives in registers (``cache_write`` "local") for the whole reduction (with ``k_block`` < K: ``kb`` outside
+    the cache tiles, each parallel tile summing into a buffer of its size), and B's panel is packed to
     ``[j // j2, k, j % j2]`` so each k step reads ``j2 / lanes`` contiguous vectors and broadcasts ``i2``
     scalars of A. ``pack_map(j2)`` gives the index map of B's layout to that packed one.
 
@@ -183,17 +223,32 @@ def schedule_gemm(
         (crop,) = sch.get_consumers(block)
         *batch, i, j, k = sch.get_loops(block)
     nbatch = math.prod(ext(b) for b in batch)
-    define_gemm_space(cfg, ext(i), ext(j), ext(k), nbatch, tvm.DataType(dtype).bits // 8, lanes, info)
+    n_k = ext(k)
+    blocked = define_gemm_space(cfg, ext(i), ext(j), n_k, nbatch, tvm.DataType(dtype).bits // 8, lanes, info)
+    kc = cfg["k_block"].val if blocked else n_k
 
     i0, i1, i2 = cfg["tile_y"].apply(sch, i)
     j0, j1, j2 = cfg["tile_x"].apply(sch, j)
-    k0, k1 = cfg["tile_k"].apply(sch, k)
-    mid = [i1, j1] if cfg["order"].val == "ij" else [j1, i1]
-    sch.reorder(*batch, i0, j0, *mid, k0, k1, i2, j2)
-    acc = sch.cache_write(block, 0, "local")
-    sch.reverse_compute_at(acc, mid[1])
-
     nr = cfg["tile_x"].size[-1]
+    mid = [i1, j1] if cfg["order"].val == "ij" else [j1, i1]
+    if kc < n_k:
+        # blocked: each parallel tile sums its output over K blocks in a tile-sized buffer; the register tile
+        # is loaded and stored once per block (LLVM keeps it in registers within a block)
+        step = cfg["tile_k"].size[-1]
+        kb, k0, k1 = sch.split(k, [None, kc // step, step])
+        sch.reorder(*batch, i0, j0, kb, *mid, k0, k1, i2, j2)
+        acc = sch.cache_write(block, 0, "global")
+        sch.reverse_compute_at(acc, j0)
+        _, vec = sch.split(sch.get_loops(acc)[-1], [None, nr])
+        reduce_from = kb
+    else:
+        k0, k1 = cfg["tile_k"].apply(sch, k)
+        sch.reorder(*batch, i0, j0, *mid, k0, k1, i2, j2)
+        acc = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(acc, mid[1])
+        vec = sch.get_loops(acc)[-1]
+        reduce_from = k0
+
     # a padded B is copied anyway: its copy is the packing stage
     packed = b_pad if b_pad is not None else sch.cache_read(block, 1, "global")
     sch.transform_layout(block, ("read", 1), pack_map(nr))
@@ -213,6 +268,6 @@ def schedule_gemm(
     sch.unroll(k1)
     if nr > 1:
         sch.vectorize(j2)  # vectorize before decompose_reduction, or TIR rejects it
-        sch.vectorize(sch.get_loops(acc)[-1])
-    sch.decompose_reduction(block, k0)
+        sch.vectorize(vec)
+    sch.decompose_reduction(block, reduce_from)
     apply_unroll(sch, cfg)
