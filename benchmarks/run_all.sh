@@ -308,3 +308,15 @@ locked $PY -m benchmarks.dietcode --workloads context --arms per-shape padded-la
   --static-trials 64 --static-converge 24 --seed 1 --out benchmarks/results/dietcode/zen4_context_aligned_seed1  # ~24 min
 locked $PY -m benchmarks.models.peak_bound --tasks benchmarks/results/models_zen4/tasks.csv \
   --ab benchmarks/results/models_zen4_bert_vs_engines_placed --goal 0.8 --out benchmarks/results/peak_bound_zen4  # ~1 min
+# where a tuned model loses to onnxruntime, per operator class; BERT-base with FFN2's K-blocked GEMM tiles (Zen 3)
+locked $PY -m benchmarks.models.engine_profile benchmarks/results/models_zen3_bert_confirm --rounds 7 --repeats 10 \
+  --out benchmarks/results/models_zen3_bert_confirm/engine_profile  # ~2.5 min
+for s in 0 1; do
+  locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --untuned-repeats 1 \
+    --seed $s --cache-flush --confirm 4 --out benchmarks/results/models_zen3_bert_kblock_seed$s  # ~16 min each
+done
+locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_bert_confirm \
+  benchmarks/results/models_zen3_bert_confirm_seed1 --b benchmarks/results/models_zen3_bert_kblock_seed{0,1} \
+  --labels whole-K k-block --rounds 8 --out benchmarks/results/models_zen3_bert_kblock_seed0/ab_vs_whole_k  # ~7 min
+locked $PY -m benchmarks.models.engine_profile benchmarks/results/models_zen3_bert_kblock_seed0 --rounds 7 \
+  --repeats 10 --out benchmarks/results/models_zen3_bert_kblock_seed0/engine_profile  # ~2.5 min
