@@ -320,3 +320,9 @@ locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_bert_c
   --labels whole-K k-block --rounds 8 --out benchmarks/results/models_zen3_bert_kblock_seed0/ab_vs_whole_k  # ~7 min
 locked $PY -m benchmarks.models.engine_profile benchmarks/results/models_zen3_bert_kblock_seed0 --rounds 7 \
   --repeats 10 --out benchmarks/results/models_zen3_bert_kblock_seed0/engine_profile  # ~2.5 min
+locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --untuned-repeats 1 \
+  --seed 2 --cache-flush --confirm 4 --out benchmarks/results/models_zen3_bert_kblock_seed2  # ~16 min: a third seed
+$PY -m benchmarks.models.seeds benchmarks/results/models_zen3_bert_kblock_seed{0,1,2} \
+  --out benchmarks/results/models_zen3_bert_kblock_seeds  # no timing
+locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_bert_kblock_seed{0,1,2} --labels k-block \
+  --rounds 8 --out benchmarks/results/models_zen3_bert_kblock_seeds/vs_engines  # ~9 min
