@@ -326,3 +326,6 @@ $PY -m benchmarks.models.seeds benchmarks/results/models_zen3_bert_kblock_seed{0
   --out benchmarks/results/models_zen3_bert_kblock_seeds  # no timing
 locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_bert_kblock_seed{0,1,2} --labels k-block \
   --rounds 8 --out benchmarks/results/models_zen3_bert_kblock_seeds/vs_engines  # ~9 min
+locked $PY -m benchmarks.models.k_block_probe --out benchmarks/results/k_block_probe_zen3  # ~2 min: FFN2 whole-K vs blocks
+locked $PY -m benchmarks.kernels_vs_pytorch --workloads dense-1024 --seeds 0 1 2 --trials 128 \
+  --out benchmarks/results/kernels_vs_pytorch_zen3_kblock  # ~5 min: dense-1024 with the k_block knob in its space
