@@ -51,6 +51,7 @@ __all__ = [
     "memory_probe_timer",
     "drift_passes",
     "core_probe_seconds",
+    "gated_run",
     "probe_timer",
     "robust_cv",
 ]
@@ -336,3 +337,23 @@ class NoiseGate:
             + "; ".join(parts)
             + f"; drift {self.drift:.3f}x, memory drift {self.memory_drift:.3f}x: **{verdict}**."
         )
+
+
+def gated_run(prog: str, argv: list[str] | None, body: Callable[[], Any]) -> tuple[Any, dict, NoiseGate]:
+    """``body()`` on TVM's sized thread pool, framed by the gate's probe before and after: its result, the run's
+    meta (``run_meta``'s fields, the host, the gate's readings) and the gate, as every in-turns probe writes them."""
+    import adatune
+
+    from ._common import load_now, run_meta
+
+    adatune.target.size_tvm_thread_pool()
+    t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_now()
+    gate = NoiseGate()
+    gate.probe("before")
+    result = body()
+    gate.probe("after")
+    meta = run_meta(prog, argv, started, t0, load_before) | {
+        "host": adatune.target.describe_host(),
+        "noise_gate": gate.to_json(),
+    }
+    return result, meta, gate

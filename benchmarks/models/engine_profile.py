@@ -23,7 +23,6 @@ import os
 import re
 import statistics
 import tempfile
-import time
 import warnings
 from typing import Any
 
@@ -33,13 +32,12 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import adatune  # noqa: E402
 import adatune.models as am  # noqa: E402
 from adatune.models._latency import compiled_latency, onnx_proto  # noqa: E402
 from adatune.reference import physical_cores, time_callable  # noqa: E402
 
-from .._common import load_now, run_meta, write_csv, write_summary  # noqa: E402
-from ..noise_gate import NoiseGate  # noqa: E402
+from .._common import write_csv, write_summary  # noqa: E402
+from ..noise_gate import gated_run  # noqa: E402
 from .run_ab import log_target, run_config, tuned_model  # noqa: E402
 
 # a tuned model's function names (Relax's fused names) -> operator class
@@ -231,18 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10, help="inferences per engine per round")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    adatune.target.size_tvm_thread_pool()
-    t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_now()
     os.makedirs(args.out, exist_ok=True)
-    gate = NoiseGate()
-    gate.probe("before")
-    data = probe(args.run, args.rounds, args.repeats)
-    gate.probe("after")
-    meta = run_meta("benchmarks.models.engine_profile", argv, started, t0, load_before) | {
-        "host": adatune.target.describe_host(),
-        "noise_gate": gate.to_json(),
-        "run": args.run,
-    }
+    data, meta, gate = gated_run(
+        "benchmarks.models.engine_profile", argv, lambda: probe(args.run, args.rounds, args.repeats)
+    )
+    meta["run"] = args.run
+    started, load_before = meta["started"], meta["load_before"]
     tvm_cls, ort_cls = by_class(data["tvm"]), by_class(data["ort"])
     tvm_items, ort_items = by_item(data["tvm"]), by_item(data["ort"])
     e2e = {k: statistics.median(v) for k, v in data["end_to_end_s"].items()}

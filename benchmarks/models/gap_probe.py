@@ -24,7 +24,6 @@ import json
 import math
 import os
 import statistics
-import time
 import warnings
 from typing import Any
 
@@ -35,14 +34,13 @@ import tvm
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import adatune  # noqa: E402
 import adatune.models as am  # noqa: E402
 from adatune.evaluator import time_fn_for  # noqa: E402
 from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option  # noqa: E402
 from adatune.records import load_from_file, pick_best  # noqa: E402
 
-from .._common import load_now, run_meta, write_csv, write_summary  # noqa: E402
-from ..noise_gate import NoiseGate  # noqa: E402
+from .._common import write_csv, write_summary  # noqa: E402
+from ..noise_gate import gated_run  # noqa: E402
 from .run_ab import log_target, run_config, tuned_model  # noqa: E402
 
 ARMS = ("in model", "alone, hot", "alone, cold", "model's own, hot", "model's own, cold")
@@ -230,17 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    adatune.target.size_tvm_thread_pool()
-    t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_now()
-    gate = NoiseGate()
-    gate.probe("before")
-    rows, whole = probe(args.run, args.rounds, args.number, args.repeat)
-    gate.probe("after")
-    meta = run_meta("benchmarks.models.gap_probe", argv, started, t0, load_before) | {
-        "host": adatune.target.describe_host(),
-        "noise_gate": gate.to_json(),
-        "run": args.run,
-    }
+    (rows, whole), meta, gate = gated_run(
+        "benchmarks.models.gap_probe", argv, lambda: probe(args.run, args.rounds, args.number, args.repeat)
+    )
+    meta["run"] = args.run
+    started, load_before = meta["started"], meta["load_before"]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "tasks": rows, "whole_model": whole}, f, indent=1)

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import time
 from typing import Any
 
 import numpy as np
@@ -26,8 +25,8 @@ from tvm import te
 import adatune
 from adatune.evaluator import time_fn_for
 
-from .._common import load_now, run_meta, write_csv, write_summary
-from ..noise_gate import NoiseGate
+from .._common import write_csv, write_summary
+from ..noise_gate import gated_run
 
 NR = 16  # columns per pre-packed panel of B
 # (rows split, columns split): the narrow tile tuning picked under the whole-K L2 rule, then taller tiles
@@ -124,16 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    adatune.target.size_tvm_thread_pool()
-    t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_now()
-    gate = NoiseGate()
-    gate.probe("before")
-    rows = probe(*args.shape, args.blocks, args.rounds)
-    gate.probe("after")
-    meta = run_meta("benchmarks.models.k_block_probe", argv, started, t0, load_before) | {
-        "host": adatune.target.describe_host(),
-        "noise_gate": gate.to_json(),
-    }
+    rows, meta, gate = gated_run(
+        "benchmarks.models.k_block_probe", argv, lambda: probe(*args.shape, args.blocks, args.rounds)
+    )
+    started, load_before = meta["started"], meta["load_before"]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "variants": rows}, f, indent=1)
