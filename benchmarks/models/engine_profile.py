@@ -146,8 +146,7 @@ def tvm_calls(compiled: am.CompiledModel, inputs: list[np.ndarray], repeats: int
 
 
 def probe(run_dir: str, rounds: int, repeats: int) -> dict[str, Any]:
-    model_config = run_config(run_dir)
-    name, _, log, config = model_config
+    name, _, log, config = run_config(run_dir)
     model = tuned_model(name, config, log)
     target = log_target(log)
     with warnings.catch_warnings():
@@ -158,14 +157,14 @@ def probe(run_dir: str, rounds: int, repeats: int) -> dict[str, Any]:
     tvm_rounds: list[dict[str, float]] = []
     ort_rounds: list[dict[str, float]] = []
     e2e: dict[str, list[float]] = {"adatune": [], "onnxruntime": []}
-    plain = None
     with tempfile.TemporaryDirectory() as tmp:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = physical_cores()
         proto = onnx_proto(model)
-        assert proto is not None
+        if proto is None:
+            raise ValueError(f"{name}: no ONNX export to run in onnxruntime")
         plain = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         feed = {i.name: a for i, a in zip(plain.get_inputs(), feed_inputs)}
 
