@@ -353,3 +353,38 @@ def test_model_tasks_are_timed_with_their_constant_weights_packed_once(tiny: am.
     per_thread = next(c for c in configs if c["pack_kernel"].val == "outer")
     assert _instantiate(MeasureInput(wide, per_thread))[1] is None
     assert _instantiate(MeasureInput(wide, next(c for c in configs if c["pack_kernel"].val == "global")))[1] is not None
+
+
+class _DeepResidualDense(nn.Module):
+    """A dense layer deep enough (K = 6144) that its template offers K-blocked configs, with BERT FFN2's epilogue:
+    bias, then a residual add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6144, 32)
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) + r
+
+
+def test_k_blocked_configs_of_a_fused_dense_task_pass_the_runners_check() -> None:
+    """A model's dense task carries its epilogue (bias, residual) into the tile buffer's write-back when the
+    config sums K in blocks: those configs build and compute what the fused function does (the runner checks
+    each against the function's reference), beside an unblocked one."""
+    from adatune.measure import MeasureInput
+
+    torch.manual_seed(0)
+    model = am.from_torch(_DeepResidualDense().eval(), (torch.randn(1, 48, 6144), torch.randn(1, 48, 32)))
+    (dense,) = [t for t in am.extract_tasks(model) if t.kind == "dense.x86"]
+    task, space = dense.task, dense.task.space
+    assert "k_block" in space.space_map
+    valid = [space.get(int(i)) for i in space.valid_indices()]
+    blocked = [c for c in valid if c["k_block"].val < 6144]
+    assert blocked, "no blocked config in the fused task's space"
+    picks = [blocked[int(i)] for i in np.random.default_rng(0).choice(len(blocked), 2, replace=False)]
+    picks.append(next(c for c in valid if c["k_block"].val == 6144))
+    option = adatune.measure_option(
+        adatune.LocalBuilder(), adatune.LocalRunner(number=1, repeat=1, check_correctness=True)
+    )
+    for cfg, res in zip(picks, option.measure([MeasureInput(task, c) for c in picks])):
+        assert res.error_no == 0, f"{cfg}: {res.error_msg}"
