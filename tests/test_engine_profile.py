@@ -80,3 +80,20 @@ def test_classes_are_summed_per_round_then_the_median_taken():
     got = by_class(rounds)
     assert got["GEMM"] == pytest.approx(3.0)  # rounds sum to 3.0, 4.0, 2.5
     assert got["softmax"] == pytest.approx(0.0)  # absent from two rounds of three: 0 there
+
+
+def test_convolutions_are_classed_by_layer_shape_alike_on_both_engines():
+    """A convolution's class is its layer shape, read from onnxruntime's node shapes and from the tuned model's
+    task arguments (direct, blocked-layout and Winograd tasks alike), so ResNet's layers compare one by one."""
+    from benchmarks.models.engine_profile import task_conv_class
+
+    stem = ort_class("FusedConv", [[1, 3, 224, 224], [64, 3, 7, 7], [64]], [[1, 64, 112, 112]])
+    assert stem == "convolution 7x7/2 3->64 @112x112"
+    assert task_conv_class("conv2d_nchw.x86", (1, 3, 224, 224, 64, 7, 7, 2, 3, "float32")) == stem
+    late = ort_class("Conv", [[1, 512, 7, 7], [512, 512, 3, 3]], [[1, 512, 7, 7]])
+    assert task_conv_class("conv2d_NCHWc.x86", (1, 512, 7, 7, 512, 3, 3, 1, 1, 8, 8, "float32")) == late
+    wino = ort_class("Conv", [[1, 64, 56, 56], [64, 64, 3, 3]], [[1, 64, 56, 56]])
+    assert task_conv_class("conv2d_winograd.x86", (1, 64, 56, 56, 64, 1, 4, "float32")) == wino
+    assert wino == "convolution 3x3/1 64->64 @56x56"
+    assert task_conv_class("dense.x86", (128, 768, 768, "float32")) is None
+    assert ort_class("Conv", [[1, 64, 56, 56]], []) == "convolution"  # shapes not recorded: the plain class

@@ -6,10 +6,10 @@ every VM call of the tuned model (``am.kernel_breakdown``) and every node of onn
 inputs (onnxruntime's own profiler: per node, the kernel's time inside ``session.run``), then both engines'
 uninstrumented end-to-end latency; the order is reversed every other round, and the noise gate frames the run.
 Both sides are grouped into the same operator classes (GEMMs by their output width and reduction depth, attention's
-batched GEMMs, normalisation, element-wise and layout work), so a class where onnxruntime spends less time is where
-the tuned model loses. onnxruntime fuses more than Relax does (its ``Attention``, ``SkipLayerNormalization`` and
-``BiasGelu`` nodes cover what are several kernels here); such a fused node is its own class, set beside the sum of
-the kernels it replaces.
+batched GEMMs, convolutions by layer shape, normalisation, element-wise and layout work), so a class where onnxruntime
+spends less time is where the tuned model loses. onnxruntime fuses more than Relax does (its ``Attention``,
+``SkipLayerNormalization`` and ``BiasGelu`` nodes cover what are several kernels here); such a fused node is its own
+class, set beside the sum of the kernels it replaces.
 
     python -m benchmarks.models.engine_profile benchmarks/results/models_zen3_bert_confirm --out DIR
 """
@@ -81,10 +81,30 @@ def tvm_class(symbol: str) -> str:
     return "other"
 
 
-def ort_class(op: str, shapes: list[list[int]]) -> str:
+def conv_class(kh: int, kw: int, stride: int, ci: int, co: int, oh: int, ow: int) -> str:
+    """A convolution's class named by its layer shape, the same on both engines, so a model of many convolutions
+    (ResNet-18) is compared layer by layer rather than as one total."""
+    return f"convolution {kh}x{kw}/{stride} {ci}->{co} @{oh}x{ow}"
+
+
+def task_conv_class(kind: str, args: tuple) -> str | None:
+    """A model task's convolution class from its template's arguments (None for any other task)."""
+    if kind in ("conv2d_nchw.x86", "conv2d_NCHWc.x86"):
+        _, ci, h, w, co, kh, kw, stride, pad = (int(a) for a in args[:9])
+        return conv_class(kh, kw, stride, ci, co, (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1)
+    if kind == "conv2d_winograd.x86":  # stride-1 3x3 only
+        _, ci, h, w, co, pad = (int(a) for a in args[:6])
+        return conv_class(3, 3, 1, ci, co, h + 2 * pad - 2, w + 2 * pad - 2)
+    return None
+
+
+def ort_class(op: str, shapes: list[list[int]], out_shapes: list[list[int]] | None = None) -> str:
     if op in ("MatMul", "FusedMatMul", "Gemm", "MatMulNBits"):
         # a 3-d or 4-d product of two activations is attention's; a weight is 2-d
         return "attention GEMMs" if len(shapes) > 1 and all(len(s) >= 3 for s in shapes[:2]) else "GEMM"
+    if op in ("Conv", "FusedConv") and len(shapes) > 1 and out_shapes and len(shapes[0]) == 4 == len(out_shapes[0]):
+        (_, ci, h, _), (co, _, kh, kw), (_, _, oh, ow) = shapes[0], shapes[1], out_shapes[0]
+        return conv_class(kh, kw, max(1, round(h / oh)), ci, co, oh, ow)
     return _ORT_CLASSES.get(op, "other")
 
 
@@ -130,18 +150,31 @@ def ort_nodes(profile_path: str, skip: int = 1) -> dict[str, float]:
         shapes = [list(s.values())[0] for s in args.get("input_type_shape", []) if s]
         out_shapes = [list(s.values())[0] for s in args.get("output_type_shape", []) if s]
         op = args.get("op_name", "?")
-        cls = ort_class(op, shapes)
+        cls = ort_class(op, shapes, out_shapes)
         key = f"{cls}|{op} {_gemm_key(shapes, out_shapes)}".strip() if cls == "GEMM" else f"{cls}|{op}"
         total[key] += float(e["dur"]) * 1e-6
     return {k: v / len(kept) for k, v in total.items()}
 
 
-def tvm_calls(compiled: am.CompiledModel, inputs: list[np.ndarray], repeats: int) -> dict[str, float]:
-    """Seconds per inference per (class, function) of the tuned model's VM calls."""
+def tvm_calls(
+    compiled: am.CompiledModel, inputs: list[np.ndarray], repeats: int, classes: dict[str, str] | None = None
+) -> dict[str, float]:
+    """Seconds per inference per (class, function) of the tuned model's VM calls; ``classes`` names the class of
+    some functions outright (convolutions by layer shape), the rest go by their name."""
     report = am.kernel_breakdown(compiled, inputs, repeats=repeats)
     out: dict[str, float] = collections.defaultdict(float)
     for c in report.calls:
-        out[f"{tvm_class(c.symbol)}|{c.symbol}"] += c.seconds
+        out[f"{(classes or {}).get(c.symbol) or tvm_class(c.symbol)}|{c.symbol}"] += c.seconds
+    return out
+
+
+def model_classes(model: am.Model) -> dict[str, str]:
+    """Function name -> class for the model's functions a task's arguments name better than the function's name."""
+    out: dict[str, str] = {}
+    for t in am.extract_tasks(model):
+        cls = task_conv_class(t.kind, tuple(t.task.args)) if t.kind != "trace" else None  # no trace task made
+        if cls:
+            out.update(dict.fromkeys(t.global_vars, cls))
     return out
 
 
@@ -152,6 +185,7 @@ def probe(run_dir: str, rounds: int, repeats: int) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tasks without a record fall back, as in the benchmark's build
         compiled = am.build(model, log, target)
+    classes = model_classes(model)
     inputs = model.random_inputs(0)
     feed_inputs = [np.ascontiguousarray(a) for a in inputs]
     tvm_rounds: list[dict[str, float]] = []
@@ -169,7 +203,7 @@ def probe(run_dir: str, rounds: int, repeats: int) -> dict[str, Any]:
         feed = {i.name: a for i, a in zip(plain.get_inputs(), feed_inputs)}
 
         def run_tvm() -> None:
-            tvm_rounds.append(tvm_calls(compiled, inputs, repeats))
+            tvm_rounds.append(tvm_calls(compiled, inputs, repeats, classes))
 
         def run_ort() -> None:
             session = ort_session(model, tmp)
