@@ -329,3 +329,25 @@ locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_bert_k
 locked $PY -m benchmarks.models.k_block_probe --out benchmarks/results/k_block_probe_zen3  # ~2 min: FFN2 whole-K vs blocks
 locked $PY -m benchmarks.kernels_vs_pytorch --workloads dense-1024 --seeds 0 1 2 --trials 128 \
   --out benchmarks/results/kernels_vs_pytorch_zen3_kblock  # ~5 min: dense-1024 with the k_block knob in its space
+# ResNet-18 with Winograd on the AVX2 Zen 3 (2026-11-29): three seeds, combined, re-timed together, profiled per layer
+for s in 0 1 2; do
+  locked $PY -m benchmarks.models --models resnet18 --arms rfei-ae --budget-min 15 --checkpoints 3 --winograd --seed $s \
+    --cache-flush --confirm 4 --out benchmarks/results/models_zen3_resnet18_winograd_seed$s  # ~20 min each
+done
+$PY -m benchmarks.models.seeds benchmarks/results/models_zen3_resnet18_winograd_seed{0,1,2} \
+  --out benchmarks/results/models_zen3_resnet18_winograd_seeds  # no timing
+locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_resnet18_winograd_seed{0,1,2} \
+  --labels winograd --rounds 8 --out benchmarks/results/models_zen3_resnet18_winograd_seeds/vs_engines  # ~3 min
+locked $PY -m benchmarks.models.engine_profile benchmarks/results/models_zen3_resnet18_winograd_seed0 --rounds 7 \
+  --repeats 20 --out benchmarks/results/models_zen3_resnet18_winograd_seed0/engine_profile  # ~1 min
+locked $PY -m benchmarks.models.small_models --seeds 0 1 2 --budget-s 40 --out benchmarks/results/small_models_zen3  # ~9 min
+# DietCode's attention GEMMs on the Zen 3 with the current code, and the aligned versions of their kernels
+for s in 0 1; do
+  locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode --seed $s \
+    --out benchmarks/results/dietcode/zen3_attention_seed$s  # ~14 min each
+done
+locked $PY -m benchmarks.dietcode.kernel_probe --workload context --kernels cpu:24x64x1/6x16 cpu:6x96x4/3x24 \
+  cpu:32x64x1/2x32 --t 84 85 90 91 96 97 --aligned --out benchmarks/results/dietcode/zen3_align_probe_context  # ~1 min
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6x96x2/6x16/crop-tile/unroll64 \
+  cpu:44x24x4/11x8/crop-tile cpu:16x48x1/8x8/crop-tile/unroll64 --t 64 65 96 97 120 124 --aligned \
+  --out benchmarks/results/dietcode/zen3_align_probe_scores  # ~1 min

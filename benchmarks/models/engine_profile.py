@@ -24,6 +24,7 @@ import re
 import statistics
 import tempfile
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import matplotlib
@@ -157,14 +158,14 @@ def ort_nodes(profile_path: str, skip: int = 1) -> dict[str, float]:
 
 
 def tvm_calls(
-    compiled: am.CompiledModel, inputs: list[np.ndarray], repeats: int, classes: dict[str, str] | None = None
+    compiled: am.CompiledModel, inputs: list[np.ndarray], repeats: int, classes: Mapping[str, str] = {}
 ) -> dict[str, float]:
     """Seconds per inference per (class, function) of the tuned model's VM calls; ``classes`` names the class of
     some functions outright (convolutions by layer shape), the rest go by their name."""
     report = am.kernel_breakdown(compiled, inputs, repeats=repeats)
     out: dict[str, float] = collections.defaultdict(float)
     for c in report.calls:
-        out[f"{(classes or {}).get(c.symbol) or tvm_class(c.symbol)}|{c.symbol}"] += c.seconds
+        out[f"{classes.get(c.symbol) or tvm_class(c.symbol)}|{c.symbol}"] += c.seconds
     return out
 
 
