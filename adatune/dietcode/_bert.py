@@ -167,8 +167,8 @@ class BertEncoderLayer:
             if [k.key for k in kernels] != list(dispatcher.labels):
                 raise ValueError(f"{gemm}: kernels must follow the dispatcher's labels, in order")
             self._names[gemm] = [f"{gemm}_mk{i}" for i in range(len(kernels))]
-            self._aligns[gemm] = aligned_versions(self.workloads[gemm], kernels)
-            funcs.update(versioned_funcs(self.workloads[gemm], kernels, self._names[gemm]))
+            self._aligns[gemm] = aligned_versions(self.workloads[gemm], kernels, dispatcher.aligned)
+            funcs.update(versioned_funcs(self.workloads[gemm], kernels, self._names[gemm], self._aligns[gemm]))
         for name, func in _glue_funcs(self.hidden, heads, self.ffn).items():
             funcs[name] = func.with_attr("global_symbol", name)
         with self.target:

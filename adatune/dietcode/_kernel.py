@@ -3,8 +3,9 @@
 ``DynamicKernel(t, a, b)`` asks the compiled C decision tree which micro-kernel serves ``t`` and runs it.
 Every micro-kernel pads locally, so any positive T gets a correct answer; a T outside the tuned range only
 warns, since the choice was not tuned there. A bmm kernel ships with its aligned version
-(``aligned_versions``): at a T that is a multiple of its padding unit the module runs the version that pads nothing
-(1.01-1.31x faster there in the kernel probes). ``export(directory)`` writes what a deployment loads: the
+(``aligned_versions``) where the tuner timed it faster (the dispatcher's ``aligned``): at a T that is a multiple of
+its padding unit the module runs the version that pads nothing (1.01-1.31x faster there in the Zen 4 kernel probes,
+up to 2x slower for some Zen 3 kernels, hence the timing). ``export(directory)`` writes what a deployment loads: the
 kernels' shared library, the dispatcher's C source and shared library and a JSON manifest.
 """
 
@@ -50,8 +51,8 @@ class DynamicKernel:
         self.dispatcher = dispatcher
         self.target = _target.create(target)
         self.names = [kernel_name(workload, i) for i in range(len(kernels))]
-        self.aligns = aligned_versions(workload, self.kernels)
-        mod = tvm.IRModule(versioned_funcs(workload, self.kernels, self.names))
+        self.aligns = aligned_versions(workload, self.kernels, dispatcher.aligned)
+        mod = tvm.IRModule(versioned_funcs(workload, self.kernels, self.names, self.aligns))
         with self.target:
             self.lib, self.link = vector_math.compile_module(mod, self.target)
         self.directory = directory or tempfile.mkdtemp(prefix=f"dietcode-{workload.name}-")

@@ -3,8 +3,8 @@
 Each micro-kernel is compiled once, shape-generic (T is the kernel's last, scalar argument), and the shared
 runner checks and times that one build at every sampled T (``measure_points``), so a candidate is one
 ``MeasureInput`` and one record, with each T's timings in ``result.extra["points"]``. Task names are
-``dietcode-range/<kind>``; the arguments (the workload's JSON form and the sampled T) recreate the task in any
-process (``adatune.task.create``).
+``dietcode-range/<kind>``; the arguments (the workload's JSON form and the sampled T, then the alignment where a
+task times aligned versions) recreate the task in any process (``adatune.task.create``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ def seconds_at(result: Any) -> dict[int, float]:
 
 
 class RangeTask(DynamicGemmTask):
-    """``workload`` at every T of ``ts``; its candidates are the workload's micro-kernels."""
+    """``workload`` at every T of ``ts``; its candidates are the workload's micro-kernels, or with ``align > 1``
+    their aligned versions (``schedule_microkernel(wl, mk, align)``; every T must then be a multiple of it), which
+    is how the tuner times a version against its kernel before deploying it."""
 
     def __init__(
         self,
@@ -42,31 +44,38 @@ class RangeTask(DynamicGemmTask):
         ts: Sequence[int],
         target: _target.TargetLike,
         space: MicroKernelSpace | None = None,
+        align: int = 1,
     ):
         lo, hi = workload.t_range
         bad = [t for t in ts if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not lo <= t <= hi]
         if not ts or bad:
             raise ValueError(f"sampled T must be integers in the workload's range [{lo}, {hi}], got {list(ts)!r}")
+        if isinstance(align, bool) or not isinstance(align, (int, np.integer)) or align < 1:
+            raise ValueError(f"align must be a positive integer, got {align!r}")
+        if any(int(t) % align for t in ts):
+            raise ValueError(f"an aligned version (align={align}) runs only at multiples of it, got T {list(ts)!r}")
         self.ts = tuple(sorted({int(t) for t in ts}))
-        super().__init__(workload, RANGE_PREFIX + workload.kind, (workload.to_json(), list(self.ts)), target, space)
+        self.align = int(align)
+        args: tuple = (workload.to_json(), list(self.ts)) + ((self.align,) if self.align > 1 else ())
+        super().__init__(workload, RANGE_PREFIX + workload.kind, args, target, space)
         self.flop = float(sum(workload.flop(t) for t in self.ts))
         self.measure_points = tuple(MeasurePoint((t,), tuple(arg_specs_at(workload, t))) for t in self.ts)
         self.arg_specs = arg_specs_at(workload, self.ts[-1])  # dtypes and roles; shapes differ per point
 
     def scheduled_module(self, candidate: Any) -> tvm.IRModule:
-        return self.kernel_module(candidate)
+        return self.kernel_module(candidate, self.align)
 
     def unscheduled_module(self) -> tvm.IRModule:
         return tvm.IRModule({"main": self.dynamic.prim_func()})
 
 
 def _factory(name: str, args: Sequence[Any], target: tvm.target.Target) -> RangeTask:
-    if len(args) != 2 or not isinstance(args[1], (list, tuple)):
-        raise ValueError(f"{name}: DietCode range task arguments are (workload, [T, ...]), got {args!r}")
+    if len(args) not in (2, 3) or not isinstance(args[1], (list, tuple)):
+        raise ValueError(f"{name}: DietCode range task arguments are (workload, [T, ...][, align]), got {args!r}")
     wl = DynamicWorkload.from_json(args[0])
     if RANGE_PREFIX + wl.kind != name:
         raise ValueError(f"task name {name!r} does not match workload kind {wl.kind!r}")
-    return RangeTask(wl, [int(t) for t in args[1]], target)
+    return RangeTask(wl, [int(t) for t in args[1]], target, align=int(args[2]) if len(args) == 3 else 1)
 
 
 register_task_kind(RANGE_PREFIX, _factory)

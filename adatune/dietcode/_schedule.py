@@ -88,10 +88,24 @@ def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
     return units[wl.aligned_axis()] if units[wl.aligned_axis()] > 1 else units[0]
 
 
-def aligned_versions(wl: DynamicWorkload, kernels: Sequence[MicroKernel]) -> list[int]:
+def aligned_versions(
+    wl: DynamicWorkload, kernels: Sequence[MicroKernel], kept: Sequence[int] | None = None
+) -> list[int]:
     """Per kernel, the alignment of the version deployed beside it (0: none, where it would serve no T of the
-    range): a module runs ``<name>_a<u>`` (``aligned_name``) instead of ``<name>`` wherever ``T % u == 0``."""
-    return [u if 1 < u <= wl.t_range[1] else 0 for u in (alignment(wl, k) for k in kernels)]
+    range): a module runs ``<name>_a<u>`` (``aligned_name``) instead of ``<name>`` wherever ``T % u == 0``.
+
+    ``kept`` (a dispatcher's ``aligned``: the versions the tuner timed faster than their kernels) overrides that
+    default per kernel; each entry must be 0 or the kernel's own alignment. Not every version is faster: on the
+    Zen 3 a bmm NN kernel with ``kt = 1`` ran its row-aligned version 1.9-2.0x slower than itself at T = 84, 90, 96
+    (``benchmarks/results/dietcode/zen3_align_probe_context``)."""
+    default = [u if 1 < u <= wl.t_range[1] else 0 for u in (alignment(wl, k) for k in kernels)]
+    if kept is None:
+        return default
+    if len(kept) != len(kernels) or any(int(k) not in (0, u) for k, u in zip(kept, default)):
+        raise ValueError(
+            f"{wl.name}: kept aligned versions {list(kept)!r} must give, per kernel, 0 or its alignment {default!r}"
+        )
+    return [int(k) for k in kept]
 
 
 def aligned_name(name: str, align: int) -> str:
@@ -105,12 +119,12 @@ def serving_name(name: str, align: int, t: int) -> str:
 
 
 def versioned_funcs(
-    wl: DynamicWorkload, kernels: Sequence[MicroKernel], names: Sequence[str]
+    wl: DynamicWorkload, kernels: Sequence[MicroKernel], names: Sequence[str], kept: Sequence[int] | None = None
 ) -> dict[str, tvm.tirx.PrimFunc]:
-    """Each kernel as ``names[i]`` plus, where ``aligned_versions`` gives one, its aligned version: what a module
-    compiles so that ``serving_name`` finds both."""
+    """Each kernel as ``names[i]`` plus, where ``aligned_versions(wl, kernels, kept)`` gives one, its aligned
+    version: what a module compiles so that ``serving_name`` finds both."""
     funcs = {}
-    for n, k, u in zip(names, kernels, aligned_versions(wl, kernels)):
+    for n, k, u in zip(names, kernels, aligned_versions(wl, kernels, kept)):
         funcs[n] = microkernel_func(wl, k, n)
         if u:
             funcs[aligned_name(n, u)] = microkernel_func(wl, k, aligned_name(n, u), u)

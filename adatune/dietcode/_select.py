@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Compression", "calibrated_costs", "compress_votes", "verified_labels"]
+__all__ = ["Compression", "calibrated_costs", "compress_votes", "kept_versions", "verified_labels"]
 
 
 @dataclass
@@ -163,3 +163,22 @@ def verified_labels(labels: Sequence[int], timed: np.ndarray, aligned: np.ndarra
             continue
         out[j] = best
     return out, sum(a != b for a, b in zip(out, labels))
+
+
+def kept_versions(units: Sequence[int], kernel: np.ndarray, version: np.ndarray) -> tuple[list[int], list[float]]:
+    """Which aligned versions to deploy: ``units[i]`` is kernel ``i``'s alignment (0: it has no version),
+    ``kernel[i, j]`` and ``version[i, j]`` the seconds of the kernel and of its aligned version at the ``j``-th T
+    they were both timed at (non-finite: failed or not timed). A version is kept where it ran faster than its
+    kernel (geometric mean over the T both timed), or where only it ran; one that failed, or was never timed, is
+    dropped. Returns the kept units (0: dropped) and each kernel's version/kernel time ratio (NaN: none)."""
+    k, v = np.asarray(kernel, dtype=np.float64), np.asarray(version, dtype=np.float64)
+    if k.ndim != 2 or k.shape != v.shape or k.shape[0] != len(units):
+        raise ValueError(f"kernel and version must both be ({len(units)}, T) matrices, got {k.shape} and {v.shape}")
+    kept, ratios = [], []
+    for u, ks, vs in zip(units, k, v):
+        both = np.isfinite(ks) & np.isfinite(vs) & (ks > 0) & (vs > 0)
+        ratio = float(np.exp(np.mean(np.log(vs[both] / ks[both])))) if both.any() else float("nan")
+        only_version = np.isfinite(vs).any() and not np.isfinite(ks).any()
+        kept.append(int(u) if u and ((both.any() and ratio < 1.0) or only_version) else 0)
+        ratios.append(ratio)
+    return kept, ratios

@@ -83,11 +83,12 @@ class DynamicGemmTask(TuningTask):
     def space(self) -> MicroKernelSpace:
         return self._space
 
-    def kernel_module(self, candidate: Any) -> tvm.IRModule:
-        """The candidate's micro-kernel for every T (T is the PrimFunc's fourth parameter)."""
+    def kernel_module(self, candidate: Any, align: int = 1) -> tvm.IRModule:
+        """The candidate's micro-kernel for every T (T is the PrimFunc's fourth parameter), or for every multiple
+        of ``align``."""
         if not isinstance(candidate, MicroKernel):
             raise TypeError(f"a DietCode task takes MicroKernel candidates, got {type(candidate).__name__}")
-        return schedule_microkernel(self.dynamic, candidate).mod
+        return schedule_microkernel(self.dynamic, candidate, align).mod
 
 
 class MicroKernelTask(DynamicGemmTask):

@@ -14,6 +14,9 @@ there). Between the sampled T the default, ``dispatch_costs="calibrated"``, anch
 timings at the neighbouring sampled T (``_select.calibrated_costs``): replayed on 41 Zen 4 logs with each interior
 sampled T held out, the chosen kernel's regret fell from 1.045 to 1.025 (geomean; T with regret > 1.1: 17% to 7%;
 context 1.106 to 1.067, scores 1.049 to 1.020, dense level; ``benchmarks.dietcode.vote_replay``).
+Each deployed kernel's aligned version (bmm kernels on x86, ``_schedule.alignment``) is then timed against the kernel
+at the aligned T it serves and deployed only where faster (``check_versions``, on by default; the dispatcher's
+``aligned``): on the Zen 3 one context kernel ran its row-aligned version 1.9-2.0x slower than itself.
 ``"measured"`` votes on the bare model between timings, ``"predicted"`` on the model everywhere. ``verify=True`` then
 times the deployed kernels at every T of the range through the same runner and gives each T the fastest of them
 (``_select.verified_labels``); one Zen 4 A/B on a mostly slow host showed no gain from it, so it is off by default.
@@ -42,7 +45,7 @@ from ._program import FEATURE_KINDS
 from ._range_task import RangeTask, seconds_at
 from ._schedule import aligned_versions
 from ._search import SEARCHES, propose_kernels
-from ._select import Compression, calibrated_costs, compress_votes, verified_labels
+from ._select import Compression, calibrated_costs, compress_votes, kept_versions, verified_labels
 from ._space import MicroKernel
 from ._task import microkernel_space
 from ._workloads import DynamicWorkload
@@ -79,6 +82,7 @@ class DietCodeResult:
     # (measured at a sampled T unless dispatch_costs="predicted", else the model's, calibrated or not)
     compression: Compression | None = None  # the votes over all kernels and the trees tried on them
     verification: dict[str, Any] = field(default_factory=dict)  # what ``verify`` timed and changed (empty: off)
+    versions: dict[str, Any] = field(default_factory=dict)  # each aligned version's timing against its kernel
 
     def kernel_for(self, t: int) -> MicroKernel:
         return self.kernels[self.dispatcher.index(t)]
@@ -97,6 +101,9 @@ class DietCodeResult:
 #: ``DietCodeTuner``'s rounds when none are given: on x86 the budget its figures used, on CUDA the one where
 #: replays on an H200's timings of whole spaces came within 1.015-1.031x of the per-shape best (README)
 CPU_ROUNDS = 3
+
+#: at most how many aligned T a kernel and its aligned version are both timed at before the version is deployed
+VERSION_CHECK_TS = 3
 CUDA_ROUNDS = 12
 
 
@@ -156,6 +163,12 @@ class DietCodeTuner(Tuner):
             bool,
             "time the deployed kernels at every T of the range through the runner and give each T the fastest of them",
         ),
+        Option.declare(
+            "check_versions",
+            bool,
+            "time each deployed kernel's aligned version against the kernel at the aligned T it serves and deploy the "
+            "version only where it ran faster",
+        ),
         Option.declare("population", int, "evolutionary search population", minimum=2),
         Option.declare("generations", int, "evolutionary search generations per round", minimum=0),
     )
@@ -183,6 +196,7 @@ class DietCodeTuner(Tuner):
         split_k: tuple[int, ...] | None = None,
         smem: tuple[str, ...] | None = None,
         verify: bool = False,
+        check_versions: bool = True,
     ):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
@@ -201,7 +215,7 @@ class DietCodeTuner(Tuner):
         self.model = MicroKernelCostModel(task.space, workload, seed, features)
         self.search, self.population, self.generations = search, population, generations
         self.dispatch_tolerance, self.dispatch_costs = dispatch_tolerance, dispatch_costs
-        self.verify = verify
+        self.verify, self.check_versions = verify, check_versions
         self.measurements: list[Measurement] = []
         self.plan: list[MicroKernel] = []
         self._fitted = False
@@ -297,12 +311,57 @@ class DietCodeTuner(Tuner):
                 raise RuntimeError(f"no micro-kernel of {self.workload} compiled and ran correctly")
             self._fit()
             result = self._finish(self.shapes, 0.0)
+            if self.check_versions:
+                result = self._versions_checked(result, option)
             if self.verify:
                 result = self._verified(result, option)
         finally:
             if own:
                 option.close()
         result.tuning_seconds = time.time() - start
+        return result
+
+    def _versions_checked(self, result: DietCodeResult, option: MeasureOption) -> DietCodeResult:
+        """``check_versions``: each deployed kernel with an aligned version timed as itself and as that version
+        at up to ``VERSION_CHECK_TS`` of the aligned T it serves (one batch, logged like the rounds); the
+        dispatcher's ``aligned`` keeps the versions that ran faster (``kept_versions``). A version that serves
+        no T of the range is dropped untimed."""
+        lo, hi = self.workload.t_range
+        units = aligned_versions(self.workload, result.kernels)
+        if not any(units):
+            return result
+        ts_of: dict[int, list[int]] = {}
+        for i, u in enumerate(units):
+            served = [t for t in range(lo, hi + 1) if u and t % u == 0 and result.dispatcher.index(t, False) == i]
+            if served:
+                picks = np.linspace(0, len(served) - 1, min(VERSION_CHECK_TS, len(served)))
+                ts_of[i] = sorted({served[int(round(x))] for x in picks})
+        inputs, rows = [], []
+        for i, ts in ts_of.items():
+            k = result.kernels[i]
+            inputs.append(MeasureInput(RangeTask(self.workload, ts, self.target, self.micro_space), k))
+            inputs.append(MeasureInput(RangeTask(self.workload, ts, self.target, self.micro_space, units[i]), k))
+            rows.append(i)
+        batch = option.measure(inputs)
+        if self.log_file:
+            log_to_file(self.log_file)(self, inputs, batch.results)
+        width = max((len(ts) for ts in ts_of.values()), default=1)
+        kernel = np.full((len(units), width), np.inf)
+        version = np.full((len(units), width), np.inf)
+        for n, i in enumerate(rows):
+            at_kernel, at_version = seconds_at(batch.results[2 * n]), seconds_at(batch.results[2 * n + 1])
+            for j, t in enumerate(ts_of[i]):
+                kernel[i, j], version[i, j] = at_kernel.get(t, np.inf), at_version.get(t, np.inf)
+        kept, ratios = kept_versions(units, kernel, version)
+        result.dispatcher = result.dispatcher.with_aligned(kept)
+        result.versions = {
+            "kernels": {
+                k.key: {"align": u, "ts": ts_of.get(i, []), "ratio": None if np.isnan(r) else r, "kept": bool(kk)}
+                for i, (k, u, r, kk) in enumerate(zip(result.kernels, units, ratios, kept))
+                if u
+            },
+            "seconds": batch.build_seconds + batch.run_seconds,
+        }
         return result
 
     def _verified(self, result: DietCodeResult, option: MeasureOption) -> DietCodeResult:
@@ -320,11 +379,14 @@ class DietCodeTuner(Tuner):
         timed = np.array([[seconds_at(res).get(t, np.inf) for t in ts] for res in batch.results])
         row = {k.key: i for i, k in enumerate(result.kernels)}
         before = [row[result.kernel_for(t).key] for t in ts]
-        aligns = aligned_versions(self.workload, result.kernels)
+        aligns = aligned_versions(self.workload, result.kernels, result.dispatcher.aligned)
         aligned = np.array([[bool(u) and t % u == 0 for t in ts] for u in aligns])
         labels, changed = verified_labels(before, timed, aligned)
         dispatcher = ShapeDispatcher.fit(ts, [result.kernels[i].key for i in labels], (lo, hi),
                                          random_state=int(self.seed or 0))  # fmt: skip
+        if result.dispatcher.aligned is not None:  # the versions' timing stands for the kernels kept
+            unit = {k.key: u for k, u in zip(result.kernels, aligns)}
+            dispatcher = dispatcher.with_aligned([unit[label] for label in dispatcher.labels])
         kernels = [next(k for k in result.kernels if k.key == label) for label in dispatcher.labels]
         predicted = dict(result.predicted)
         for j, (t, i) in enumerate(zip(ts, labels)):

@@ -44,15 +44,37 @@ def check_extent(t: Any, t_range: tuple[int, int] | None = None, what: str = "T"
 
 
 class ShapeDispatcher:
-    """A decision tree over T whose leaves name kernels (``labels[i]``); stored as plain nested data."""
+    """A decision tree over T whose leaves name kernels (``labels[i]``); stored as plain nested data.
 
-    def __init__(self, labels: Sequence[str], tree: dict[str, Any], t_range: tuple[int, int]):
+    ``aligned[i]`` (optional) is the unit of label ``i``'s aligned version: at a T that is a multiple of it the
+    deployment runs that version instead of the kernel (0: never). It is a dispatch decision measured when the
+    kernels were tuned; ``None`` (dispatchers saved before it was measured) leaves it to the kernels' defaults."""
+
+    def __init__(
+        self,
+        labels: Sequence[str],
+        tree: dict[str, Any],
+        t_range: tuple[int, int],
+        aligned: Sequence[int] | None = None,
+    ):
         if not labels:
             raise ValueError("a dispatcher needs at least one kernel label")
         self.labels = [str(x) for x in labels]
         self.tree = tree
         self.t_range = (int(t_range[0]), int(t_range[1]))
+        if aligned is not None and (
+            len(aligned) != len(self.labels)
+            or any(isinstance(u, bool) or not isinstance(u, (int, np.integer)) or u < 0 for u in aligned)
+        ):
+            raise ValueError(
+                f"aligned must give one non-negative integer unit per label ({len(self.labels)}), got {list(aligned)!r}"
+            )
+        self.aligned = None if aligned is None else [int(u) for u in aligned]
         self._fn: Callable[[int], int] | None = None
+
+    def with_aligned(self, aligned: Sequence[int] | None) -> ShapeDispatcher:
+        """The same tree with each label's aligned-version unit set (see the class docstring)."""
+        return ShapeDispatcher(self.labels, self.tree, self.t_range, aligned)
 
     @classmethod
     def fit(
@@ -119,12 +141,13 @@ class ShapeDispatcher:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"labels": list(self.labels), "tree": self.tree, "t_range": list(self.t_range)}
+        out = {"labels": list(self.labels), "tree": self.tree, "t_range": list(self.t_range)}
+        return out if self.aligned is None else {**out, "aligned": list(self.aligned)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ShapeDispatcher:
         try:
-            return cls(data["labels"], data["tree"], tuple(data["t_range"]))  # type: ignore[arg-type]
+            return cls(data["labels"], data["tree"], tuple(data["t_range"]), data.get("aligned"))  # type: ignore[arg-type]
         except (KeyError, TypeError) as err:
             raise ValueError(f"not a dispatcher description: {err}") from err
 

@@ -261,7 +261,7 @@ def _dispatch_function(bb: relax.BlockBuilder, res: DietCodeResult) -> relax.Glo
         raise ValueError(f"{wl.name}: the result's kernels must follow its dispatcher's labels, in order")
     names = [f"{wl.name}_mk{i}" for i in range(len(res.kernels))]
     gvs = [bb.add_func(_kernel_func(wl, k, n), n) for n, k in zip(names, res.kernels)]
-    aligns = aligned_versions(wl, res.kernels)
+    aligns = aligned_versions(wl, res.kernels, res.dispatcher.aligned)
     aligned = {
         i: bb.add_func(_kernel_func(wl, k, aligned_name(n, u), u), aligned_name(n, u))
         for i, (n, k, u) in enumerate(zip(names, res.kernels, aligns))

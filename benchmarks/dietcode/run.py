@@ -327,5 +327,6 @@ def run_dietcode(
         "search_seconds": res.tuning_seconds,
         "b_panel": wl.b_panel,
         "verification": res.verification,
+        "versions": res.versions,
     }
     return ArmResult(wl.name, arm, secs, latency, served, extra), at
