@@ -19,6 +19,7 @@ Smoke run (a minute or two)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -27,7 +28,7 @@ import time
 import tvm
 
 import adatune
-from adatune.dietcode import FEATURE_KINDS, SEARCHES, bert_workloads, validate_range
+from adatune.dietcode import FEATURE_KINDS, SEARCHES, DietCodeResult, bert_workloads, validate_range
 from adatune.reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 
@@ -45,6 +46,7 @@ from .run import (
     StaticTuner,
     run_dietcode,
     run_vendor,
+    serve_dietcode,
     serve_padded,
 )
 
@@ -140,10 +142,11 @@ def _run_workload(
     buckets = sorted({min(hi, b) for b in range(cfg.bucket, hi + cfg.bucket, cfg.bucket) if b >= lo} | {hi})
     sampled = sorted(set(cfg.sampled) | {hi})  # the top must be tuned for every T to have a kernel
     timed: list[tuple[ArmResult, Retimer]] = []
+    tuned: dict[str, tuple[DietCodeResult, float]] = {}  # each DietCode arm's result and tuning seconds
     try:
         for arm in arms:
             try:
-                timed.append(_run_arm(name, arm, cfg, out, static, sampled, buckets))
+                timed.append(_run_arm(name, arm, cfg, out, static, sampled, buckets, tuned))
             except Exception as err:  # noqa: BLE001 - an arm that cannot serve the range must not lose the others
                 failed.append(f"{name} {arm}: {type(err).__name__}: {err}")
                 print(f"{name:>9} {arm:>15}: FAILED {type(err).__name__}: {err}", flush=True)
@@ -172,7 +175,14 @@ def _run_workload(
 
 
 def _run_arm(
-    name: str, arm: str, cfg: BenchConfig, out: str, static: StaticTuner, sampled: list[int], buckets: list[int]
+    name: str,
+    arm: str,
+    cfg: BenchConfig,
+    out: str,
+    static: StaticTuner,
+    sampled: list[int],
+    buckets: list[int],
+    tuned: dict[str, tuple[DietCodeResult, float]],
 ) -> tuple[ArmResult, Retimer]:
     hi = cfg.t_range[1]
     if arm == "per-shape":
@@ -183,8 +193,18 @@ def _run_arm(
         return serve_padded(static, arm, buckets, buckets)
     if arm in ("torch", "numpy"):
         return run_vendor(static.wl, arm, cfg)
+    if arm == "dietcode-all-versions":
+        if "dietcode" not in tuned:
+            raise ValueError("the dietcode-all-versions arm serves the dietcode arm's kernels: list dietcode before it")
+        res, secs = tuned["dietcode"]
+        every = dataclasses.replace(res, dispatcher=res.dispatcher.with_aligned(None))
+        return serve_dietcode(every, every.build(), secs, arm, cfg)
     suffix = "" if arm == "dietcode" else f"_{arm.removeprefix('dietcode-')}"
-    return run_dietcode(static.wl, cfg, static.target, os.path.join(out, f"records_{name}{suffix}.jsonl"), arm)
+    result, retimer, res = run_dietcode(
+        static.wl, cfg, static.target, os.path.join(out, f"records_{name}{suffix}.jsonl"), arm
+    )
+    tuned[arm] = (res, result.tuning_seconds)
+    return result, retimer
 
 
 def rerender(out: str) -> None:

@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 
 import adatune
 import adatune.callback
-from adatune.dietcode import DietCodeTuner, DynamicWorkload, weight_panel
+from adatune.dietcode import DietCodeResult, DietCodeTuner, DynamicKernel, DynamicWorkload, weight_panel
 from adatune.measure import MeasureErrorNo
 from adatune.reference import physical_cores, time_callable
 from adatune.target import one_blas_thread
@@ -44,13 +44,19 @@ __all__ = [
     "Retimer",
     "StaticTuner",
     "run_dietcode",
+    "serve_dietcode",
     "run_vendor",
     "serve_padded",
 ]
 
-ARMS = ("per-shape", "padded-largest", "buckets", "torch", "numpy", "dietcode", "dietcode-verified")
-#: the arms that are DietCode runs (``dietcode-verified``: the same run with ``DietCodeTuner(verify=True)``)
-DIETCODE_ARMS = ("dietcode", "dietcode-verified")
+ARMS = (
+    "per-shape", "padded-largest", "buckets", "torch", "numpy", "dietcode", "dietcode-verified",
+    "dietcode-all-versions",
+)  # fmt: skip
+#: the arms served by DietCode kernels (``dietcode-verified``: the same run with ``DietCodeTuner(verify=True)``;
+#: ``dietcode-all-versions``: the ``dietcode`` arm's kernels and dispatcher deploying every kernel's aligned version,
+#: as before versions were timed (``DietCodeTuner(check_versions=...)``): an A/B of that decision alone, no tuning)
+DIETCODE_ARMS = ("dietcode", "dietcode-verified", "dietcode-all-versions")
 #: DietCodeTuner's own declaration of ``dispatch_costs`` (default, choices, doc): the benchmarks' flags read it
 DISPATCH_COSTS_OPTION = next(o for o in DietCodeTuner.declared_options() if o.name == "dispatch_costs")
 
@@ -260,9 +266,10 @@ def _time_vendor(wl: DynamicWorkload, library: str, t: int, cfg: BenchConfig) ->
 
 def run_dietcode(
     wl: DynamicWorkload, cfg: BenchConfig, target: tvm.target.Target, log_file: str, arm: str = "dietcode"
-) -> tuple[ArmResult, Retimer]:
+) -> tuple[ArmResult, Retimer, DietCodeResult]:
     """One DietCode run for the range; every T checked against numpy, then timed through its kernel. A dense
-    weight is given pre-packed (``weight_panel``), as a model packs its constant weights once at load."""
+    weight is given pre-packed (``weight_panel``), as a model packs its constant weights once at load. Returns the
+    tuner's result too, for arms served by the same kernels (``serve_dietcode``)."""
     if wl.kind == "dense":
         wl = dataclasses.replace(wl, b_panel=weight_panel(target, wl.dtype, wl.dims[1]))
     tuner = DietCodeTuner(
@@ -286,6 +293,14 @@ def run_dietcode(
     res = tuner.tune()
     dk = res.build()  # compiling the selected kernels and the C dispatcher is part of the tuning cost
     secs = time.perf_counter() - start
+    return (*serve_dietcode(res, dk, secs, arm, cfg), res)
+
+
+def serve_dietcode(
+    res: DietCodeResult, dk: DynamicKernel, secs: float, arm: str, cfg: BenchConfig
+) -> tuple[ArmResult, Retimer]:
+    """``dk`` (built from ``res``) checked against numpy at every T of the range, then timed there."""
+    wl = res.workload
     lo, hi = wl.t_range
 
     def at(t: int) -> float:
