@@ -454,10 +454,19 @@ def test_register_tiles_wider_than_a_panel_read_one_vector_from_each() -> None:
 # ---------------------------------------------------------------------- records
 @pytest.mark.parametrize("kind", list(WORKLOADS))
 def test_records_round_trip(kind: str, tuned: dict[str, tuple[DietCodeResult, str]]) -> None:
-    """One record per micro-kernel (one build timed at every sampled T), each T's timings in the record."""
+    """One record per micro-kernel (one build timed at every sampled T), each T's timings in the record; then, for
+    each deployed kernel with an aligned version that serves a T, the kernel and that version timed there."""
     res, log = tuned[kind]
     recs = list(load_from_file(log))
+    rounds = len(res.measurements) // len(res.shapes)
+    recs, versions = recs[:rounds], recs[rounds:]
     assert len(recs) * len(res.shapes) == len(res.measurements)
+    timed = {key: v for key, v in res.versions.get("kernels", {}).items() if v["ts"]}
+    assert len(versions) == 2 * len(timed) and (kind != "dense" or not versions)  # dense GEMMs have no versions
+    for generic, aligned in zip(versions[::2], versions[1::2]):
+        key = generic.input.config.key
+        assert aligned.input.config.key == key and generic.input.task.align == 1
+        assert aligned.input.task.align == timed[key]["align"] and list(aligned.input.task.ts) == timed[key]["ts"]
     by_pair = {(m.kernel.key, m.t): m for m in res.measurements}
     for rec in recs:
         inp, result = rec
