@@ -351,3 +351,12 @@ locked $PY -m benchmarks.dietcode.kernel_probe --workload context --kernels cpu:
 locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6x96x2/6x16/crop-tile/unroll64 \
   cpu:44x24x4/11x8/crop-tile cpu:16x48x1/8x8/crop-tile/unroll64 --t 64 65 96 97 120 124 --aligned \
   --out benchmarks/results/dietcode/zen3_align_probe_scores  # ~1 min
+# 2026-11-29 (second session), Zen 3: aligned versions deployed only where timed faster (check_versions), with the
+# dietcode-all-versions arm (the same kernels deploying every version) as the A/B of that decision
+for s in 1 0; do
+  locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode dietcode-all-versions --seed $s \
+    --out benchmarks/results/dietcode/zen3_attention_versions_seed$s  # ~30 min each
+done
+locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 --rounds 9 \
+  --static-log benchmarks/results/models_zen3_bert_kblock_seed0/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen3_versions  # ~15 min: dynamic BERT-base against the k-block static model
