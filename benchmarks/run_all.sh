@@ -355,7 +355,7 @@ locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:6
 # dietcode-all-versions arm (the same kernels deploying every version) as the A/B of that decision
 for s in 1 0; do
   locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode dietcode-all-versions --seed $s \
-    --out benchmarks/results/dietcode/zen3_attention_versions_seed$s  # ~30 min each
+    --out benchmarks/results/dietcode/zen3_attention_versions_seed$s  # ~25 min each
 done
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 --rounds 9 \
   --static-log benchmarks/results/models_zen3_bert_kblock_seed0/records_bert-base_rfei-ae.jsonl \
