@@ -101,10 +101,10 @@ class DietCodeResult:
 #: ``DietCodeTuner``'s rounds when none are given: on x86 the budget its figures used, on CUDA the one where
 #: replays on an H200's timings of whole spaces came within 1.015-1.031x of the per-shape best (README)
 CPU_ROUNDS = 3
+CUDA_ROUNDS = 12
 
 #: at most how many aligned T a kernel and its aligned version are both timed at before the version is deployed
 VERSION_CHECK_TS = 3
-CUDA_ROUNDS = 12
 
 
 class DietCodeTuner(Tuner):
