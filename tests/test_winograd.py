@@ -13,7 +13,7 @@ from tvm import te
 
 import adatune
 import adatune.models as am
-from adatune.models._winograd import WINOGRAD_MIN_PIXELS
+from adatune.models._winograd import WINOGRAD_TILE_BY_MAP, winograd_tile, winograd_tiles
 from adatune.templates import conv2d_winograd as wg
 from adatune.templates.conv2d import conv2d_reference
 
@@ -95,7 +95,7 @@ class _Net(nn.Module):
 
 
 def test_a_winograd_model_uses_the_template_and_matches_pytorch(tmp_path) -> None:
-    assert 16 * 16 >= WINOGRAD_MIN_PIXELS > 8 * 8
+    assert winograd_tile(16 * 16) == 4 and winograd_tile(8 * 8) == 2 and winograd_tile(6 * 6) is None
     torch.manual_seed(0)
     net = _Net()
     net.bn.running_mean.uniform_(-0.5, 0.5)
@@ -103,8 +103,12 @@ def test_a_winograd_model_uses_the_template_and_matches_pytorch(tmp_path) -> Non
     model = am.from_torch(net.eval(), (torch.randn(1, 16, 16, 16),), name="winograd", winograd=True)
     tasks = am.extract_tasks(model)
     winograd = [t for t in tasks if t.kind == "conv2d_winograd.x86"]
-    assert sorted(t.task.args[:7] for t in winograd) == [(1, 16, 16, 16, 32, 1, 4), (1, 32, 16, 16, 32, 1, 4)]
-    assert sum(t.kind == "conv2d_nchw.x86" for t in tasks) == 2  # the strided and the 8x8 convolutions
+    assert sorted(t.task.args[:7] for t in winograd) == [
+        (1, 16, 16, 16, 32, 1, 4),
+        (1, 32, 8, 8, 32, 1, 2),  # the 8x8 map takes the smaller tile
+        (1, 32, 16, 16, 32, 1, 4),
+    ]
+    assert sum(t.kind == "conv2d_nchw.x86" for t in tasks) == 1  # the strided convolution
     assert all(1 in t.constant_args for t in winograd)  # the transformed kernel is a constant of the model
     x = model.random_inputs(0)
     with warnings.catch_warnings():
@@ -120,3 +124,16 @@ def test_a_winograd_model_uses_the_template_and_matches_pytorch(tmp_path) -> Non
         tuned = am.build(model, log)
     assert all(tuned.applied[t.func_name] == "record" for t in winograd)
     np.testing.assert_allclose(tuned.run(*x)[0], model.reference(*x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_the_tile_table_is_checked_and_a_pinned_table_keeps_small_maps_direct() -> None:
+    assert winograd_tiles(True) == WINOGRAD_TILE_BY_MAP and winograd_tiles(False) is None
+    assert winograd_tiles([[196, 4]]) == ((196, 4),)
+    for bad in ([], [(49, 3)], [(49, 2), (196, 4)], [(0, 2)], [("x", 2)], [(49,)]):
+        with pytest.raises(ValueError, match="winograd takes"):
+            winograd_tiles(bad)
+    torch.manual_seed(0)
+    net = _Net().eval()
+    model = am.from_torch(net, (torch.randn(1, 16, 16, 16),), name="winograd-pinned", winograd=((196, 4),))
+    kinds = sorted(t.kind for t in am.extract_tasks(model) if t.kind.startswith("conv2d"))
+    assert kinds == ["conv2d_nchw.x86"] * 2 + ["conv2d_winograd.x86"] * 2  # the 8x8 map stays direct here

@@ -18,7 +18,7 @@ import tvm
 from tvm import relax
 
 from ._layout import convert_conv_layout, resolve_conv_layout
-from ._winograd import legalize_winograd
+from ._winograd import legalize_winograd, winograd_tiles
 
 __all__ = ["Model", "InputSpec", "from_torch", "from_onnx", "load_builtin", "prepare"]
 
@@ -66,19 +66,24 @@ class Model:
 
 
 def prepare(
-    mod: tvm.IRModule, fast_math: bool = False, conv_layout: str = "NCHW", winograd: bool = False
+    mod: tvm.IRModule,
+    fast_math: bool = False,
+    conv_layout: str = "NCHW",
+    winograd: bool | Sequence[Sequence[int]] = False,
 ) -> tvm.IRModule:
     """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task. With ``fast_math``,
     erf (GELU), exp and softmax, and tanh become TVM's vectorisable approximations (``FastMathTransform``)
     first: the exact erf in a dense layer's GELU write-back is a scalar libm call per element. ``conv_layout``
     ``"NCHW<b>c"`` (e.g. ``"NCHW8c"``) runs the convolutions on channel-blocked activations with kernels blocked
     once, here (``_layout.convert_conv_layout``); ``"NCHW"`` keeps the model's layout. ``winograd`` runs the
-    3x3 stride-1 NCHW convolutions with large enough outputs as Winograd F(4x4, 3x3), their kernels transformed
-    here (``_winograd.legalize_winograd``)."""
-    if winograd and conv_layout != "NCHW":
+    3x3 stride-1 NCHW convolutions with large enough outputs as Winograd F(m x m, 3 x 3), m by the output map's
+    size (True: ``_winograd.WINOGRAD_TILE_BY_MAP``; or a table of one's own, ``_winograd.winograd_tiles``), their
+    kernels transformed here (``_winograd.legalize_winograd``)."""
+    tiles = winograd_tiles(winograd)
+    if tiles and conv_layout != "NCHW":
         raise ValueError(f"winograd convolutions take NCHW activations, got conv_layout={conv_layout!r}")
     mod = simplify(mod, fast_math)
-    mod = legalize_winograd(mod) if winograd else convert_conv_layout(mod, conv_layout)
+    mod = legalize_winograd(mod, tiles) if tiles else convert_conv_layout(mod, conv_layout)
     return relax.get_pipeline("zero")(mod)
 
 
@@ -137,12 +142,13 @@ def from_torch(
     fast_math: bool = False,
     dynamic: Mapping[str, Mapping[int, tuple[int, int]]] | None = None,
     conv_layout: str = "NCHW",
-    winograd: bool = False,
+    winograd: bool | Sequence[Sequence[int]] = False,
 ) -> Model:
     """A ``torch.nn.Module`` (in eval mode) traced by ``torch.export`` with ``example_inputs`` (their shapes are
     the model's); ``fast_math``: approximate erf/exp/softmax/tanh; ``conv_layout``: ``"NCHW"``, a blocked
     ``"NCHW<b>c"`` for the convolutions (see ``prepare``) or ``"auto"`` (blocks of the host's SIMD width);
-    ``winograd``: 3x3 stride-1 convolutions as Winograd (NCHW only; see ``prepare``).
+    ``winograd``: 3x3 stride-1 convolutions as Winograd (NCHW only; True, or (smallest map in pixels, tile)
+    pairs; see ``prepare``).
 
     ``dynamic`` (input name -> {axis: (lo, hi)}, e.g. ``{"x": {1: (1, 128)}}``) makes those axes symbolic (a
     ``torch.export.Dim`` per distinct range) and returns a ``DynamicModel``: tune its GEMMs with
@@ -195,7 +201,7 @@ def from_onnx(
     name: str | None = None,
     fast_math: bool = False,
     conv_layout: str = "NCHW",
-    winograd: bool = False,
+    winograd: bool | Sequence[Sequence[int]] = False,
 ) -> Model:
     """An ONNX model (a path or an ``onnx.ModelProto``) with static ``shapes`` for its inputs (by input name;
     needed when the file's shapes are symbolic). onnxruntime, when installed, is the reference; ``fast_math``,
@@ -264,7 +270,11 @@ def _onnxruntime_reference(proto: Any, names: list[str]) -> Any:
 
 
 def load_builtin(
-    name: str, seed: int = 0, fast_math: bool = False, conv_layout: str = "NCHW", winograd: bool = False
+    name: str,
+    seed: int = 0,
+    fast_math: bool = False,
+    conv_layout: str = "NCHW",
+    winograd: bool | Sequence[Sequence[int]] = False,
 ) -> Model:
     """``resnet18`` or ``bert-base`` (see ``adatune.models._zoo``), imported through torch.export."""
     from ._zoo import builtin_model

@@ -3,26 +3,67 @@
 
 Eligible: NCHW data, OIHW kernel, groups 1, dilation 1, stride 1, the same padding on every side, a constant
 kernel (``FoldConstant`` in ``prepare`` computes ``G g G^T`` once; the deployed model never transforms a
-weight), and an output of at least ``WINOGRAD_MIN_PIXELS`` pixels. Below that (ResNet's 7x7 maps) the
-transformed kernel, ``(m+2)^2 / 9`` times the original, would be streamed from memory for a few output tiles
-(a threshold chosen from those sizes, not tuned). Every other convolution keeps Relax's legalisation.
+weight), and an output of at least ``WINOGRAD_MIN_PIXELS`` pixels. The output tile ``m`` follows the map's size
+(``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times the original and is streamed from memory
+once per call, for ever fewer output tiles as the map shrinks. On ResNet-18's 7x7 maps (512 channels, Zen 3,
+each variant tuned 150 s, timed in turns) F(4x4) ran 0.73x the direct convolution's speed and F(2x2) 1.09x
+(``benchmarks/results/winograd_small_maps``), so maps below 14x14 take ``m = 2``. Every other convolution keeps
+Relax's legalisation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import tvm
 from tvm import relax
 
-from ..templates.conv2d_winograd import BLOCK, conv2d_winograd, winograd_weight_transform
+from ..templates.conv2d_winograd import BLOCK, WINOGRAD_TILES, conv2d_winograd, winograd_weight_transform
 
-__all__ = ["WINOGRAD_MIN_PIXELS", "WINOGRAD_TILE", "legalize_winograd", "winograd_eligible"]
+__all__ = [
+    "WINOGRAD_MIN_PIXELS",
+    "WINOGRAD_TILE_BY_MAP",
+    "TileByMap",
+    "legalize_winograd",
+    "winograd_eligible",
+    "winograd_tile",
+    "winograd_tiles",
+]
 
-#: output tile F(m x m, 3 x 3): 4x fewer multiplies than direct at 6x6 input tiles (m = 6 not tried here)
-WINOGRAD_TILE = 4
-#: smallest output map (pixels) legalised to Winograd: ResNet's 14x14 maps and larger
-WINOGRAD_MIN_PIXELS = 196
+#: (smallest output map in pixels, output tile m) pairs, largest maps first: which convolutions run as Winograd
+#: and with which tile (a map below the last entry's size stays direct)
+TileByMap = tuple[tuple[int, int], ...]
+
+#: output tile F(m x m, 3 x 3) by output map: (smallest map in pixels, m), largest maps first. m = 4: 4x fewer
+#: multiplies than direct at 6x6 input tiles, from ResNet's 14x14 maps up; m = 2 (2.25x fewer, a kernel 16/9 the
+#: original's size, not 4x) on maps from 7x7; m = 6 not tried here
+WINOGRAD_TILE_BY_MAP: TileByMap = ((196, 4), (49, 2))
+#: smallest output map (pixels) legalised to Winograd by default: ResNet's 7x7 maps and larger
+WINOGRAD_MIN_PIXELS = WINOGRAD_TILE_BY_MAP[-1][0]
+
+
+def winograd_tiles(spec: bool | Sequence[Sequence[int]]) -> TileByMap | None:
+    """A model's ``winograd`` option as a table: False -> None (no Winograd), True -> ``WINOGRAD_TILE_BY_MAP``,
+    or the user's own (smallest map in pixels, m) pairs, checked (a benchmark pins one tile everywhere with
+    ``((1, m),)``; a run recorded before the default changed reproduces its own with ``((196, 4),)``)."""
+    if isinstance(spec, bool):
+        return WINOGRAD_TILE_BY_MAP if spec else None
+    try:
+        table = tuple((int(pixels), int(m)) for pixels, m in spec)
+    except (TypeError, ValueError):
+        table = ()
+    if not table or any(p < 1 or m not in WINOGRAD_TILES for p, m in table) or list(table) != sorted(table)[::-1]:
+        raise ValueError(
+            f"winograd takes True, False or (smallest map in pixels >= 1, m in {WINOGRAD_TILES}) pairs, largest "
+            f"maps first, got {spec!r}"
+        )
+    return table
+
+
+def winograd_tile(pixels: int, tiles: TileByMap = WINOGRAD_TILE_BY_MAP) -> int | None:
+    """The output tile ``m`` for a convolution whose output map has ``pixels`` pixels; None: stays direct."""
+    return next((m for smallest, m in tiles if pixels >= smallest), None)
 
 
 def winograd_eligible(call: relax.Call, min_pixels: int = WINOGRAD_MIN_PIXELS) -> str | None:
@@ -55,16 +96,26 @@ def winograd_eligible(call: relax.Call, min_pixels: int = WINOGRAD_MIN_PIXELS) -
     return None
 
 
-def _legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-    if winograd_eligible(call) is not None:
-        return tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")(bb, call)
-    pad, m = int(call.attrs.padding[0]), WINOGRAD_TILE
-    weight = bb.emit(
-        bb.call_te(lambda k: winograd_weight_transform(k, m), call.args[1], primfunc_name_hint="winograd_weight")
-    )
-    return bb.call_te(lambda d, u: conv2d_winograd(d, u, pad, m), call.args[0], weight, primfunc_name_hint=BLOCK)
+def _pixels(call: relax.Call) -> int:
+    """Pixels of a (static) convolution's output map."""
+    return int(call.ty.shape.values[2]) * int(call.ty.shape.values[3])
 
 
-def legalize_winograd(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` (un-legalised Relax, NCHW) legalised, its eligible convolutions as Winograd."""
-    return relax.transform.LegalizeOps(customize_legalize_map={"relax.nn.conv2d": _legalize})(mod)
+def _legalize(tiles: TileByMap) -> Any:
+    def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        # an eligible call has a static output map of at least the table's smallest size, so it has a tile
+        if winograd_eligible(call, tiles[-1][0]) is not None or (m := winograd_tile(_pixels(call), tiles)) is None:
+            return tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")(bb, call)
+        pad = int(call.attrs.padding[0])
+        weight = bb.emit(
+            bb.call_te(lambda k: winograd_weight_transform(k, m), call.args[1], primfunc_name_hint="winograd_weight")
+        )
+        return bb.call_te(lambda d, u: conv2d_winograd(d, u, pad, m), call.args[0], weight, primfunc_name_hint=BLOCK)
+
+    return legalize
+
+
+def legalize_winograd(mod: tvm.IRModule, tiles: TileByMap = WINOGRAD_TILE_BY_MAP) -> tvm.IRModule:
+    """``mod`` (un-legalised Relax, NCHW) legalised, its eligible convolutions as Winograd with the tile ``tiles``
+    gives their output map."""
+    return relax.transform.LegalizeOps(customize_legalize_map={"relax.nn.conv2d": _legalize(tiles)})(mod)

@@ -28,6 +28,7 @@ import tvm
 
 import adatune
 from adatune.models import BUILTIN_MODELS
+from adatune.models._winograd import WINOGRAD_TILE_BY_MAP
 from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now
@@ -60,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--winograd",
         action="store_true",
-        help="3x3 stride-1 NCHW convolutions on maps of >= 14x14 as Winograd F(4x4, 3x3), kernels transformed once",
+        help="3x3 stride-1 NCHW convolutions as Winograd, F(4x4, 3x3) on maps of >= 14x14 and F(2x2, 3x3) on 7x7 to "
+        "13x13 (adatune.models._winograd.WINOGRAD_TILE_BY_MAP, recorded in the run's config), kernels transformed once",
     )
     p.add_argument(
         "--cache-flush",
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "onnxruntime": onnxruntime.__version__,
         "config": vars(args),
+        # the tile table the run's Winograd convolutions took (run_ab re-imports the model with it)
+        "winograd_tiles": [list(t) for t in WINOGRAD_TILE_BY_MAP] if args.winograd else None,
         "started": started,
         "wall_s": 0.0,
         "load_before": load_now(),

@@ -50,7 +50,8 @@ ENGINES = ("onnxruntime", "pytorch")
 
 
 def run_config(run_dir: str) -> tuple[str, str, str, dict[str, Any]]:
-    """(model, arm, log path, config) of a ``benchmarks.models`` output directory with one model and arm."""
+    """(model, arm, log path, config) of a ``benchmarks.models`` output directory with one model and arm; the
+    config carries the run's Winograd tile table (``winograd_tiles``) where its meta recorded one."""
     with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
         data = json.load(f)
     run = data["models"][0]
@@ -58,7 +59,7 @@ def run_config(run_dir: str) -> tuple[str, str, str, dict[str, Any]]:
     log = os.path.join(run_dir, f"records_{run['model']}_{arm}.jsonl")
     if not os.path.isfile(log):
         raise ValueError(f"{run_dir}: no tuning log {os.path.basename(log)}")
-    return run["model"], arm, log, data["meta"]["config"]
+    return run["model"], arm, log, dict(data["meta"]["config"], winograd_tiles=data["meta"].get("winograd_tiles"))
 
 
 def log_target(log: str) -> Any:
@@ -66,10 +67,15 @@ def log_target(log: str) -> Any:
         return adatune.target.create(json.loads(f.readline())["target"])
 
 
+#: the Winograd tiles of runs recorded before the table was (2026-11-29: 14x14 maps and larger, F(4x4, 3x3))
+WINOGRAD_TILES_BEFORE = ((196, 4),)
+
+
 def tuned_model(name: str, config: dict[str, Any], log: str) -> am.Model:
-    """The model as a run tuned it: its layout and fast-math setting from the run's config."""
+    """The model as a run tuned it: its layout, fast-math setting and Winograd tiles from the run's config (a
+    Winograd run that recorded no table used ``WINOGRAD_TILES_BEFORE``)."""
     layout = am.resolve_conv_layout(config.get("conv_layout", "NCHW"), log_target(log))
-    winograd = bool(config.get("winograd"))
+    winograd = (config.get("winograd_tiles") or WINOGRAD_TILES_BEFORE) if config.get("winograd") else False
     return am.load_builtin(name, fast_math=bool(config.get("fast_math")), conv_layout=layout, winograd=winograd)
 
 
