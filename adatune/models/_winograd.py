@@ -25,6 +25,7 @@ __all__ = [
     "WINOGRAD_MIN_PIXELS",
     "WINOGRAD_TILE_BY_MAP",
     "TileByMap",
+    "describe_tiles",
     "legalize_winograd",
     "winograd_eligible",
     "winograd_tile",
@@ -59,6 +60,11 @@ def winograd_tiles(spec: bool | Sequence[Sequence[int]]) -> TileByMap | None:
             f"maps first, got {spec!r}"
         )
     return table
+
+
+def describe_tiles(tiles: TileByMap = WINOGRAD_TILE_BY_MAP) -> str:
+    """The table in words, for help texts and summaries (one source, so they cannot drift from it)."""
+    return ", ".join(f"F({m}x{m}, 3x3) on maps of >= {pixels} pixels" for pixels, m in tiles)
 
 
 def winograd_tile(pixels: int, tiles: TileByMap = WINOGRAD_TILE_BY_MAP) -> int | None:

@@ -11,6 +11,7 @@ from ._extract import format_task_table, model_tasks
 from ._frontend import Model, from_onnx, load_builtin
 from ._latency import latency_table
 from ._scheduler import STRATEGIES, tune_model
+from ._winograd import describe_tiles
 from ._zoo import BUILTIN_MODELS
 
 __all__ = [
@@ -43,7 +44,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--winograd",
         action="store_true",
-        help="3x3 stride-1 NCHW convolutions on maps of >= 14x14 as Winograd F(4x4, 3x3), kernels transformed once",
+        help=f"3x3 stride-1 NCHW convolutions as Winograd, {describe_tiles()}, kernels transformed once",
     )
 
 

@@ -28,7 +28,7 @@ import tvm
 
 import adatune
 from adatune.models import BUILTIN_MODELS
-from adatune.models._winograd import WINOGRAD_TILE_BY_MAP
+from adatune.models._winograd import WINOGRAD_TILE_BY_MAP, describe_tiles
 from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now
@@ -61,8 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--winograd",
         action="store_true",
-        help="3x3 stride-1 NCHW convolutions as Winograd, F(4x4, 3x3) on maps of >= 14x14 and F(2x2, 3x3) on 7x7 to "
-        "13x13 (adatune.models._winograd.WINOGRAD_TILE_BY_MAP, recorded in the run's config), kernels transformed once",
+        help=f"3x3 stride-1 NCHW convolutions as Winograd, {describe_tiles()}, kernels transformed once",
     )
     p.add_argument(
         "--cache-flush",
