@@ -5,9 +5,10 @@ Eligible: NCHW data, OIHW kernel, groups 1, dilation 1, stride 1, the same paddi
 kernel (``FoldConstant`` in ``prepare`` computes ``G g G^T`` once; the deployed model never transforms a
 weight), and an output of at least ``WINOGRAD_MIN_PIXELS`` pixels. The output tile ``m`` follows the map's size
 (``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times the original and is streamed from memory
-once per call, for ever fewer output tiles as the map shrinks. On ResNet-18's 7x7 maps (512 channels, Zen 3,
-each variant tuned 150 s, timed in turns) F(4x4) ran 0.73x the direct convolution's speed and F(2x2) 1.09x
-(``benchmarks/results/winograd_small_maps``), so maps below 14x14 take ``m = 2``. Every other convolution keeps
+once per call, for ever fewer output tiles as the map shrinks. One layer per map size, each variant tuned 150 s,
+timed in turns (Zen 3, AVX2, gate failed; ``benchmarks/results/winograd_small_maps``): at 512@7x7 F(4x4) ran 0.75x
+the direct convolution's speed and F(2x2) 1.07x (faster in 10 of 15 rounds); at 256@14x14 F(4x4) 1.83x and F(2x2)
+1.41x. So maps from 14x14 take ``m = 4`` and smaller ones down to 7x7 ``m = 2``. Every other convolution keeps
 Relax's legalisation.
 """
 
