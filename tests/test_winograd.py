@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -137,3 +138,23 @@ def test_the_tile_table_is_checked_and_a_pinned_table_keeps_small_maps_direct() 
     model = am.from_torch(net, (torch.randn(1, 16, 16, 16),), name="winograd-pinned", winograd=((196, 4),))
     kinds = sorted(t.kind for t in am.extract_tasks(model) if t.kind.startswith("conv2d"))
     assert kinds == ["conv2d_nchw.x86"] * 2 + ["conv2d_winograd.x86"] * 2  # the 8x8 map stays direct here
+
+
+def test_a_models_run_rebuilds_with_the_tiles_it_was_tuned_with(tmp_path) -> None:
+    from benchmarks.models.run_ab import WINOGRAD_TILES_BEFORE, run_config, run_winograd
+
+    def run(config: dict, tiles: list | None) -> dict:
+        d = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        (d / "records_resnet18_rfei-ae.jsonl").write_text("")
+        meta = {"config": config} | ({"winograd_tiles": tiles} if tiles is not None else {})
+        (d / "results.json").write_text(
+            json.dumps({"meta": meta, "models": [{"model": "resnet18", "arms": [{"arm": "rfei-ae"}]}]})
+        )
+        return run_config(str(d))[3]
+
+    assert run_winograd(run({"winograd": False}, None)) is False
+    before = run_winograd(run({"winograd": True}, None))  # recorded before the table: 7x7 maps stayed direct
+    assert before == WINOGRAD_TILES_BEFORE == ((196, 4),)
+    now = run_winograd(run({"winograd": True}, [list(t) for t in WINOGRAD_TILE_BY_MAP]))
+    assert now == WINOGRAD_TILE_BY_MAP and winograd_tiles(now) == now

@@ -71,11 +71,18 @@ def log_target(log: str) -> Any:
 WINOGRAD_TILES_BEFORE = ((196, 4),)
 
 
+def run_winograd(config: dict[str, Any]) -> Any:
+    """A run's ``winograd`` option as it tuned with it: False, or its tile table (a Winograd run that recorded no
+    table used ``WINOGRAD_TILES_BEFORE``; rebuilt with today's default, its 7x7 layers would find no records)."""
+    if not config.get("winograd"):
+        return False
+    return tuple(tuple(t) for t in config.get("winograd_tiles") or WINOGRAD_TILES_BEFORE)
+
+
 def tuned_model(name: str, config: dict[str, Any], log: str) -> am.Model:
-    """The model as a run tuned it: its layout, fast-math setting and Winograd tiles from the run's config (a
-    Winograd run that recorded no table used ``WINOGRAD_TILES_BEFORE``)."""
+    """The model as a run tuned it: its layout, fast-math setting and Winograd tiles from the run's config."""
     layout = am.resolve_conv_layout(config.get("conv_layout", "NCHW"), log_target(log))
-    winograd = (config.get("winograd_tiles") or WINOGRAD_TILES_BEFORE) if config.get("winograd") else False
+    winograd = run_winograd(config)
     return am.load_builtin(name, fast_math=bool(config.get("fast_math")), conv_layout=layout, winograd=winograd)
 
 
