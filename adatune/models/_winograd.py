@@ -6,10 +6,11 @@ kernel (``FoldConstant`` in ``prepare`` computes ``G g G^T`` once; the deployed 
 weight), and an output of at least ``WINOGRAD_MIN_PIXELS`` pixels. The output tile ``m`` follows the map's size
 (``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times the original and is streamed from memory
 once per call, for ever fewer output tiles as the map shrinks. One layer per map size, each variant tuned 150 s,
-timed in turns (Zen 3, AVX2, gate failed; ``benchmarks/results/winograd_small_maps``): at 512@7x7 F(4x4) ran 0.75x
-the direct convolution's speed and F(2x2) 1.07x (faster in 10 of 15 rounds); at 256@14x14 F(4x4) 1.83x and F(2x2)
-1.41x. So maps from 14x14 take ``m = 4`` and smaller ones down to 7x7 ``m = 2``. Every other convolution keeps
-Relax's legalisation.
+timed in turns (Zen 3, AVX2, gates failed; ``benchmarks/results/winograd_small_maps{,_cold}``): at 512@7x7 F(4x4)
+ran 0.75-0.87x the direct convolution's speed and F(2x2) 1.05-1.07x, also with its weights cold (1.067x); at
+256@14x14 F(4x4) 1.62-1.83x hot and F(2x2) 1.41-1.46x, both about 1.28x cold. So maps from 14x14 take ``m = 4`` and
+smaller ones down to 7x7 ``m = 2`` (in ResNet-18, only its 7x7 layers swapped: 1.031x [0.987, 1.078]). Every other
+convolution keeps Relax's legalisation.
 """
 
 from __future__ import annotations
