@@ -360,3 +360,23 @@ done
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 --rounds 9 \
   --static-log benchmarks/results/models_zen3_bert_kblock_seed0/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen3_versions  # ~15 min: dynamic BERT-base against the k-block static model
+# 2026-11-29 (third session), Zen 3: Winograd's tile by output map (F(2x2) on 7x7 maps) per layer, hot and cold, and
+# in ResNet-18: the 7x7 layers alone swapped into the earlier seed 0, and two seeds tuned afresh with the table
+locked $PY -m benchmarks.models.winograd_tiles --layers 512x7 256x14 --tiles 2 4 --budget-s 150 \
+  --out benchmarks/results/winograd_small_maps  # ~17 min
+locked $PY -m benchmarks.models.winograd_tiles --layers 512x7 256x14 --tiles 2 4 \
+  --from-logs benchmarks/results/winograd_small_maps --out benchmarks/results/winograd_small_maps_cold  # ~5 min
+for s in 0 1; do
+  locked $PY -m benchmarks.models --models resnet18 --arms rfei-ae --budget-min 15 --checkpoints 3 --winograd --seed $s \
+    --cache-flush --confirm 4 --out benchmarks/results/models_zen3_resnet18_winograd_small_seed$s  # ~21 min each
+done
+run $PY -m benchmarks.models.swap_records --base benchmarks/results/models_zen3_resnet18_winograd_seed0 \
+  --donor benchmarks/results/models_zen3_resnet18_winograd_small_seed0 --template conv2d_winograd.x86 --arg 6=2 \
+  --out benchmarks/results/models_zen3_resnet18_winograd_seed0_f2_swap
+locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_resnet18_winograd_seed0 \
+  --b benchmarks/results/models_zen3_resnet18_winograd_seed0_f2_swap --labels direct-7x7 F2-7x7 --rounds 30 \
+  --out benchmarks/results/models_zen3_resnet18_winograd_seed0_f2_swap/vs_direct_30  # ~7 min
+locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_resnet18_winograd_seed0 \
+  benchmarks/results/models_zen3_resnet18_winograd_seed1 --b benchmarks/results/models_zen3_resnet18_winograd_small_seed0 \
+  benchmarks/results/models_zen3_resnet18_winograd_small_seed1 --labels before small-maps --rounds 8 \
+  --out benchmarks/results/models_zen3_resnet18_winograd_small_seeds/vs_before  # ~4 min

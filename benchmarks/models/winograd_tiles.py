@@ -215,16 +215,18 @@ def main(argv: list[str] | None = None) -> int:
     gate = NoiseGate()
     gate.probe("before")
     layers: list[dict[str, Any]] = []
+
+    def write(**extra: Any) -> dict[str, Any]:
+        meta = {**run_meta("benchmarks.models.winograd_tiles", argv, started, t0, load_before), **common, **extra}
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+            json.dump({"meta": meta, "layers": layers}, f, indent=1)
+        return meta
+
     for channels, size in args.layers:
         layers.append(_one_layer(channels, size, args.tiles, args))
-        meta = {**run_meta("benchmarks.models.winograd_tiles", argv, started, t0, load_before), **common}
-        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-            json.dump({"meta": meta, "layers": layers}, f, indent=1)  # after every layer: a killed run keeps it
+        write()  # after every layer: a killed run keeps what it measured
     gate.probe("after")
-    meta = {**run_meta("benchmarks.models.winograd_tiles", argv, started, t0, load_before), **common}
-    meta["noise_gate"], meta["noise_sentence"] = gate.to_json(), gate.sentence()
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "layers": layers}, f, indent=1)
+    meta = write(noise_gate=gate.to_json(), noise_sentence=gate.sentence())
     _summary(args.out, meta, layers)
     print(meta["noise_sentence"])
     return 0
