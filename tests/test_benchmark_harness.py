@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 import adatune
-from adatune.measure import MeasureInput
+from adatune.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from adatune.records import save_to_file
-from benchmarks.harness.run import RunSpec, replay_study, study_task
+from adatune.workloads import get as get_workload
+from benchmarks.harness.run import RunSpec, load_sweep_tasks, replay_study, restrict_to_table, study_task
 from benchmarks.harness.stats import best_curve
 from benchmarks.noise_gate import NoiseGate, ProbeReading
 
@@ -68,6 +70,31 @@ def test_replay_studies_run_the_adaptive_evaluator_on_recorded_micro_batches(mat
     assert best_curve(runs["RFEI+CSA+AE"], common)[1][-1] == pytest.approx(max(want))
     own_best = best_curve(runs["RFEI+CSA+AE"])[1][-1]  # its own reading of the same incumbent: 1.5x the table's
     assert own_best == pytest.approx(1.5 * max(want))
+
+
+def test_a_partial_sweep_of_an_unpruned_space_is_searched_as_exactly_its_recorded_configs(tmp_path):
+    """AutoTVM's unpruned spaces ignore the template's multi_filter; the replay's restriction to a subset sweep
+    must still hold there, or the tuners would propose configs the table never recorded."""
+    task = get_workload("batch_matmul:B=2,M=16,N=16,K=16,layout=NT,space=autotvm").create_task(adatune.target.host())
+    rng = np.random.default_rng(0)
+    keys = sorted(rng.choice(task.space.size, size=40, replace=False).tolist())
+    pairs = [
+        (
+            MeasureInput(task, task.space.get(k)),
+            MeasureResult((1e-5 * (1 + k % 7),) * 5, MeasureErrorNo.NO_ERROR, 0.1, 0.0, runs=15),
+        )
+        for k in keys
+    ]
+    log = tmp_path / "subset.jsonl"
+    save_to_file(str(log), pairs)
+    ((_, replay_task, table),) = load_sweep_tasks([str(log)])
+    assert restrict_to_table(replay_task, table) == 40 < task.space.size
+    assert sorted(int(i) for i in replay_task.space.valid_indices()) == keys
+    spec = RunSpec(n_trial=24, plan_size=8, batch_size=8, num_threads=1)
+    (study,) = replay_study([str(log)], ["XGB+SA"], [0], spec)
+    assert study["searched_space"] == 40
+    trials = study["runs"][0]["trials"]
+    assert len(trials) == 24 and all(t["error_no"] == 0 for t in trials)  # every proposal was a recorded config
 
 
 def test_a_replay_is_read_again_against_another_arm_from_its_gzipped_results(matmul_task, replay_table, tmp_path):

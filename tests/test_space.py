@@ -77,6 +77,22 @@ def test_filters_knob_and_multi():
         assert all(s.is_index_valid(int(p)) for p in pts)
 
 
+def test_an_unpruned_space_ignores_multi_filter_but_restrict_applies():
+    """A template's pruning (multi_filter) is off in AutoTVM's unpruned space; a study's restriction is not."""
+    s = ConfigSpace()
+    s.prune(False)
+    s.define_split("t", 32, num_outputs=2)
+    s.define_knob("k", [1, 2, 3, 4])
+    full = len(s)
+    s.multi_filter(lambda c: c["k"].val == 1)
+    assert len(s) == full  # the template's pruning is ignored
+    s.restrict(lambda c: c["k"].val == 1)
+    assert 0 < len(s) == full // 4
+    assert all(s.get(i)["k"].val == 1 for i in s.valid_indices())
+    with pytest.raises(TypeError, match="restrict needs a callable"):
+        s.restrict(3)  # type: ignore[arg-type]
+
+
 def _launch_space(array_safe: bool) -> ConfigSpace:
     """A CUDA-like space whose filter reads every knob (a table of ~100k rows), written either way."""
     s = ConfigSpace()

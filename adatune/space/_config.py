@@ -166,6 +166,17 @@ class ConfigSpace(_ConfigBase, DiscreteSpace):
         self._filters.append(filter)
         self.clear_cache()
 
+    def restrict(self, filter: Callable[[Any], Any]) -> None:
+        """Keep only configs for which ``filter(cfg)`` is true, on a pruned or an unpruned space alike.
+
+        ``multi_filter`` is the template's pruning, which an unpruned space ignores; a study that searches only the
+        configs a partial sweep recorded must restrict either kind, so this filter always applies.
+        """
+        if not callable(filter):
+            raise TypeError(f"restrict needs a callable, got {filter!r}")
+        self._filters.append(filter)
+        self.clear_cache()
+
     def raise_error(self, msg: str) -> None:
         """While collecting the space a template's complaint is kept, not raised (AutoTVM)."""
         self.errors.append(str(msg))

@@ -130,7 +130,7 @@ def restrict_to_table(task: TuningTask, table: dict) -> int:
     only what was measured; returns the restricted size. The filter compares each knob's entity text, so it
     is checked to tell every entity of a knob apart."""
     space: Any = task.space
-    if not hasattr(space, "multi_filter") or not hasattr(space, "space_map"):
+    if not hasattr(space, "restrict") or not hasattr(space, "space_map"):
         raise TypeError(f"{task.name}: only knob spaces can be restricted to a partial sweep")
     names = list(space.space_map)
     for n in names:
@@ -144,8 +144,11 @@ def restrict_to_table(task: TuningTask, table: dict) -> int:
     def recorded(cfg: Any) -> bool:
         return tuple(str(cfg[n]) for n in names) in signatures
 
-    space.multi_filter(recorded)
-    return int(space.size)
+    space.restrict(recorded)  # not multi_filter: an unpruned (space="autotvm") space ignores the template's filters
+    size = int(space.size)
+    if size != len(signatures):
+        raise ValueError(f"{task.name}: restricting to the sweep's {len(signatures)} configs left {size}")
+    return size
 
 
 def load_sweep_tasks(patterns: Sequence[str]) -> list[tuple[str, TuningTask, dict]]:
