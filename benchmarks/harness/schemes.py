@@ -7,6 +7,7 @@ RFEI+SA             AdaTune's random forest + expected improvement instead of XG
 RFEI+CSA            + contextual simulated annealing (uncertainty-driven exploration)
 RFEI+CSA+AE         + the adaptive evaluator: full AdaTune (replay: cut at the recorded micro-batch where it stops)
 RF+SA               ablation control: the same random forest's mean, no uncertainty (isolates EI from the forest)
+RF+CSA+AE           full AdaTune with the forest's mean as its acquisition (exploration and evaluator kept)
 RFEI-trees+SA       RFEI+SA with the per-tree spread instead of forestci's jackknife (AdaTune's released code)
 RFEI-raw+SA         RFEI+SA with forestci's jackknife uncalibrated (no empirical-Bayes step)
 RFEI-plugin+SA      RFEI+SA with plug-in EI: over the forest's best predicted mean of a measured config
@@ -90,6 +91,7 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("RFEI+CSA", _rfei(True)),
         Scheme("RFEI+CSA+AE", _rfei(True), adaptive_evaluator=True),
         Scheme("RF+SA", _rfei(False, acquisition="mean")),
+        Scheme("RF+CSA+AE", _rfei(True, acquisition="mean"), adaptive_evaluator=True),
         Scheme("RFEI-trees+SA", _rfei(False, uncertainty="trees")),
         Scheme("RFEI-raw+SA", _rfei(False, calibrate=False)),
         Scheme("RFEI-plugin+SA", _rfei(False, acquisition="plugin-ei")),
