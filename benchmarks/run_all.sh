@@ -380,3 +380,36 @@ locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_resnet
   benchmarks/results/models_zen3_resnet18_winograd_seed1 --b benchmarks/results/models_zen3_resnet18_winograd_small_seed0 \
   benchmarks/results/models_zen3_resnet18_winograd_small_seed1 --labels before small-maps --rounds 8 \
   --out benchmarks/results/models_zen3_resnet18_winograd_small_seeds/vs_before  # ~4 min
+# 2026-11-29 (fourth session), Zen 3, issue 18: plug-in EI's registered confirmation on new seeds; the earlier large-space
+# groups at 99%; a second large space (a 4,800-config subset of bmm NT 64's unpruned space), its gates and replays
+for f in 20 40; do
+  run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-bert-nt-autotvm.jsonl \
+    --schemes XGB+SA RFEI+CSA+AE RFEI-plugin+CSA+AE --seeds 20 --first-seed $f --trials 512 --plan-size 64 \
+    --target-fraction 0.95 --out benchmarks/results/large_space/plugin_ei_confirm/seeds$f  # ~17 min each, one core
+done
+run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/plugin_ei_confirm/seeds20 \
+  benchmarks/results/large_space/plugin_ei_confirm/seeds40 --baseline RFEI+CSA+AE --out benchmarks/results/large_space/plugin_ei_confirm
+run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/plugin_ei_confirm/seeds20 \
+  benchmarks/results/large_space/plugin_ei_confirm/seeds40 --baseline XGB+SA --out benchmarks/results/large_space/plugin_ei_confirm/vs_xgb
+for g in ablation_current adatune_table_valued plugin_ei release; do
+  run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/$g --target-fraction 0.99 \
+    --out benchmarks/results/large_space/target99/$g
+done
+locked $PY -m benchmarks.sweep --workload "batch_matmul:B=12,M=64,N=64,K=64,layout=NT,space=autotvm" \
+  --out benchmarks/data/bmm-nt-64-autotvm-subset.jsonl --max-configs 4800 --subset-seed 0  # ~32 min
+locked $PY -m benchmarks.tabular --sweep benchmarks/data/bmm-nt-64-autotvm-subset.jsonl --plan-size 64 --confirm 8 \
+  --spot-check 200 --out benchmarks/results/tabular/bmm-nt-64-autotvm-subset  # ~2 min
+for f in 0 10; do
+  run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-nt-64-autotvm-subset.jsonl \
+    --schemes XGB+SA RFEI+SA RFEI+CSA RFEI+CSA+AE RF+SA RL SA+AS RL+AS --seeds 10 --first-seed $f --trials 512 \
+    --plan-size 64 --target-fraction 0.95 --out benchmarks/results/large_space/bmm64_subset/seeds$f  # ~27 min each
+  run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-nt-64-autotvm-subset.jsonl \
+    --schemes XGB+SA RF+CSA+AE --seeds 10 --first-seed $f --trials 512 --plan-size 64 --target-fraction 0.95 \
+    --out benchmarks/results/large_space/bmm64_subset_mean/seeds$f  # ~5 min each
+done
+for b in XGB+SA RFEI+SA; do
+  run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/bmm64_subset/seeds0 \
+    benchmarks/results/large_space/bmm64_subset/seeds10 --baseline $b --out "benchmarks/results/large_space/bmm64_subset/vs_$b"
+done
+run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/bmm64_subset_mean/seeds0 \
+  benchmarks/results/large_space/bmm64_subset_mean/seeds10 --out benchmarks/results/large_space/bmm64_subset_mean
