@@ -161,10 +161,8 @@ class ConfigSpace(_ConfigBase, DiscreteSpace):
         """
         if not callable(filter):
             raise TypeError(f"multi_filter needs a callable, got {filter!r}")
-        if not self.pruned:
-            return
-        self._filters.append(filter)
-        self.clear_cache()
+        if self.pruned:
+            self.restrict(filter)
 
     def restrict(self, filter: Callable[[Any], Any]) -> None:
         """Keep only configs for which ``filter(cfg)`` is true, on a pruned or an unpruned space alike.

@@ -18,6 +18,8 @@ import json
 import os
 from typing import Any
 
+from adatune.models import MODEL_PREFIX
+
 from .run_ab import run_config
 
 
@@ -32,7 +34,9 @@ def _arg(spec: str) -> tuple[int, int]:
 def swapped(record: dict[str, Any], template: str, args: list[tuple[int, int]]) -> bool:
     """The record's task is ``template`` (the middle of ``model/<template>/<hash>``) with ``args`` as given."""
     name, task_args = record["task"]
-    return name.split("/")[1] == template and all(i < len(task_args) and task_args[i] == v for i, v in args)
+    if not name.startswith(MODEL_PREFIX) or name[len(MODEL_PREFIX) :].split("/")[0] != template:
+        return False
+    return all(i < len(task_args) and task_args[i] == v for i, v in args)
 
 
 def main(argv: list[str] | None = None) -> int:
