@@ -451,6 +451,32 @@ def test_register_tiles_wider_than_a_panel_read_one_vector_from_each() -> None:
         schedule_microkernel(dataclasses.replace(wl, b_panel=3 * PANEL), wide)
 
 
+@pytest.mark.parametrize(
+    "wl",
+    [
+        WORKLOADS["bmm_nt"],
+        DynamicWorkload("t_context96", "bmm_nn", (2, 96), T_RANGE),  # 96: a multiple of 3 vectors of 8 or 16 lanes
+        DynamicWorkload("t_dense96", "dense", (24, 96), T_RANGE),
+    ],
+    ids=lambda wl: wl.kind,
+)
+def test_three_vector_register_tiles_run_as_power_of_two_vectors(wl: DynamicWorkload) -> None:
+    """A register tile three vectors wide on an unpacked B is vectorised one power-of-two vector at a time (LLVM
+    widens a ``<24 x float>`` loop, which ran 2x slower) and stays correct at T that pad it and T that do not."""
+    kind = wl.kind
+    lanes = adatune.target.cpu_info(adatune.target.create(HOST)).lanes("float32")
+    mk = MicroKernel("cpu", 4, 3 * lanes, 4, 4, 3 * lanes)
+    text = microkernel_func(wl, mk).script()
+    assert {int(x) for x in re.findall(r"T\.vectorized\((?:T\.int\d+\()?(\d+)", text)} == {lanes}
+    lib = tvm.compile(tvm.IRModule({"main": microkernel_func(wl, mk)}), target=HOST)
+    rng = np.random.default_rng(6)
+    for t in (1, 7, 3 * lanes, 40):
+        a, b = wl.random_inputs(t, rng)
+        c = tvm.runtime.tensor(np.zeros(wl.shapes(t)[2], np.float32))
+        lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c, t)
+        assert _close(c.numpy(), wl.reference(a, b)), f"{mk} on {kind} at T={t}"
+
+
 # ---------------------------------------------------------------------- records
 @pytest.mark.parametrize("kind", list(WORKLOADS))
 def test_records_round_trip(kind: str, tuned: dict[str, tuple[DietCodeResult, str]]) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import tvm
 
+from ..templates._x86 import vectorize_columns
 from ._space import CROP_TILE, PACK_COLUMN, MicroKernel
 from ._workloads import DynamicWorkload
 
@@ -278,8 +279,8 @@ def _schedule_cpu(
     sch.unroll(ki)
     if mk.nr > 1:  # a one-column tile (bmm_nt at small T) has nothing to vectorize
         # vectorize before decompose_reduction, or TIR rejects it
-        sch.vectorize(_panel_split(sch, jii, wl, mk)[-1])
-        sch.vectorize(_panel_split(sch, sch.get_loops(acc)[-1], wl, mk)[-1])
+        _vectorize_columns(sch, jii, wl, mk)
+        _vectorize_columns(sch, sch.get_loops(acc)[-1], wl, mk)
     sch.decompose_reduction(blk, ko)
     if mk.unroll:  # TVM's UnrollLoop pass unrolls every loop of up to ``unroll`` steps (the template's knob)
         root = sch.get_sblock("root")
@@ -287,17 +288,14 @@ def _schedule_cpu(
         sch.annotate(root, "pragma_unroll_explicit", 1)
 
 
-def _panel_split(
-    sch: tvm.s_tir.Schedule, loop: tvm.s_tir.LoopRV, wl: DynamicWorkload, mk: MicroKernel
-) -> list[tvm.s_tir.LoopRV]:
-    """A register tile's column loop as (panels, columns of one panel) where the tile spans several of a packed
-    weight's panels (the outer loop unrolled: each k step reads one contiguous vector from each panel), else
-    as it is."""
-    if not wl.b_panel or mk.nr <= wl.b_panel:
-        return [loop]
-    outer, inner = sch.split(loop, [None, wl.b_panel])
-    sch.unroll(outer)
-    return [outer, inner]
+def _vectorize_columns(sch: tvm.s_tir.Schedule, loop: tvm.s_tir.LoopRV, wl: DynamicWorkload, mk: MicroKernel) -> None:
+    """A register tile's column loop vectorised one packed weight's panel at a time where the tile spans several
+    panels (each k step reads one contiguous vector from each panel), else one power-of-two vector at a time
+    (``vectorize_columns``)."""
+    if wl.b_panel and mk.nr > wl.b_panel:
+        outer, loop = sch.split(loop, [None, wl.b_panel])
+        sch.unroll(outer)
+    vectorize_columns(sch, loop, min(mk.nr, wl.b_panel or mk.nr))
 
 
 def _place_crop(sch: tvm.s_tir.Schedule, place: str, tile: tvm.s_tir.LoopRV) -> None:

@@ -17,7 +17,15 @@ from typing import Any
 import tvm
 
 from ..target import CpuInfo
-from ._x86 import apply_unroll, define_unroll, mark_weight_pack, parallel_ok, register_tiles, vector_sizes
+from ._x86 import (
+    apply_unroll,
+    define_unroll,
+    mark_weight_pack,
+    parallel_ok,
+    register_tiles,
+    vector_sizes,
+    vectorize_columns,
+)
 
 __all__ = [
     "MIN_TILE_ROWS",
@@ -266,8 +274,8 @@ def schedule_gemm(
 
     sch.unroll(i2)
     sch.unroll(k1)
-    if nr > 1:
-        sch.vectorize(j2)  # vectorize before decompose_reduction, or TIR rejects it
-        sch.vectorize(vec)
+    if nr > 1:  # vectorize before decompose_reduction, or TIR rejects it
+        vectorize_columns(sch, j2, nr)
+        vectorize_columns(sch, vec, nr)
     sch.decompose_reduction(block, reduce_from)
     apply_unroll(sch, cfg)

@@ -245,8 +245,8 @@ def conv2d_x86(
     if cfg["unroll_kw"].val:
         sch.unroll(rx)
     if nr > 1:
-        sch.vectorize(f2)  # before decompose_reduction, or TIR rejects it
-    sch.vectorize(sch.get_loops(acc)[-1])
+        _x86.vectorize_columns(sch, f2, nr)  # before decompose_reduction, or TIR rejects it
+    _x86.vectorize_columns(sch, sch.get_loops(acc)[-1], nr)
     sch.decompose_reduction(conv, rc0)
     if pad:
         pad_loops = sch.get_loops(sch.get_sblock("pad_temp"))
