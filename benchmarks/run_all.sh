@@ -413,3 +413,14 @@ for b in XGB+SA RFEI+SA; do
 done
 run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/bmm64_subset_mean/seeds0 \
   benchmarks/results/large_space/bmm64_subset_mean/seeds10 --out benchmarks/results/large_space/bmm64_subset_mean
+# 2026-11-29 (third session), Zen 1 (znver1, AVX2): scores before the three-vector split (6 rounds), the split's A/B,
+# then the attention GEMMs with it
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --dietcode-rounds 6 --seed 1 \
+  --out benchmarks/results/dietcode/zen1_scores_rounds6_seed1_unsplit  # ~8 min (needs the code before c47f0af)
+locked $PY -m benchmarks.dietcode.vector_split_probe --workload scores --kernels cpu:8x96x8/4x24 \
+  cpu:24x72x4/3x24/column cpu:16x96x8/4x24/column/unroll64 --template dense.x86 --template-args 128 768 768 \
+  --out benchmarks/results/dietcode/zen1_three_vector_probe  # ~3 min
+for s in 0 1; do
+  locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode --seed $s \
+    --out benchmarks/results/dietcode/zen1_attention_split_seed$s  # ~17 min each
+done

@@ -132,9 +132,10 @@ def vectorize_columns(sch: Any, loop: Any, width: int) -> None:
     """Vectorise a register tile's ``width`` columns as vectors whose length is a power of two (the largest one
     dividing ``width``), the outer loop unrolled.
 
-    LLVM legalises a vector whose length is not a power of two by widening it: a register tile three vectors wide
-    (``<24 x float>`` on AVX2) ran 2.0-2.2x slower than when split into three 8-lane vectors, T bound or not, on
-    BERT's scores GEMM on a Zen 1 (``benchmarks/results/dietcode/zen1_three_vector_probe``)."""
+    LLVM legalises a vector whose length is not a power of two by widening it: register tiles three vectors wide
+    (``<24 x float>`` on AVX2) ran 2.07-3.18x slower whole than split on BERT's scores GEMM at T = 37-128, and
+    sampled three-vector configs of the dense template 2.4-9.2x (Zen 1; ``benchmarks.dietcode.vector_split_probe``,
+    ``benchmarks/results/dietcode/zen1_three_vector_probe``)."""
     part = width & -width
     if width > part:
         outer, loop = sch.split(loop, [None, part])
