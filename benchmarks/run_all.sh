@@ -420,7 +420,10 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --die
 locked $PY -m benchmarks.dietcode.vector_split_probe --workload scores --kernels cpu:8x96x8/4x24 \
   cpu:24x72x4/3x24/column cpu:16x96x8/4x24/column/unroll64 --template dense.x86 --template-args 128 768 768 \
   --out benchmarks/results/dietcode/zen1_three_vector_probe  # ~3 min
-for s in 0 1; do
+for s in 0 1 2; do
   locked $PY -m benchmarks.dietcode --workloads scores context --arms torch dietcode --seed $s \
-    --out benchmarks/results/dietcode/zen1_attention_split_seed$s  # ~17 min each
+    --out benchmarks/results/dietcode/zen1_attention_split_seed$s  # 9-17 min each
 done
+$PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_attention_split_seed0 \
+  benchmarks/results/dietcode/zen1_attention_split_seed1 benchmarks/results/dietcode/zen1_attention_split_seed2 \
+  --out benchmarks/results/dietcode/zen1_attention_split_seeds
