@@ -19,8 +19,6 @@ serves, which is what a deployed module runs there. Run alone on the machine::
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from typing import Any
 
 import numpy as np
@@ -33,10 +31,10 @@ from adatune.dietcode import DynamicWorkload, MicroKernel, schedule_microkernel
 from adatune.dietcode._schedule import _schedule_cpu, alignment
 from adatune.target import size_tvm_thread_pool
 
-from .._common import write_csv, write_summary
+from .._common import write_summary
 from ..noise_gate import NoiseGate
 from .pad_extent_probe import DEFAULT_CASES
-from .pad_probe import open_gate, probe_meta, probe_workload, time_variants
+from .pad_probe import open_gate, probe_workload, time_variants, write_probe_data
 
 WORKLOADS = {name: (kind, dims) for name, kind, dims, _ in DEFAULT_CASES}
 
@@ -121,11 +119,7 @@ def static_bests(log: str, kind: str, tgt: Any, ts: list[int]) -> dict[int, Any]
 def _write(
     out: str, rows: list[dict], kernels: list[str], gate: NoiseGate, load_before: list[float], started: str, argv: Any
 ) -> None:
-    os.makedirs(out, exist_ok=True)
-    write_csv(os.path.join(out, "kernel_probe.csv"), rows)
-    meta = probe_meta("benchmarks.dietcode.kernel_probe", argv, started, load_before, gate)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    meta = write_probe_data(out, "benchmarks.dietcode.kernel_probe", rows, gate, load_before, started, argv)
     host = meta["host"]
     lines = [
         "# DietCode micro-kernels on one GEMM, timed in turns",

@@ -154,6 +154,26 @@ def probe_meta(prog: str, argv: Any, started: str, load_before: list[float], gat
     }
 
 
+def write_probe_data(
+    out: str,
+    prog: str,
+    rows: list[dict],
+    gate: NoiseGate,
+    load_before: list[float],
+    started: str,
+    argv: Any,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A probe's rows as ``<name>.csv`` and ``results.json`` (``meta``, ``rows`` and ``extra``) under ``out``, the
+    CSV named after the probe's module; returns the meta, whose command and host each summary's header quotes."""
+    os.makedirs(out, exist_ok=True)
+    write_csv(os.path.join(out, prog.rsplit(".", 1)[-1] + ".csv"), rows)
+    meta = probe_meta(prog, argv, started, load_before, gate)
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "rows": rows} | (extra or {}), f, indent=1)
+    return meta
+
+
 def build(wl: DynamicWorkload, mk: MicroKernel, variant: str, tgt: Any) -> Any:
     """The variant's compiled library."""
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
@@ -202,13 +222,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float], started: str, argv: Any) -> None:
-    os.makedirs(out, exist_ok=True)
-    write_csv(os.path.join(out, "pad_probe.csv"), rows)
     ratios = [r["old_over_shipped"] for r in rows]
     geo = float(np.exp(np.mean(np.log(ratios))))
-    meta = probe_meta("benchmarks.dietcode.pad_probe", argv, started, load_before, gate)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows, "geomean_old_over_shipped": geo}, f, indent=1)
+    extra = {"geomean_old_over_shipped": geo}
+    meta = write_probe_data(out, "benchmarks.dietcode.pad_probe", rows, gate, load_before, started, argv, extra)
     host = meta["host"]
     lines = [
         "# Where a DietCode micro-kernel pads A: in every tile, or once per call",

@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
-import os
 import statistics
 from collections.abc import Iterator
 from typing import Any
@@ -34,10 +32,10 @@ from adatune.dietcode import MicroKernel, schedule_microkernel
 from adatune.target import size_tvm_thread_pool, tvm_main_thread
 from adatune.templates import _x86
 
-from .._common import write_csv, write_summary
+from .._common import write_summary
 from ..noise_gate import NoiseGate, interleaved
 from .kernel_probe import WORKLOADS
-from .pad_probe import open_gate, probe_meta, probe_workload, time_variants
+from .pad_probe import open_gate, probe_workload, time_variants, write_probe_data
 
 WAYS = ("whole", "split")
 
@@ -157,11 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float], started: str, argv: Any) -> None:
-    os.makedirs(out, exist_ok=True)
-    write_csv(os.path.join(out, "vector_split_probe.csv"), rows)
-    meta = probe_meta("benchmarks.dietcode.vector_split_probe", argv, started, load_before, gate)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    meta = write_probe_data(out, "benchmarks.dietcode.vector_split_probe", rows, gate, load_before, started, argv)
     host = meta["host"]
     lines = [
         "# Register tiles three vectors wide: vectorised whole (before) or split into power-of-two vectors",
