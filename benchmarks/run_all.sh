@@ -427,3 +427,6 @@ done
 $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_attention_split_seed0 \
   benchmarks/results/dietcode/zen1_attention_split_seed1 benchmarks/results/dietcode/zen1_attention_split_seed2 \
   --out benchmarks/results/dietcode/zen1_attention_split_seeds
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:24x72x4/3x24/column \
+  cpu:16x64x4/2x32/column/unroll64 --t 96 97 104 116 120 128 --specialise --aligned \
+  --out benchmarks/results/dietcode/zen1_scores_large_t_probe  # ~2 min: where scores loses at large T
