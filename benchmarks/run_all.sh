@@ -430,3 +430,5 @@ $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_attenti
 locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:24x72x4/3x24/column \
   cpu:16x64x4/2x32/column/unroll64 --t 96 97 104 116 120 128 --specialise --aligned \
   --out benchmarks/results/dietcode/zen1_scores_large_t_probe  # ~2 min: where scores loses at large T
+locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --untuned-repeats 1 \
+  --seed 0 --cache-flush --confirm 4 --out benchmarks/results/models_zen1_bert_split_seed0  # ~19 min: BERT-base on Zen 1
