@@ -385,7 +385,7 @@ def test_a_record_written_before_a_knob_was_added_still_decodes() -> None:
 )
 def test_three_vector_register_tiles_are_vectorised_as_power_of_two_vectors(name: str, args: tuple, tile: str) -> None:
     """A config whose register tile is three vectors wide runs one vector at a time (LLVM widens a ``<24 x float>``
-    loop, and such configs of BERT's dense GEMM ran 2.4-9.3x slower that way) and computes the same product."""
+    loop, and such configs of BERT's dense GEMM ran 2.4-9.2x slower that way) and computes the same product."""
     task = adatune.task.create(name, args, HOST)
     lanes = adatune.target.cpu_info(task.target).lanes("float32")
     space = task.config_space
@@ -393,7 +393,8 @@ def test_three_vector_register_tiles_are_vectorised_as_power_of_two_vectors(name
     assert wide, f"no config of {name}{args} has a three-vector register tile"
     for index in np.random.default_rng(0).choice(wide, size=min(2, len(wide)), replace=False):
         sch = task.instantiate(int(index))[0]
-        assert {int(x) for x in re.findall(r"T\.vectorized\((?:T\.int\d+\()?(\d+)", sch.mod.script())} <= {lanes}
+        widths = {int(x) for x in re.findall(r"T\.vectorized\((?:T\.int\d+\()?(\d+)", sch.mod.script())}
+        assert lanes in widths and all(w & (w - 1) == 0 for w in widths), widths  # a padded input row may be shorter
         _run_against_numpy(task, sch, f"config {index}", atol=1e-3)
 
 

@@ -34,7 +34,7 @@ from adatune.target import size_tvm_thread_pool
 from .._common import write_summary
 from ..noise_gate import NoiseGate
 from .pad_extent_probe import DEFAULT_CASES
-from .pad_probe import open_gate, probe_workload, time_variants, write_probe_data
+from .pad_probe import open_gate, probe_header, probe_workload, time_variants, write_probe_data
 
 WORKLOADS = {name: (kind, dims) for name, kind, dims, _ in DEFAULT_CASES}
 
@@ -120,18 +120,8 @@ def _write(
     out: str, rows: list[dict], kernels: list[str], gate: NoiseGate, load_before: list[float], started: str, argv: Any
 ) -> None:
     meta = write_probe_data(out, "benchmarks.dietcode.kernel_probe", rows, gate, load_before, started, argv)
-    host = meta["host"]
-    lines = [
-        "# DietCode micro-kernels on one GEMM, timed in turns",
-        "",
-        f"Command: `{meta['command']}`  ",
-        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); started {started}; 1-minute load "
-        f"{load_before[0]:.2f} before, {meta['load_after'][0]:.2f} after. Each cell: median of alternating rounds, "
-        "each round one `time_evaluator` reading (>= 30 ms) of each kernel (µs per call).",
-        "",
-        gate.sentence(),
-        "",
-    ]
+    title = "DietCode micro-kernels on one GEMM, timed in turns"
+    lines = probe_header(title, meta, started, load_before, gate, "kernel (µs per call)")
     extra = [f"{k}@align" for k in kernels] + [f"{k}@T" for k in kernels] + ["static"]  # aligned, per-T builds
     columns = kernels + [k for k in extra if any(f"{k}_us" in r for r in rows)]
     lines += [

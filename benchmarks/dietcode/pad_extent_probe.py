@@ -15,7 +15,6 @@ the guards (where padding to the tile wastes nothing) shows beside the saving. R
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
@@ -33,11 +32,10 @@ from adatune.dietcode._schedule import PAD_TO, _schedule_cpu  # noqa: E402
 from adatune.target import size_tvm_thread_pool  # noqa: E402
 
 from .._common import (
-    write_csv,  # noqa: E402
     write_summary,
 )
 from ..noise_gate import NoiseGate  # noqa: E402
-from .pad_probe import open_gate, probe_meta, probe_workload, time_variants  # noqa: E402
+from .pad_probe import open_gate, probe_header, probe_workload, time_variants, write_probe_data  # noqa: E402
 
 # (name, kind, dims, kernels): BERT-base's GEMMs with kernels the Zen 3 runs deployed (results/dietcode)
 DEFAULT_CASES: list[tuple[str, str, tuple[int, int], list[str]]] = [
@@ -119,26 +117,15 @@ def _plot(path: str, rows: list[dict]) -> None:
 
 
 def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float], started: str, argv: Any) -> None:
-    os.makedirs(out, exist_ok=True)
-    write_csv(os.path.join(out, "pad_extent_probe.csv"), rows)
-    _plot(os.path.join(out, "pad_extent_probe.png"), rows)
     between = [r["tile_over_register"] for r in rows if not r["tile_multiple"]]
     at = [r["tile_over_register"] for r in rows if r["tile_multiple"]]
-    meta = probe_meta("benchmarks.dietcode.pad_extent_probe", argv, started, load_before, gate)
     summary = {"geomean_between_multiples": _geo(between), "geomean_at_multiples": _geo(at)}
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows} | summary, f, indent=1)
-    host = meta["host"]
-    lines = [
-        "# What a DietCode micro-kernel pads a T axis to: its tile, or its register tile",
-        "",
-        f"Command: `{meta['command']}`  ",
-        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); started {started}; 1-minute load "
-        f"{load_before[0]:.2f} before, {meta['load_after'][0]:.2f} after. Each cell: median of alternating rounds, "
-        "each round one `time_evaluator` reading (>= 30 ms) of each variant.",
-        "",
-        gate.sentence(),
-        "",
+    meta = write_probe_data(
+        out, "benchmarks.dietcode.pad_extent_probe", rows, gate, load_before, started, argv, summary
+    )
+    _plot(os.path.join(out, "pad_extent_probe.png"), rows)
+    title = "What a DietCode micro-kernel pads a T axis to: its tile, or its register tile"
+    lines = probe_header(title, meta, started, load_before, gate, "variant") + [
         "`tile`: T padded to a multiple of the tile (DietCode's local padding, the earlier schedule); `register`: "
         "to a multiple of the register tile, the last tile skipping the register tiles past T (shipped). "
         "`at multiple`: T is a multiple of the tile on every T axis, where `tile` pads nothing.",

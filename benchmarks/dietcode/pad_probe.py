@@ -174,6 +174,25 @@ def write_probe_data(
     return meta
 
 
+def probe_header(
+    title: str, meta: dict[str, Any], started: str, load_before: list[float], gate: NoiseGate, each: str
+) -> list[str]:
+    """A probe summary's first lines: title, command, host and load, how a cell was timed (``each``: what one
+    reading times) and the noise gate's verdict."""
+    host = meta["host"]
+    return [
+        f"# {title}",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); started {started}; 1-minute load "
+        f"{load_before[0]:.2f} before, {meta['load_after'][0]:.2f} after. Each cell: median of alternating rounds, "
+        f"each round one `time_evaluator` reading (>= 30 ms) of each {each}.",
+        "",
+        gate.sentence(),
+        "",
+    ]
+
+
 def build(wl: DynamicWorkload, mk: MicroKernel, variant: str, tgt: Any) -> Any:
     """The variant's compiled library."""
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False))
@@ -226,16 +245,8 @@ def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float]
     geo = float(np.exp(np.mean(np.log(ratios))))
     extra = {"geomean_old_over_shipped": geo}
     meta = write_probe_data(out, "benchmarks.dietcode.pad_probe", rows, gate, load_before, started, argv, extra)
-    host = meta["host"]
-    lines = [
-        "# Where a DietCode micro-kernel pads A: in every tile, or once per call",
-        "",
-        f"Command: `{meta['command']}`  ",
-        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); started {started}. Each cell: median of "
-        "alternating rounds, each round one `time_evaluator` reading (>= 30 ms) of each variant.",
-        "",
-        gate.sentence(),
-        "",
+    title = "Where a DietCode micro-kernel pads A: in every tile, or once per call"
+    lines = probe_header(title, meta, started, load_before, gate, "variant") + [
         "Variants (where A's padded copy is made / where the output is cropped): `tile` (in every tile / from a "
         "padded tile: the earlier schedule), `a-once` (once per call / tile), `direct` (tile / the accumulators "
         "write the real rows straight to C), `a-once+direct` (both), `crop-once` (bmm_nt only: the padded output "

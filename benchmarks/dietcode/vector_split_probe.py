@@ -35,7 +35,7 @@ from adatune.templates import _x86
 from .._common import write_summary
 from ..noise_gate import NoiseGate, interleaved
 from .kernel_probe import WORKLOADS
-from .pad_probe import open_gate, probe_workload, time_variants, write_probe_data
+from .pad_probe import open_gate, probe_header, probe_workload, time_variants, write_probe_data
 
 WAYS = ("whole", "split")
 
@@ -156,18 +156,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(out: str, rows: list[dict], gate: NoiseGate, load_before: list[float], started: str, argv: Any) -> None:
     meta = write_probe_data(out, "benchmarks.dietcode.vector_split_probe", rows, gate, load_before, started, argv)
-    host = meta["host"]
-    lines = [
-        "# Register tiles three vectors wide: vectorised whole (before) or split into power-of-two vectors",
-        "",
-        f"Command: `{meta['command']}`  ",
-        f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); started {started}; 1-minute load "
-        f"{load_before[0]:.2f} before, {meta['load_after'][0]:.2f} after. Each cell: median of alternating rounds, "
-        "each round one `time_evaluator` reading (>= 30 ms) of each build (µs per call); every build checked "
-        "against numpy first.",
-        "",
-        gate.sentence(),
-        "",
+    title = "Register tiles three vectors wide: vectorised whole (before) or split into power-of-two vectors"
+    each = "build (µs per call); every build checked against numpy first"
+    lines = probe_header(title, meta, started, load_before, gate, each) + [
         "| case | candidate | whole (µs) | split (µs) | whole / split |",
         "|---|---|---:|---:|---:|",
     ]
