@@ -25,6 +25,7 @@ import tvm
 
 from ..templates._x86 import vectorize_columns
 from ._space import CROP_TILE, PACK_COLUMN, MicroKernel
+from ._tail import finish_tail, schedule_tail, tail_error, tail_func
 from ._workloads import DynamicWorkload
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "aligned_versions",
     "alignment",
     "microkernel_func",
+    "computed_units",
     "padding_units",
     "schedule_microkernel",
     "smem_error",
@@ -63,6 +65,13 @@ def padding_units(wl: DynamicWorkload, mk: MicroKernel) -> tuple[int, int, int]:
         return mk.mt, mk.nt, mk.kt
     rows, cols, _ = wl.dynamic_axes()
     return (mk.mr if rows else mk.mt), (mk.nr if cols else mk.nt), mk.kt
+
+
+def computed_units(wl: DynamicWorkload, mk: MicroKernel) -> tuple[int, int, int]:
+    """What ``mk`` computes each GEMM axis of ``wl`` to a multiple of: ``padding_units``, except that a kernel with
+    a column tail (``mk.tail``) computes its columns to a multiple of the tail's vector."""
+    units = padding_units(wl, mk)
+    return (units[0], mk.tail, units[2]) if mk.tail else units
 
 
 def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
@@ -429,6 +438,14 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel, align: int = 1) -
         raise ValueError(f"aligned kernel versions are x86 only; {mk} is a {mk.device} kernel")
     units = padding_units(wl, mk)
     axes = {ax for ax, dyn in enumerate(wl.dynamic_axes()) if dyn and align % units[ax] == 0}
+    if why := tail_error(wl, mk):
+        raise ValueError(why)
+    if mk.tail and align == 1:  # an aligned version leaves the columns unpadded: the kernel's tile alone
+        sch = tvm.s_tir.Schedule(tail_func(wl, mk))
+        schedule_tail(sch, mk)
+        _schedule_cpu(sch, wl, mk)
+        finish_tail(sch)
+        return sch
     sch = tvm.s_tir.Schedule(wl.prim_func(packed=False, align=align, axes=axes))
     if mk.device == "cpu":
         if mk.split_k > 1 or mk.interleave:
