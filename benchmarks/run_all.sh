@@ -432,3 +432,17 @@ locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:2
   --out benchmarks/results/dietcode/zen1_scores_large_t_probe  # ~2 min: where scores loses at large T
 locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --untuned-repeats 1 \
   --seed 0 --cache-flush --confirm 4 --out benchmarks/results/models_zen1_bert_split_seed0  # ~19 min: BERT-base on Zen 1
+# 2026-11-29 (fourth session), Zen 1: BERT-base's per-class profile; bmm_nt column tails (kernel A/B, then scores)
+locked $PY -m benchmarks.models.engine_profile benchmarks/results/models_zen1_bert_split_seed0 --rounds 7 --repeats 10 \
+  --out benchmarks/results/models_zen1_bert_split_seed0/engine_profile  # ~4 min
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:12x96x1/6x16/column \
+  cpu:12x96x1/6x16/column/tail8 cpu:24x72x4/3x24/column cpu:24x72x4/3x24/column/tail8 cpu:96x64x8/6x16/unroll64 \
+  cpu:96x64x8/6x16/unroll64/tail8 --t 17 40 49 68 96 97 100 104 116 128 --rounds 7 \
+  --out benchmarks/results/dietcode/zen1_tail_probe  # ~1 min (tail8 is the Zen 1's 8 lanes)
+for s in 0 1 2; do
+  locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed $s \
+    --out benchmarks/results/dietcode/zen1_scores_tail_seed$s  # ~6 min each
+done
+$PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_scores_tail_seed0 \
+  benchmarks/results/dietcode/zen1_scores_tail_seed1 benchmarks/results/dietcode/zen1_scores_tail_seed2 \
+  --out benchmarks/results/dietcode/zen1_scores_tail_seeds

@@ -5,26 +5,27 @@ computes 120 columns at T = 97, a 6 x 16 one 112, and the padded FMAs are most o
 PyTorch's speed at T just above a multiple (97-104, 116) in every Zen 1 seed. With a tail, the kernel's own tile
 runs the ``T // nr * nr`` columns it covers exactly (no column padding, written straight to its output) and a
 tile one vector wide (``tail`` lanes, with as many accumulators as the kernel's tile) runs the rest, padded only
-to the vector: 104 columns at T = 97.
+to the vector: 104 columns at T = 97. On the Zen 1 the best tail kernel ran 1.05-1.06x faster than the best of
+their twins at T = 97, 100 and 104 and 1.05x at T = 49, while at T = 17, 40, 68 and 116 a twin stayed fastest
+(``benchmarks/results/dietcode/zen1_tail_probe``, gate failed narrowly): a second, narrower GEMM costs too, so a
+tail kernel and its twin are different kernels of the space and each T votes.
 
-Below one register tile (T < nr) the kernel's own loops are empty, which is exact for the shape-generic kernel
-but cannot be specialised to such a T: TVM folds the fused parallel index's division by their count to x // 0
-(``specialisable`` says where; putting those loops first in the fusion instead made the threads' chunks uneven,
-1.1-1.5x slower at T = 96 and 128, and a main tile kept at one register tile, ``max(T // nr, 1) * nr`` columns,
-computed wrong rows and overran the heap in TVM 0.27).
+Its program: block ``C`` (the kernel's columns, scheduled as any kernel), ``Bt`` (B's tail rows packed k-major,
+zero past T), ``Ct`` (the tail GEMM over rows padded to its tile, reading A's last row for the padding rows,
+which are never copied out) and ``C_out`` (both parts into the output, one row per iteration). Guarding the last
+register tile's vectors instead (pad to a vector, skip vectors past T) kept the accumulators in memory (a load
+and a store around every FMA) and ran 2.9-3.9x slower at T = 96 and 97 (a scratch A/B on the Zen 1).
 
-Guarding the last register tile's vectors instead (pad to a vector, skip vectors past T) kept the accumulators
-in memory (a load and a store around every FMA) and ran 2.6-3.9x slower; the tail is a second GEMM block, so both
-keep theirs in registers. Its program: block ``C`` (the kernel's columns, scheduled as any kernel), ``Bt`` (B's
-tail rows packed k-major, zero past T), ``Ct`` (the tail GEMM over rows padded to its tile, reading A's last row
-for the padding rows, which are never copied out) and ``C_out`` (both parts into the output, one row per
-iteration). Each T still votes: a tail kernel and its plain twin are different kernels of the space.
+Below one register tile (T < nr) the kernel's own loops are empty: exact for the shape-generic kernel, but TVM
+cannot specialise it to such a T, folding the fused parallel index's division by their count to x // 0
+(``specialisable``). Putting those loops first in the fusion made the threads' chunks uneven (1.06-1.50x slower
+at T = 96, 97 and 128 on three kernels), and keeping one register tile there (``max(T // nr, 1) * nr`` columns)
+computed wrong rows and overran the heap in TVM 0.27, so that case stays an error with its reason.
 """
 
 from __future__ import annotations
 
 import tvm
-from tvm.script import tirx as T
 
 from ._space import MicroKernel
 from ._workloads import DynamicWorkload
@@ -56,59 +57,67 @@ def tail_rows(mk: MicroKernel) -> int:
 
 
 def tail_func(wl: DynamicWorkload, mk: MicroKernel) -> tvm.tirx.PrimFunc:
-    """``wl`` (bmm_nt) as the kernel's columns plus a tail; args ``(A, B, C, T)`` as ``wl.prim_func``."""
+    """``wl`` (bmm_nt) as the kernel's columns plus a tail; args ``(A, B, C, T)`` as ``wl.prim_func``.
+
+    Parsed from text: a decorated TVMScript function is re-read from its source file at every call, so editing the
+    installed file while a tuning run imports it (its workers do) broke the run."""
     if why := tail_error(wl, mk):
         raise ValueError(why)
     batch, depth = wl.dims
-    nr, lanes, rows_t, dt = mk.nr, mk.tail, tail_rows(mk), wl.dtype
-
-    @T.prim_func(s_tir=True)
-    def main(a_h: T.handle, b_h: T.handle, c_h: T.handle, t: T.int32):
-        T.func_attr({"tirx.noalias": True})
-        A = T.match_buffer(a_h, (batch, t, depth), dt)
-        B = T.match_buffer(b_h, (batch, t, depth), dt)
-        C_out = T.match_buffer(c_h, (batch, t, t), dt)
-        C = T.sblock_alloc_buffer((batch, t, t // nr * nr), dt)
-        Bm = T.sblock_alloc_buffer((batch, t // nr * nr, depth), dt)
-        Bt = T.sblock_alloc_buffer((batch, (t - t // nr * nr + lanes - 1) // lanes * lanes, depth), dt)
-        Ct = T.sblock_alloc_buffer(
-            (batch, (t + rows_t - 1) // rows_t * rows_t, (t - t // nr * nr + lanes - 1) // lanes * lanes), dt
+    return tvm.script.from_source(
+        _TEMPLATE.format(
+            batch=batch, depth=depth, dt=wl.dtype, own=f"t // {mk.nr} * {mk.nr}", lanes=mk.tail, rows=tail_rows(mk)
         )
-        for n, j, k in T.grid(batch, t // nr * nr, depth):
-            with T.sblock("Bm"):
-                vn, vj, vk = T.axis.remap("SSS", [n, j, k])
-                Bm[vn, vj, vk] = B[vn, vj, vk]
-        for n, i, j, k in T.grid(batch, t, t // nr * nr, depth):
-            with T.sblock("C"):
-                vn, vi, vj, vk = T.axis.remap("SSSR", [n, i, j, k])
-                with T.init():
-                    C[vn, vi, vj] = T.cast(0, dt)
-                C[vn, vi, vj] = C[vn, vi, vj] + A[vn, vi, vk] * Bm[vn, vj, vk]
-        for n, j, k in T.grid(batch, (t - t // nr * nr + lanes - 1) // lanes * lanes, depth):
-            with T.sblock("Bt"):
-                vn, vj, vk = T.axis.remap("SSS", [n, j, k])
-                Bt[vn, vj, vk] = T.if_then_else(
-                    t // nr * nr + vj < t, B[vn, T.min(t // nr * nr + vj, t - 1), vk], T.cast(0, dt)
-                )
-        for n, i, j, k in T.grid(
-            batch, (t + rows_t - 1) // rows_t * rows_t, (t - t // nr * nr + lanes - 1) // lanes * lanes, depth
-        ):
-            with T.sblock("Ct"):
-                vn, vi, vj, vk = T.axis.remap("SSSR", [n, i, j, k])
-                with T.init():
-                    Ct[vn, vi, vj] = T.cast(0, dt)
-                Ct[vn, vi, vj] = Ct[vn, vi, vj] + A[vn, T.min(vi, t - 1), vk] * Bt[vn, vj, vk]
-        for n, i in T.grid(batch, t):
-            with T.sblock("C_out"):
-                vn, vi = T.axis.remap("SS", [n, i])
-                T.reads(C[vn, vi, 0 : t // nr * nr], Ct[vn, vi, 0 : t - t // nr * nr])
-                T.writes(C_out[vn, vi, 0:t])
-                for j in range(t // nr * nr):
-                    C_out[vn, vi, j] = C[vn, vi, j]
-                for j in range(t - t // nr * nr):
-                    C_out[vn, vi, t // nr * nr + j] = Ct[vn, vi, j]
+    )
 
-    return main
+
+#: ``own``: the kernel's own columns; ``tail``: the rest, padded to a vector; ``rows``: T padded to the tail's rows
+_TEMPLATE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(a_h: T.handle, b_h: T.handle, c_h: T.handle, t: T.int32):
+    T.func_attr({{"tirx.noalias": True}})
+    A = T.match_buffer(a_h, ({batch}, t, {depth}), "{dt}")
+    B = T.match_buffer(b_h, ({batch}, t, {depth}), "{dt}")
+    C_out = T.match_buffer(c_h, ({batch}, t, t), "{dt}")
+    C = T.sblock_alloc_buffer(({batch}, t, {own}), "{dt}")
+    Bm = T.sblock_alloc_buffer(({batch}, {own}, {depth}), "{dt}")
+    Bt = T.sblock_alloc_buffer(({batch}, (t - {own} + {lanes} - 1) // {lanes} * {lanes}, {depth}), "{dt}")
+    Ct = T.sblock_alloc_buffer(
+        ({batch}, (t + {rows} - 1) // {rows} * {rows}, (t - {own} + {lanes} - 1) // {lanes} * {lanes}), "{dt}"
+    )
+    for n, j, k in T.grid({batch}, {own}, {depth}):
+        with T.sblock("Bm"):
+            vn, vj, vk = T.axis.remap("SSS", [n, j, k])
+            Bm[vn, vj, vk] = B[vn, vj, vk]
+    for n, i, j, k in T.grid({batch}, t, {own}, {depth}):
+        with T.sblock("C"):
+            vn, vi, vj, vk = T.axis.remap("SSSR", [n, i, j, k])
+            with T.init():
+                C[vn, vi, vj] = T.cast(0, "{dt}")
+            C[vn, vi, vj] = C[vn, vi, vj] + A[vn, vi, vk] * Bm[vn, vj, vk]
+    for n, j, k in T.grid({batch}, (t - {own} + {lanes} - 1) // {lanes} * {lanes}, {depth}):
+        with T.sblock("Bt"):
+            vn, vj, vk = T.axis.remap("SSS", [n, j, k])
+            Bt[vn, vj, vk] = T.if_then_else({own} + vj < t, B[vn, T.min({own} + vj, t - 1), vk], T.cast(0, "{dt}"))
+    for n, i, j, k in T.grid(
+        {batch}, (t + {rows} - 1) // {rows} * {rows}, (t - {own} + {lanes} - 1) // {lanes} * {lanes}, {depth}
+    ):
+        with T.sblock("Ct"):
+            vn, vi, vj, vk = T.axis.remap("SSSR", [n, i, j, k])
+            with T.init():
+                Ct[vn, vi, vj] = T.cast(0, "{dt}")
+            Ct[vn, vi, vj] = Ct[vn, vi, vj] + A[vn, T.min(vi, t - 1), vk] * Bt[vn, vj, vk]
+    for n, i in T.grid({batch}, t):
+        with T.sblock("C_out"):
+            vn, vi = T.axis.remap("SS", [n, i])
+            T.reads(C[vn, vi, 0 : {own}], Ct[vn, vi, 0 : t - {own}])
+            T.writes(C_out[vn, vi, 0:t])
+            for j in range({own}):
+                C_out[vn, vi, j] = C[vn, vi, j]
+            for j in range(t - {own}):
+                C_out[vn, vi, {own} + j] = Ct[vn, vi, j]
+"""
 
 
 def schedule_tail(sch: tvm.s_tir.Schedule, mk: MicroKernel) -> None:
