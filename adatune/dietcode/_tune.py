@@ -24,6 +24,7 @@ times the deployed kernels at every T of the range through the same runner and g
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -169,6 +170,12 @@ class DietCodeTuner(Tuner):
             "time each deployed kernel's aligned version against the kernel at the aligned T it serves and deploy the "
             "version only where it ran faster",
         ),
+        Option.declare(
+            "tail_twins",
+            bool,
+            "x86 bmm_nt: after the rounds, measure in one more batch the column-tail twin of each of the best measured "
+            "kernels that has one (MicroKernel.tail), so that each T's vote can take it",
+        ),
         Option.declare("population", int, "evolutionary search population", minimum=2),
         Option.declare("generations", int, "evolutionary search generations per round", minimum=0),
     )
@@ -197,6 +204,7 @@ class DietCodeTuner(Tuner):
         smem: tuple[str, ...] | None = None,
         verify: bool = False,
         check_versions: bool = True,
+        tail_twins: bool = True,
     ):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
@@ -215,7 +223,7 @@ class DietCodeTuner(Tuner):
         self.model = MicroKernelCostModel(task.space, workload, seed, features)
         self.search, self.population, self.generations = search, population, generations
         self.dispatch_tolerance, self.dispatch_costs = dispatch_tolerance, dispatch_costs
-        self.verify, self.check_versions = verify, check_versions
+        self.verify, self.check_versions, self.tail_twins = verify, check_versions, tail_twins
         self.measurements: list[Measurement] = []
         self.plan: list[MicroKernel] = []
         self._fitted = False
@@ -309,6 +317,8 @@ class DietCodeTuner(Tuner):
             )
             if not self._valid():
                 raise RuntimeError(f"no micro-kernel of {self.workload} compiled and ran correctly")
+            if self.tail_twins:
+                self._measure_tail_twins(option)
             self._fit()
             result = self._finish(self.shapes, 0.0)
             if self.check_versions:
@@ -320,6 +330,36 @@ class DietCodeTuner(Tuner):
                 option.close()
         result.tuning_seconds = time.time() - start
         return result
+
+    def _measure_tail_twins(self, option: MeasureOption) -> None:
+        """``tail_twins``: the column-tail twins (``MicroKernel.tail``) of up to ``kernels_per_round`` of the best
+        measured kernels, measured at the sampled T in one batch, logged and learnt like a round.
+
+        A tail pays only between multiples of the register tile (1.05-1.06x on scores at T = 97-104 on the Zen 1)
+        and costs elsewhere, and the program features, taken where the tail is empty, barely tell a kernel from its
+        twin: in three scores runs with the twins in the space but left to the search, 2-6 of the 24 measured
+        kernels had a tail and tail kernels served 0-4 of the 128 T
+        (``benchmarks/results/dietcode/zen1_scores_tail_seed*``). Timing the best kernels' twins puts the choice to
+        each T's vote."""
+        lanes = next((k.tail for k in self.micro_space.kernels if k.tail), 0)
+        if not lanes:
+            return
+        twins: list[MicroKernel] = []
+        for k in self._measured_best_first():
+            twin = dataclasses.replace(k, tail=lanes)
+            if not k.tail and twin.key in self.micro_space and twin.key not in self.visited:
+                twins.append(twin)
+            if len(twins) == self.per_round:
+                break
+        if not twins:
+            return
+        inputs = [MeasureInput(self.task, k) for k in twins]
+        batch = option.measure(inputs)
+        for inp in inputs:
+            self.visited.add(inp.config.key)
+        self.learn(inputs, batch.results)
+        if self.log_file:
+            log_to_file(self.log_file)(self, inputs, batch.results)
 
     def _versions_checked(self, result: DietCodeResult, option: MeasureOption) -> DietCodeResult:
         """``check_versions``: each deployed kernel with an aligned version timed as itself and as that version
