@@ -441,8 +441,16 @@ locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:1
   --out benchmarks/results/dietcode/zen1_tail_probe  # ~1 min (tail8 is the Zen 1's 8 lanes)
 for s in 0 1 2; do
   locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed $s \
-    --out benchmarks/results/dietcode/zen1_scores_tail_seed$s  # ~6 min each
+    --out benchmarks/results/dietcode/zen1_scores_tail_seed$s  # ~6 min each (code of 678752f)
 done
+# (the three runs above: tails in the space, before tail_twins; needs the code of 678752f)
 $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_scores_tail_seed0 \
   benchmarks/results/dietcode/zen1_scores_tail_seed1 benchmarks/results/dietcode/zen1_scores_tail_seed2 \
   --out benchmarks/results/dietcode/zen1_scores_tail_seeds
+for s in 0 1 2; do  # with tail_twins (the default from b9dd75d)
+  locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed $s \
+    --out benchmarks/results/dietcode/zen1_scores_twins_seed$s  # ~7 min each
+done
+$PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_scores_twins_seed0 \
+  benchmarks/results/dietcode/zen1_scores_twins_seed1 benchmarks/results/dietcode/zen1_scores_twins_seed2 \
+  --out benchmarks/results/dietcode/zen1_scores_twins_seeds

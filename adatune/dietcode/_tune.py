@@ -20,6 +20,8 @@ at the aligned T it serves and deployed only where faster (``check_versions``, o
 ``"measured"`` votes on the bare model between timings, ``"predicted"`` on the model everywhere. ``verify=True`` then
 times the deployed kernels at every T of the range through the same runner and gives each T the fastest of them
 (``_select.verified_labels``); one Zen 4 A/B on a mostly slow host showed no gain from it, so it is off by default.
+``tail_twins=True`` measures, after the rounds, the column-tail twins of the best measured bmm_nt kernels
+(``_tail``); off by default for the same reason.
 """
 
 from __future__ import annotations
@@ -174,7 +176,8 @@ class DietCodeTuner(Tuner):
             "tail_twins",
             bool,
             "x86 bmm_nt: after the rounds, measure in one more batch the column-tail twin of each of the best measured "
-            "kernels that has one (MicroKernel.tail), so that each T's vote can take it",
+            "kernels that has one (MicroKernel.tail), so that each T's vote can take it (off: no whole-range change "
+            "resolved over three Zen 1 seeds)",
         ),
         Option.declare("population", int, "evolutionary search population", minimum=2),
         Option.declare("generations", int, "evolutionary search generations per round", minimum=0),
@@ -204,7 +207,7 @@ class DietCodeTuner(Tuner):
         smem: tuple[str, ...] | None = None,
         verify: bool = False,
         check_versions: bool = True,
-        tail_twins: bool = True,
+        tail_twins: bool = False,
     ):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
@@ -340,7 +343,9 @@ class DietCodeTuner(Tuner):
         twin: in three scores runs with the twins in the space but left to the search, 2-6 of the 24 measured
         kernels had a tail and tail kernels served 0-4 of the 128 T
         (``benchmarks/results/dietcode/zen1_scores_tail_seed*``). Timing the best kernels' twins puts the choice to
-        each T's vote."""
+        each T's vote: with it they served 46-55 T, for 3-6 more kernels measured, but scores' whole-range speed
+        against PyTorch moved from 1.14x [1.06, 1.22] to 1.12x [1.08, 1.16] over three seeds (``zen1_scores_twins_*``,
+        gates failed), no change resolved; hence off by default, as ``verify`` is."""
         lanes = next((k.tail for k in self.micro_space.kernels if k.tail), 0)
         if not lanes:
             return
