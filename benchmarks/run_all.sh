@@ -447,8 +447,8 @@ done
 $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_scores_tail_seed0 \
   benchmarks/results/dietcode/zen1_scores_tail_seed1 benchmarks/results/dietcode/zen1_scores_tail_seed2 \
   --out benchmarks/results/dietcode/zen1_scores_tail_seeds
-for s in 0 1 2; do  # with tail_twins (the default from b9dd75d)
-  locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed $s \
+for s in 0 1 2; do  # with tail_twins (ran at b9dd75d, where it was the default; now the flag)
+  locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed $s --tail-twins \
     --out benchmarks/results/dietcode/zen1_scores_twins_seed$s  # ~7 min each
 done
 $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_scores_twins_seed0 \
