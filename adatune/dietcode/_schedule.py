@@ -440,17 +440,16 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel, align: int = 1) -
     axes = {ax for ax, dyn in enumerate(wl.dynamic_axes()) if dyn and align % units[ax] == 0}
     if why := tail_error(wl, mk):
         raise ValueError(why)
-    if mk.tail and align == 1:  # an aligned version leaves the columns unpadded: the kernel's tile alone
-        sch = tvm.s_tir.Schedule(tail_func(wl, mk))
-        schedule_tail(sch, mk)
-        _schedule_cpu(sch, wl, mk)
-        finish_tail(sch)
-        return sch
-    sch = tvm.s_tir.Schedule(wl.prim_func(packed=False, align=align, axes=axes))
+    tail = mk.tail and align == 1  # an aligned version leaves the columns unpadded: the kernel's tile alone
+    sch = tvm.s_tir.Schedule(tail_func(wl, mk) if tail else wl.prim_func(packed=False, align=align, axes=axes))
     if mk.device == "cpu":
         if mk.split_k > 1 or mk.interleave:
             raise ValueError(split_k_error(wl, mk) or f"interleaved threads are a CUDA option; {mk} is a cpu kernel")
+        if tail:
+            schedule_tail(sch, mk)
         _schedule_cpu(sch, wl, mk)
+        if tail:
+            finish_tail(sch)
     elif mk.device == "cuda":
         if mk.pack or mk.crop or mk.unroll:
             raise ValueError(

@@ -360,9 +360,7 @@ class DietCodeTuner(Tuner):
             return
         inputs = [MeasureInput(self.task, k) for k in twins]
         batch = option.measure(inputs)
-        for inp in inputs:
-            self.visited.add(inp.config.key)
-        self.learn(inputs, batch.results)
+        self.update(inputs, batch.results)  # visited, the best so far and the trial log, then ``learn``
         if self.log_file:
             log_to_file(self.log_file)(self, inputs, batch.results)
 
