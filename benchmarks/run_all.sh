@@ -454,3 +454,11 @@ done
 $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_scores_twins_seed0 \
   benchmarks/results/dietcode/zen1_scores_twins_seed1 benchmarks/results/dietcode/zen1_scores_twins_seed2 \
   --out benchmarks/results/dietcode/zen1_scores_twins_seeds
+# 2026-11-30, Zen 1: ResNet-18 with Winograd convolutions, three seeds, combined and re-timed with the engines
+for s in 0 1 2; do
+  locked $PY -m benchmarks.models --models resnet18 --arms rfei-ae --budget-min 15 --checkpoints 3 --winograd --seed $s \
+    --cache-flush --confirm 4 --out benchmarks/results/models_zen1_resnet18_winograd_seed$s  # ~21 min each
+done
+run $PY -m benchmarks.models.seeds benchmarks/results/models_zen1_resnet18_winograd_seed0 \
+  benchmarks/results/models_zen1_resnet18_winograd_seed1 benchmarks/results/models_zen1_resnet18_winograd_seed2 \
+  --out benchmarks/results/models_zen1_resnet18_winograd_seeds
