@@ -147,6 +147,36 @@ def test_rfei_plugin_ei_measures_improvement_over_the_forests_best_predicted_mea
     assert np.all(plugin.predict(q) >= plain.predict(q)) and np.any(plugin.predict(q) > plain.predict(q))
 
 
+def test_rfei_recalibrate_scales_sigma_by_the_held_out_z_of_the_next_measurements(matmul_task):
+    """``recalibrate``: at a refit, the configs measured since the last fit are scored under the forest that was
+    current when they were picked; sigma is then multiplied by sqrt(median(z^2) / median(chi2_1)) of every such z,
+    and that factor is kept; the mean and the forest itself are those of the uncalibrated model."""
+    from scipy.stats import chi2
+
+    y = _synthetic_flops(matmul_task)
+    order = np.random.default_rng(2).permutation(len(y))
+    first, second = order[:40], order[:72]
+    plain, recal = (RFEICostModel(matmul_task, n_trees=32, seed=0, recalibrate=r) for r in (False, True))
+    for m in (plain, recal):
+        m.fit(first, y[first], 16)
+    assert recal.sigma_factor == 1.0 and recal.sigma_factors == [1.0]  # nothing held out yet
+    mu0, sd0 = plain.predict_mean_std(order[40:72])  # the first forest's view of the next 32 configs
+    z2 = ((y[order[40:72]] - mu0) / sd0) ** 2
+    want = float(np.sqrt(np.median(z2[y[order[40:72]] > 0]) / chi2.median(1)))
+    for m in (plain, recal):
+        m.fit(second, y[second], 16)
+    assert recal.sigma_factor == pytest.approx(want, rel=1e-9) and recal.sigma_factors == [1.0, recal.sigma_factor]
+    assert plain.sigma_factor == 1.0 and plain.sigma_factors == [1.0, 1.0]
+    q = np.arange(len(y))
+    (mu_p, sd_p), (mu_r, sd_r) = plain.predict_mean_std(q), recal.predict_mean_std(q)
+    np.testing.assert_allclose(mu_r, mu_p, rtol=1e-12)
+    np.testing.assert_allclose(sd_r, sd_p * want, rtol=1e-9)
+    want_ei = expected_improvement(mu_p, sd_p * want, plain.best_flops) / plain.scale
+    np.testing.assert_allclose(recal.predict(q), want_ei, rtol=1e-9, atol=1e-300)
+    with pytest.raises(ValueError, match="recalibrate"):
+        RFEICostModel(matmul_task, recalibrate="yes")  # type: ignore[arg-type]
+
+
 def test_rfei_variance_is_forestci_infinitesimal_jackknife(matmul_task):
     import forestci
 

@@ -36,6 +36,8 @@ logger = logging.getLogger("adatune.cost_model")
 UNCERTAINTY_SOURCES = ("forestci", "trees")
 ACQUISITIONS = ("ei", "plugin-ei", "mean")
 _N_REFERENCE = 256  # random configs the empirical-Bayes calibration is fitted on, once per fit
+_CHI2_1_MEDIAN = 0.45493642311957283  # median of a chi-square with one degree of freedom: z^2 of a N(0, 1) z
+_SIGMA_FACTOR_RANGE = (1e-2, 1e2)
 
 
 def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.ndarray:
@@ -76,6 +78,13 @@ class RFEICostModel(CostModel):
     the best measured value (plug-in EI). A bootstrap forest's mean sits below its best training target (the trees
     that left that config out predict its neighbours), so plain EI is negative-gap everywhere and ranks candidates
     mostly by their uncertainty; the plug-in incumbent puts a high predicted mean back in the ranking.
+
+    ``recalibrate=True``: the standard deviation is multiplied by a factor that makes the configs measured after
+    a fit standard-normal in hindsight: at each refit, every newly measured config's z = (y - mu) / sigma under the
+    forest that was current when it was picked is kept, and the factor is sqrt(median(z^2) / median(chi2_1)) over
+    all of them (a median, so a few configs with a near-zero sigma do not decide it). Held-out recalibration
+    (Kuleshov et al., ICML 2018): it measures how wrong the jackknife's sigma is on the configs the search
+    actually picks, which is where EI's exploration bonus acts. The factor scales eps_t too.
     """
 
     OPTIONS = (
@@ -97,6 +106,11 @@ class RFEICostModel(CostModel):
             "control)",
             choices=ACQUISITIONS,
         ),
+        Option.declare(
+            "recalibrate",
+            bool,
+            "scale the standard deviation so the configs measured after each fit have unit z-scores (held out)",
+        ),
         NUM_THREADS,
     )
 
@@ -113,9 +127,15 @@ class RFEICostModel(CostModel):
         seed: int | None = None,
         reference: Callable[[np.random.Generator, int], np.ndarray] | None = None,
         acquisition: str = "ei",
+        recalibrate: bool = False,
     ):
         self._bind(task, feature_type)
         self.acquisition = acquisition
+        self.recalibrate = bool(recalibrate)
+        self.sigma_factor = 1.0  # what the standard deviation is multiplied by (1 unless ``recalibrate``)
+        self.sigma_factors: list[float] = []  # the factor after every fit, for the record
+        self._held_out_z2: list[float] = []  # z^2 of every config measured after the forest that predicted it
+        self._n_train = 0  # training rows of the current forest: the rows after it in the next fit are held out
         if reference is None and task is not None:
             features = self.features
 
@@ -156,6 +176,8 @@ class RFEICostModel(CostModel):
         ys = np.asarray(list(base_y) + list(ys), dtype=np.float64)
         if len(ys) == 0 or not np.isfinite(ys).all() or ys.max() <= 0:
             return
+        if self.recalibrate:
+            self._hold_out(x_train[self._n_train :], ys[self._n_train :])
         self.best_flops = float(ys.max())
         self.scale = self.best_flops
         self.forest = RandomForestRegressor(
@@ -168,6 +190,8 @@ class RFEICostModel(CostModel):
         )
         self.forest.fit(x_train, ys / self.scale)
         self._n_fits += 1
+        self._n_train = len(ys)
+        self.sigma_factors.append(self.sigma_factor)
         self.x_train_shape = tuple(x_train.shape)  # type: ignore[assignment]
         self._cache.clear()
         self._inbag, self._calib = None, None
@@ -182,6 +206,20 @@ class RFEICostModel(CostModel):
             self.best_flops,
             self.uncertainty_used,
         )
+
+    def _hold_out(self, x_new: np.ndarray, y_new: np.ndarray) -> None:
+        """Score the configs measured since the last fit under that fit's forest (before it is replaced), then
+        update ``sigma_factor`` from every held-out z so far. Failed configs (y = 0) are left out: their error is
+        the builder's or runner's, not the surrogate's."""
+        if self.forest is None or len(x_new) == 0:
+            return
+        mean, std = self._mean_std_scaled(np.ascontiguousarray(x_new, dtype=np.float32))
+        y = y_new / self.scale
+        keep = (y_new > 0) & (std > 0) & np.isfinite(std)
+        self._held_out_z2.extend((((y - mean)[keep] / std[keep]) ** 2).tolist())
+        if self._held_out_z2:
+            factor = float(np.sqrt(np.median(self._held_out_z2) / _CHI2_1_MEDIAN))
+            self.sigma_factor = float(np.clip(factor, *_SIGMA_FACTOR_RANGE))
 
     def _prepare_jackknife(self) -> None:
         """In-bag matrix and calibration curve, once per fit; falls back to the per-tree spread if forestci
@@ -306,7 +344,7 @@ class RFEICostModel(CostModel):
         std = np.fromiter((self._cache[r][1] for r in rows), np.float64, len(rows))
         if len(self._cache) > 500_000:
             self._cache.clear()
-        return mean * self.scale, std * self.scale
+        return mean * self.scale, std * (self.scale * self.sigma_factor)
 
     def predict(self, xs: Any) -> np.ndarray:
         """Expected improvement over the best measured throughput (``"plugin-ei"``: over the best predicted mean

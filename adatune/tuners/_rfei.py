@@ -41,6 +41,7 @@ class RFEITuner(ModelBasedTuner):
         RFEICostModel.option("feature_type"),
         RFEICostModel.option("calibrate"),
         RFEICostModel.option("acquisition"),
+        RFEICostModel.option("recalibrate"),
         EPS_GREEDY,
         RFEICostModel.option("num_threads"),
     )
@@ -56,6 +57,7 @@ class RFEITuner(ModelBasedTuner):
         feature_type: str = "knob",
         calibrate: bool = True,
         acquisition: str = "ei",
+        recalibrate: bool = False,
         eps_greedy: float | None = None,
         num_threads: int | None = None,
         seed: int | None = None,
@@ -71,6 +73,7 @@ class RFEITuner(ModelBasedTuner):
             num_threads=num_threads,
             seed=model_seed(seed),
             acquisition=acquisition,
+            recalibrate=recalibrate,
         )
         exploration = (
             ExplorationPolicy(model=cost_model, featurize=cost_model.features, n_context=n_context)

@@ -122,6 +122,8 @@ def run_scheme(
         # each model-guided plan's exploration rate and (model, random) picks: what contextual exploration did
         "exploration": [list(s) for s in getattr(getattr(tuner, "exploration", None), "splits", [])],
         "eps": list(getattr(getattr(tuner, "exploration", None), "history", [])),
+        # RFEI with ``recalibrate``: the factor its sigma was multiplied by after every fit
+        "sigma_factors": list(getattr(getattr(tuner, "cost_model", None), "sigma_factors", [])),
     }
 
 

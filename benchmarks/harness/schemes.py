@@ -12,6 +12,8 @@ RFEI-trees+SA       RFEI+SA with the per-tree spread instead of forestci's jackk
 RFEI-raw+SA         RFEI+SA with forestci's jackknife uncalibrated (no empirical-Bayes step)
 RFEI-plugin+SA      RFEI+SA with plug-in EI: over the forest's best predicted mean of a measured config
 RFEI-plugin+CSA+AE  full AdaTune with plug-in EI
+RFEI-recal+SA       RFEI+SA with sigma recalibrated on held-out measurements (unit z-scores on the picked configs)
+RFEI-recal+CSA+AE   full AdaTune with sigma recalibrated on held-out measurements
 RFEI-trees+CSA      RFEI+CSA with the per-tree spread (contextual exploration without the adaptive evaluator)
 RFEI-trees+CSA+AE   full AdaTune with the per-tree spread as EI's uncertainty (the ablation's winner, end to end)
 RL                  ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
@@ -96,6 +98,8 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("RFEI-raw+SA", _rfei(False, calibrate=False)),
         Scheme("RFEI-plugin+SA", _rfei(False, acquisition="plugin-ei")),
         Scheme("RFEI-plugin+CSA+AE", _rfei(True, acquisition="plugin-ei"), adaptive_evaluator=True),
+        Scheme("RFEI-recal+SA", _rfei(False, recalibrate=True)),
+        Scheme("RFEI-recal+CSA+AE", _rfei(True, recalibrate=True), adaptive_evaluator=True),
         Scheme("RFEI-trees+CSA", _rfei(True, uncertainty="trees")),
         Scheme("RFEI-trees+CSA+AE", _rfei(True, uncertainty="trees"), adaptive_evaluator=True),
         Scheme("RL", _rl(False)),
