@@ -72,6 +72,34 @@ def test_replay_studies_run_the_adaptive_evaluator_on_recorded_micro_batches(mat
     assert own_best == pytest.approx(1.5 * max(want))
 
 
+def test_a_recalibrated_rfei_run_records_its_sigma_factor_and_the_report_tabulates_it(
+    matmul_task, replay_table, tmp_path
+):
+    """RFEI-recal: the run keeps the factor sigma was multiplied by after each fit (1 at the first, nothing held out
+    yet), the plain RFEI run keeps 1s, and the report's summary lists the recalibrated scheme's factors."""
+    from benchmarks.harness.report import write_report
+
+    log = tmp_path / "sweep.jsonl"
+    save_to_file(
+        str(log),
+        [(MeasureInput(matmul_task, matmul_task.config_space.get(int(k))), r) for (_w, k), r in replay_table.items()],
+    )
+    spec = RunSpec(n_trial=24, plan_size=8, batch_size=8, num_threads=1)
+    (study,) = replay_study([str(log)], ["RFEI+SA", "RFEI-recal+SA"], [0, 1], spec)
+    for r in study["runs"]:
+        assert len(r["sigma_factors"]) == r["refits"] >= 2 and r["sigma_factors"][0] == 1.0
+        if r["scheme"] == "RFEI+SA":
+            assert set(r["sigma_factors"]) == {1.0}
+        else:
+            assert all(f > 0 for f in r["sigma_factors"]) and any(f != 1.0 for f in r["sigma_factors"])
+    meta = {"host": {}, "command": "test", "schemes": ["RFEI+SA", "RFEI-recal+SA"], "baseline": "RFEI+SA"}
+    write_report(str(tmp_path / "out"), "t", {**meta, "target_fraction": 0.95, "mode": "replay"}, [study])
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "## Sigma's recalibration factor" in summary
+    rows = [x for x in summary.splitlines() if x.startswith("| ") and "RFEI-recal+SA | 2 |" in x]
+    assert len(rows) == 1 and "RFEI+SA | 2 |" not in summary
+
+
 def test_a_partial_sweep_of_an_unpruned_space_is_searched_as_exactly_its_recorded_configs(tmp_path):
     """AutoTVM's unpruned spaces ignore the template's multi_filter; the replay's restriction to a subset sweep
     must still hold there, or the tuners would propose configs the table never recorded."""
