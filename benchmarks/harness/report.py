@@ -186,38 +186,60 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
                 lines.append(
                     f"| {_name(s)} | {scheme} | {np.median(finals):.3f} | {min(finals):.3f} | {max(finals):.3f} |"
                 )
-    return "\n".join(lines + _sigma_factor_lines(studies)) + "\n"
+    return "\n".join(lines + _held_out_lines(studies)) + "\n"
 
 
-def _sigma_factor_lines(studies: Sequence[dict[str, Any]]) -> list[str]:
-    """RFEI runs with ``recalibrate``: what sigma was multiplied by after each fit, over seeds (below 1: the
-    jackknife's sigma was wider than the held-out errors of the configs the search picked; above 1, narrower)."""
+def _held_out_lines(studies: Sequence[dict[str, Any]]) -> list[str]:
+    """RFEI runs: how each forest did on the configs measured after it (its picks), per forest, as the median over
+    seeds. Throughputs are fractions of the best the forest was fitted on; z = (measured - mean) / sigma with the
+    sigma the search used (the jackknife's, times the factor when ``recalibrate`` applied one)."""
     lines: list[str] = []
     for s in studies:
-        by_scheme: dict[str, list[list[float]]] = {}
+        by_scheme: dict[str, list[dict[str, Any]]] = {}
         for r in s["runs"]:
-            factors = r.get("sigma_factors") or []
-            if any(f != 1.0 for f in factors):
-                by_scheme.setdefault(r["scheme"], []).append([float(f) for f in factors])
+            if r.get("held_out"):
+                by_scheme.setdefault(r["scheme"], []).append(r)
         for scheme, runs in by_scheme.items():
-            n = min(len(f) for f in runs)
-            cells = [np.asarray([f[k] for f in runs]) for k in range(1, n)]  # fit 0 has nothing held out yet
-            lines.append(
-                f"| {_name(s)} | {scheme} | {len(runs)} | "
-                + ", ".join(f"{np.median(c):.2f} ({c.min():.2f}-{c.max():.2f})" for c in cells)
-                + " |"
-            )
+            fits = sorted({int(h["fit"]) for r in runs for h in r["held_out"]})
+            for k in fits:
+                cells: dict[str, list[float]] = {}
+                for r in runs:
+                    a = float(((r.get("sigma_factors") or [])[k - 1 : k] or [1.0])[0])  # the factor forest k used
+                    for h in (h for h in r["held_out"] if int(h["fit"]) == k):
+                        row = {
+                            "n": h["n"],
+                            "y_median": h["y_median"],
+                            "mean_median": h["mean_median"],
+                            "std_median": h["std_median"] * a,  # held_out keeps the raw jackknife sigma
+                            "z_mean": h["z_mean"] / a,
+                            "z_rms": h["z_rms"] / a,
+                            "applied": a,
+                            "factor": h["factor"],
+                        }
+                        for key, v in row.items():
+                            cells.setdefault(key, []).append(float(v))
+                med = {key: float(np.median(v)) for key, v in cells.items()}
+                lines.append(
+                    f"| {_name(s)} | {scheme} | {k} | {len(cells.get('n', []))} | {med['n']:.0f} | "
+                    f"{med['y_median']:.2f} | {med['mean_median']:.2f} | {med['std_median']:.3f} | "
+                    f"{med['z_mean']:+.2f} | {med['z_rms']:.2f} | {med['applied']:.2f} | {med['factor']:.2f} |"
+                )
     if not lines:
         return []
     head = [
         "",
-        "## Sigma's recalibration factor (RFEI with `recalibrate`)",
+        "## How each forest did on the configs it picked (held out)",
         "",
-        "After each refit from the second on: the median over seeds (range) of the factor sigma was multiplied by, "
-        "sqrt(median z^2 / median chi2_1) of every config measured after the fit that predicted it.",
+        "Per RFEI forest (refit k), the configs measured after it and before the next refit, scored by it: the "
+        "median over seeds of their count, their median measured throughput and predicted mean (fractions of the "
+        "best the forest was fitted on), their median sigma as the search used it, the mean and RMS of "
+        "z = (measured - mean) / sigma, the factor sigma was multiplied by while they were picked (1 without "
+        "`recalibrate`) and the held-out factor after them, sqrt(median z^2 / median chi2_1) of the raw "
+        "jackknife sigma over every held-out config so far.",
         "",
-        "| workload | scheme | seeds | factor after refit 2, 3, ... |",
-        "|---|---|---|---|",
+        "| workload | scheme | forest | seeds | configs | measured | predicted | sigma | z mean | RMS z | sigma x | "
+        "held-out factor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     return head + lines
 
