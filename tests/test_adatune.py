@@ -180,6 +180,7 @@ def test_rfei_recalibrate_scales_sigma_by_the_held_out_z_of_the_next_measurement
     np.testing.assert_allclose(recal.predict(q), want_ei, rtol=1e-9, atol=1e-300)
     with pytest.raises(ValueError, match="recalibrate"):
         RFEICostModel(matmul_task, recalibrate=2)  # type: ignore[arg-type]
+    assert RFEICostModel(matmul_task, recalibrate="false").recalibrate is False  # type: ignore[arg-type]
 
 
 def test_rfei_variance_is_forestci_infinitesimal_jackknife(matmul_task):
