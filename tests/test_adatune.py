@@ -167,6 +167,11 @@ def test_rfei_recalibrate_scales_sigma_by_the_held_out_z_of_the_next_measurement
         m.fit(second, y[second], 16)
     assert recal.sigma_factor == pytest.approx(want, rel=1e-9) and recal.sigma_factors == [1.0, recal.sigma_factor]
     assert plain.sigma_factor == 1.0 and plain.sigma_factors == [1.0, 1.0]
+    (held,) = plain.held_out  # kept without recalibrate too: the record of how the first forest did
+    z = (y[order[40:72]] - mu0) / sd0
+    assert held["fit"] == 1 and held["n"] == 32 and held["factor"] == pytest.approx(want, rel=1e-9)
+    assert held["z_mean"] == pytest.approx(z.mean()) and held["z_rms"] == pytest.approx(np.sqrt(np.mean(z**2)))
+    assert recal.held_out == plain.held_out
     q = np.arange(len(y))
     (mu_p, sd_p), (mu_r, sd_r) = plain.predict_mean_std(q), recal.predict_mean_std(q)
     np.testing.assert_allclose(mu_r, mu_p, rtol=1e-12)
@@ -174,7 +179,8 @@ def test_rfei_recalibrate_scales_sigma_by_the_held_out_z_of_the_next_measurement
     want_ei = expected_improvement(mu_p, sd_p * want, plain.best_flops) / plain.scale
     np.testing.assert_allclose(recal.predict(q), want_ei, rtol=1e-9, atol=1e-300)
     with pytest.raises(ValueError, match="recalibrate"):
-        RFEICostModel(matmul_task, recalibrate="yes")  # type: ignore[arg-type]
+        RFEICostModel(matmul_task, recalibrate=2)  # type: ignore[arg-type]
+    assert RFEICostModel(matmul_task, recalibrate="false").recalibrate is False  # type: ignore[arg-type]
 
 
 def test_rfei_variance_is_forestci_infinitesimal_jackknife(matmul_task):

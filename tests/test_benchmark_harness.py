@@ -72,6 +72,41 @@ def test_replay_studies_run_the_adaptive_evaluator_on_recorded_micro_batches(mat
     assert own_best == pytest.approx(1.5 * max(want))
 
 
+def test_rfei_runs_record_held_out_calibration_and_the_report_lists_it_per_forest(matmul_task, replay_table, tmp_path):
+    """Every RFEI run keeps, per refit, how the forest before it did on the configs measured since (held out); a
+    recalibrated run also keeps the factor its sigma was multiplied by (1 at the first fit: nothing held out yet),
+    a plain one keeps 1s; the report tabulates both per forest."""
+    from benchmarks.harness.report import write_report
+
+    log = tmp_path / "sweep.jsonl"
+    save_to_file(
+        str(log),
+        [(MeasureInput(matmul_task, matmul_task.config_space.get(int(k))), r) for (_w, k), r in replay_table.items()],
+    )
+    spec = RunSpec(n_trial=24, plan_size=8, batch_size=8, num_threads=1)
+    (study,) = replay_study([str(log)], ["RFEI+SA", "RFEI-recal+SA"], [0, 1], spec)
+    for r in study["runs"]:
+        assert len(r["sigma_factors"]) == r["refits"] == 3 and r["sigma_factors"][0] == 1.0
+        assert [h["fit"] for h in r["held_out"]] == [1.0, 2.0]  # forests 1 and 2 scored on the next 8 configs
+        assert all(0 < h["n"] <= 8 and h["z_rms"] >= abs(h["z_mean"]) for h in r["held_out"])
+        if r["scheme"] == "RFEI+SA":
+            assert set(r["sigma_factors"]) == {1.0}
+        else:  # the factor after each held-out batch is the one the next forest applies
+            assert r["sigma_factors"][1:] == [h["factor"] for h in r["held_out"]]
+    plain = {r["seed"]: r for r in study["runs"] if r["scheme"] == "RFEI+SA"}
+    recal = {r["seed"]: r for r in study["runs"] if r["scheme"] == "RFEI-recal+SA"}
+    for seed in (0, 1):  # the same first forest, so the same first held-out batch and factor
+        assert recal[seed]["held_out"][0] == plain[seed]["held_out"][0]
+    meta = {"host": {}, "command": "test", "schemes": ["RFEI+SA", "RFEI-recal+SA"], "baseline": "RFEI+SA"}
+    write_report(str(tmp_path / "out"), "t", {**meta, "target_fraction": 0.95, "mode": "replay"}, [study])
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "## How each forest did on the configs it picked (held out)" in summary
+    rows = [x.split(" | ") for x in summary.splitlines() if x.startswith("| ") and " | 2 | " in x and "RFEI" in x]
+    table = {(c[1], c[2]): c for c in rows if len(c) == 12}
+    assert set(table) == {("RFEI+SA", "1"), ("RFEI+SA", "2"), ("RFEI-recal+SA", "1"), ("RFEI-recal+SA", "2")}
+    assert table[("RFEI+SA", "2")][10] == "1.00"  # sigma x: no factor applied without recalibrate
+
+
 def test_a_partial_sweep_of_an_unpruned_space_is_searched_as_exactly_its_recorded_configs(tmp_path):
     """AutoTVM's unpruned spaces ignore the template's multi_filter; the replay's restriction to a subset sweep
     must still hold there, or the tuners would propose configs the table never recorded."""

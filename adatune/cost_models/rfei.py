@@ -84,7 +84,9 @@ class RFEICostModel(CostModel):
     forest that was current when it was picked is kept, and the factor is sqrt(median(z^2) / median(chi2_1)) over
     all of them (a median, so a few configs with a near-zero sigma do not decide it). Held-out recalibration
     (Kuleshov et al., ICML 2018): it measures how wrong the jackknife's sigma is on the configs the search
-    actually picks, which is where EI's exploration bonus acts. The factor scales eps_t too.
+    actually picks, which is where EI's exploration bonus acts. The factor scales eps_t too. Off by default: in a
+    registered replay it was not faster (benchmarks/RESULTS.md); the held-out statistics (``held_out``, per refit)
+    are kept either way, as a record of how calibrated the forest was on its own picks.
     """
 
     OPTIONS = (
@@ -131,10 +133,11 @@ class RFEICostModel(CostModel):
     ):
         self._bind(task, feature_type)
         self.acquisition = acquisition
-        self.recalibrate = bool(recalibrate)
+        self.recalibrate = bool(self.option("recalibrate").convert(recalibrate))  # text "false" is False
         self.sigma_factor = 1.0  # what the standard deviation is multiplied by (1 unless ``recalibrate``)
         self.sigma_factors: list[float] = []  # the factor after every fit, for the record
         self._held_out_z2: list[float] = []  # z^2 of every config measured after the forest that predicted it
+        self.held_out: list[dict[str, float]] = []  # per refit: how the last forest did on the configs measured since
         self._n_train = 0  # training rows of the current forest: the rows after it in the next fit are held out
         if reference is None and task is not None:
             features = self.features
@@ -176,8 +179,7 @@ class RFEICostModel(CostModel):
         ys = np.asarray(list(base_y) + list(ys), dtype=np.float64)
         if len(ys) == 0 or not np.isfinite(ys).all() or ys.max() <= 0:
             return
-        if self.recalibrate:
-            self._hold_out(x_train[self._n_train :], ys[self._n_train :])
+        self._hold_out(x_train[self._n_train :], ys[self._n_train :])
         self.best_flops = float(ys.max())
         self.scale = self.best_flops
         self.forest = RandomForestRegressor(
@@ -208,18 +210,35 @@ class RFEICostModel(CostModel):
         )
 
     def _hold_out(self, x_new: np.ndarray, y_new: np.ndarray) -> None:
-        """Score the configs measured since the last fit under that fit's forest (before it is replaced), then
-        update ``sigma_factor`` from every held-out z so far. Failed configs (y = 0) are left out: their error is
-        the builder's or runner's, not the surrogate's."""
+        """Score the configs measured since the last fit under that fit's forest (before it is replaced): their
+        statistics go to ``held_out`` (a record of how well calibrated the search's picks were), and with
+        ``recalibrate`` ``sigma_factor`` follows every held-out z so far. Failed configs (y = 0) are left out:
+        their error is the builder's or runner's, not the surrogate's. Values are fractions of the best
+        throughput the last forest was fitted on."""
         if self.forest is None or len(x_new) == 0:
             return
         mean, std = self._mean_std_scaled(np.ascontiguousarray(x_new, dtype=np.float32))
         y = y_new / self.scale
         keep = (y_new > 0) & (std > 0) & np.isfinite(std)
-        self._held_out_z2.extend((((y - mean)[keep] / std[keep]) ** 2).tolist())
-        if self._held_out_z2:
-            factor = float(np.sqrt(np.median(self._held_out_z2) / _CHI2_1_MEDIAN))
-            self.sigma_factor = float(np.clip(factor, *_SIGMA_FACTOR_RANGE))
+        if not np.any(keep):
+            return
+        z = (y - mean)[keep] / std[keep]
+        self._held_out_z2.extend((z**2).tolist())
+        factor = float(np.clip(np.sqrt(np.median(self._held_out_z2) / _CHI2_1_MEDIAN), *_SIGMA_FACTOR_RANGE))
+        self.held_out.append(
+            {
+                "fit": float(self._n_fits),
+                "n": float(keep.sum()),
+                "y_median": float(np.median(y[keep])),
+                "mean_median": float(np.median(mean[keep])),
+                "std_median": float(np.median(std[keep])),
+                "z_mean": float(z.mean()),
+                "z_rms": float(np.sqrt(np.mean(z**2))),
+                "factor": factor,
+            }
+        )
+        if self.recalibrate:
+            self.sigma_factor = factor
 
     def _prepare_jackknife(self) -> None:
         """In-bag matrix and calibration curve, once per fit; falls back to the per-tree spread if forestci

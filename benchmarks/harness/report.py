@@ -186,7 +186,62 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
                 lines.append(
                     f"| {_name(s)} | {scheme} | {np.median(finals):.3f} | {min(finals):.3f} | {max(finals):.3f} |"
                 )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _held_out_lines(studies)) + "\n"
+
+
+def _held_out_lines(studies: Sequence[dict[str, Any]]) -> list[str]:
+    """RFEI runs: how each forest did on the configs measured after it (its picks), per forest, as the median over
+    seeds. Throughputs are fractions of the best the forest was fitted on; z = (measured - mean) / sigma with the
+    sigma the search used (the jackknife's, times the factor when ``recalibrate`` applied one)."""
+    lines: list[str] = []
+    for s in studies:
+        by_scheme: dict[str, list[dict[str, Any]]] = {}
+        for r in s["runs"]:
+            if r.get("held_out"):
+                by_scheme.setdefault(r["scheme"], []).append(r)
+        for scheme, runs in by_scheme.items():
+            fits = sorted({int(h["fit"]) for r in runs for h in r["held_out"]})
+            for k in fits:
+                cells: dict[str, list[float]] = {}
+                for r in runs:
+                    a = float(((r.get("sigma_factors") or [])[k - 1 : k] or [1.0])[0])  # the factor forest k used
+                    for h in (h for h in r["held_out"] if int(h["fit"]) == k):
+                        row = {
+                            "n": h["n"],
+                            "y_median": h["y_median"],
+                            "mean_median": h["mean_median"],
+                            "std_median": h["std_median"] * a,  # held_out keeps the raw jackknife sigma
+                            "z_mean": h["z_mean"] / a,
+                            "z_rms": h["z_rms"] / a,
+                            "applied": a,
+                            "factor": h["factor"],
+                        }
+                        for key, v in row.items():
+                            cells.setdefault(key, []).append(float(v))
+                med = {key: float(np.median(v)) for key, v in cells.items()}
+                lines.append(
+                    f"| {_name(s)} | {scheme} | {k} | {len(cells.get('n', []))} | {med['n']:.0f} | "
+                    f"{med['y_median']:.2f} | {med['mean_median']:.2f} | {med['std_median']:.3f} | "
+                    f"{med['z_mean']:+.2f} | {med['z_rms']:.2f} | {med['applied']:.2f} | {med['factor']:.2f} |"
+                )
+    if not lines:
+        return []
+    head = [
+        "",
+        "## How each forest did on the configs it picked (held out)",
+        "",
+        "Per RFEI forest (refit k), the configs measured after it and before the next refit, scored by it: the "
+        "median over seeds of their count, their median measured throughput and predicted mean (fractions of the "
+        "best the forest was fitted on), their median sigma as the search used it, the mean and RMS of "
+        "z = (measured - mean) / sigma, the factor sigma was multiplied by while they were picked (1 without "
+        "`recalibrate`) and the held-out factor after them, sqrt(median z^2 / median chi2_1) of the raw "
+        "jackknife sigma over every held-out config so far.",
+        "",
+        "| workload | scheme | forest | seeds | configs | measured | predicted | sigma | z mean | RMS z | sigma x | "
+        "held-out factor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    return head + lines
 
 
 def _plot(out: str, studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> list[str]:

@@ -124,6 +124,8 @@ def run_scheme(
         "eps": list(getattr(getattr(tuner, "exploration", None), "history", [])),
         # RFEI with ``recalibrate``: the factor its sigma was multiplied by after every fit
         "sigma_factors": list(getattr(getattr(tuner, "cost_model", None), "sigma_factors", [])),
+        # RFEI: per refit, how its last forest did on the configs measured since (held-out z-scores)
+        "held_out": list(getattr(getattr(tuner, "cost_model", None), "held_out", [])),
     }
 
 
