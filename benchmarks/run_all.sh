@@ -462,3 +462,18 @@ done
 run $PY -m benchmarks.models.seeds benchmarks/results/models_zen1_resnet18_winograd_seed0 \
   benchmarks/results/models_zen1_resnet18_winograd_seed1 benchmarks/results/models_zen1_resnet18_winograd_seed2 \
   --out benchmarks/results/models_zen1_resnet18_winograd_seeds
+# 2026-11-30, Zen 1: BERT-base's second seed and both combined
+locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 10 --checkpoints 2 --untuned-repeats 1 \
+  --seed 1 --cache-flush --confirm 4 --out benchmarks/results/models_zen1_bert_split_seed1  # ~22 min
+run $PY -m benchmarks.models.seeds benchmarks/results/models_zen1_bert_split_seed0 \
+  benchmarks/results/models_zen1_bert_split_seed1 --out benchmarks/results/models_zen1_bert_split_seeds
+# 2026-11-30, issue 18: held-out recalibration of RFEI's sigma, registered (PREREGISTERED.md), on new seeds
+for f in 60 70; do
+  run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-bert-nt-autotvm.jsonl \
+    --schemes XGB+SA RFEI+CSA+AE RFEI-recal+CSA+AE --seeds 10 --first-seed $f --trials 512 --plan-size 64 \
+    --target-fraction 0.95 --out benchmarks/results/large_space/recalibrate/seeds$f  # ~13 min each, one core
+done
+run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/recalibrate/seeds60 \
+  benchmarks/results/large_space/recalibrate/seeds70 --baseline RFEI+CSA+AE --out benchmarks/results/large_space/recalibrate
+run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/recalibrate/seeds60 \
+  benchmarks/results/large_space/recalibrate/seeds70 --baseline XGB+SA --out benchmarks/results/large_space/recalibrate/vs_xgb
