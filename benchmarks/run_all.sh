@@ -477,3 +477,5 @@ run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/rec
   benchmarks/results/large_space/recalibrate/seeds70 --baseline RFEI+CSA+AE --out benchmarks/results/large_space/recalibrate
 run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/recalibrate/seeds60 \
   benchmarks/results/large_space/recalibrate/seeds70 --baseline XGB+SA --out benchmarks/results/large_space/recalibrate/vs_xgb
+locked $PY -m benchmarks.models.engine_profile benchmarks/results/models_zen1_resnet18_winograd_seed0 --rounds 7 \
+  --repeats 20 --out benchmarks/results/models_zen1_resnet18_winograd_seed0/engine_profile  # ~1.5 min (Zen 1)
