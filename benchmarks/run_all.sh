@@ -10,6 +10,21 @@ PY=.venv/bin/python
 mkdir -p benchmarks/results
 run() { echo "=== $* ($(date +%T))"; "$@"; echo "=== exit $? ($(date +%T))"; }
 locked() { run flock /tmp/bench.lock nice -n 5 "$@"; }
+# a registered replay on bmm-bert-nt: OUT SEEDS_PER_GROUP "SCHEMES" FIRST_SEED...; one replay per group of seeds, then
+# the pooled report against AdaTune (OUT) and against AutoTVM (OUT/vs_xgb)
+bmm_replay_groups() {
+  local out=$1 n=$2 schemes=$3 inputs=()
+  shift 3
+  for f in "$@"; do
+    # shellcheck disable=SC2086  # the schemes are words
+    run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-bert-nt-autotvm.jsonl \
+      --schemes $schemes --seeds "$n" --first-seed "$f" --trials 512 --plan-size 64 --target-fraction 0.95 \
+      --out "$out/seeds$f"
+    inputs+=("$out/seeds$f")
+  done
+  run $PY -m benchmarks.harness report --inputs "${inputs[@]}" --baseline RFEI+CSA+AE --out "$out"
+  run $PY -m benchmarks.harness report --inputs "${inputs[@]}" --baseline XGB+SA --out "$out/vs_xgb"
+}
 if [ "${SKIP_SWEEP:-0}" != 1 ]; then
   locked $PY -m benchmarks.sweep --workload bmm-bert-nt --max-seconds 840
   locked $PY -m benchmarks.sweep --workload conv2d:N=1,CI=256,H=14,W=14,CO=512,KH=1,KW=1,stride=2,pad=0,space=small \
@@ -382,15 +397,8 @@ locked $PY -m benchmarks.models.run_ab --a benchmarks/results/models_zen3_resnet
   --out benchmarks/results/models_zen3_resnet18_winograd_small_seeds/vs_before  # ~4 min
 # 2026-11-29 (fourth session), Zen 3, issue 18: plug-in EI's registered confirmation on new seeds; the earlier large-space
 # groups at 99%; a second large space (a 4,800-config subset of bmm NT 64's unpruned space), its gates and replays
-for f in 20 40; do
-  run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-bert-nt-autotvm.jsonl \
-    --schemes XGB+SA RFEI+CSA+AE RFEI-plugin+CSA+AE --seeds 20 --first-seed $f --trials 512 --plan-size 64 \
-    --target-fraction 0.95 --out benchmarks/results/large_space/plugin_ei_confirm/seeds$f  # ~17 min each, one core
-done
-run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/plugin_ei_confirm/seeds20 \
-  benchmarks/results/large_space/plugin_ei_confirm/seeds40 --baseline RFEI+CSA+AE --out benchmarks/results/large_space/plugin_ei_confirm
-run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/plugin_ei_confirm/seeds20 \
-  benchmarks/results/large_space/plugin_ei_confirm/seeds40 --baseline XGB+SA --out benchmarks/results/large_space/plugin_ei_confirm/vs_xgb
+bmm_replay_groups benchmarks/results/large_space/plugin_ei_confirm 20 "XGB+SA RFEI+CSA+AE RFEI-plugin+CSA+AE" \
+  20 40  # ~17 min per group, one core
 for g in ablation_current adatune_table_valued plugin_ei release; do
   run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/$g --target-fraction 0.99 \
     --out benchmarks/results/large_space/target99/$g
@@ -468,14 +476,7 @@ locked $PY -m benchmarks.models --models bert-base --arms rfei-ae --budget-min 1
 run $PY -m benchmarks.models.seeds benchmarks/results/models_zen1_bert_split_seed0 \
   benchmarks/results/models_zen1_bert_split_seed1 --out benchmarks/results/models_zen1_bert_split_seeds
 # 2026-11-30, issue 18: held-out recalibration of RFEI's sigma, registered (PREREGISTERED.md), on new seeds
-for f in 60 70; do
-  run env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay --sweeps benchmarks/data/bmm-bert-nt-autotvm.jsonl \
-    --schemes XGB+SA RFEI+CSA+AE RFEI-recal+CSA+AE --seeds 10 --first-seed $f --trials 512 --plan-size 64 \
-    --target-fraction 0.95 --out benchmarks/results/large_space/recalibrate/seeds$f  # ~13 min each, one core
-done
-run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/recalibrate/seeds60 \
-  benchmarks/results/large_space/recalibrate/seeds70 --baseline RFEI+CSA+AE --out benchmarks/results/large_space/recalibrate
-run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/recalibrate/seeds60 \
-  benchmarks/results/large_space/recalibrate/seeds70 --baseline XGB+SA --out benchmarks/results/large_space/recalibrate/vs_xgb
+bmm_replay_groups benchmarks/results/large_space/recalibrate 10 "XGB+SA RFEI+CSA+AE RFEI-recal+CSA+AE" \
+  60 70  # ~13 min per group, one core
 locked $PY -m benchmarks.models.engine_profile benchmarks/results/models_zen1_resnet18_winograd_seed0 --rounds 7 \
   --repeats 20 --out benchmarks/results/models_zen1_resnet18_winograd_seed0/engine_profile  # ~1.5 min (Zen 1)

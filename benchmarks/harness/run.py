@@ -122,7 +122,7 @@ def run_scheme(
         # each model-guided plan's exploration rate and (model, random) picks: what contextual exploration did
         "exploration": [list(s) for s in getattr(getattr(tuner, "exploration", None), "splits", [])],
         "eps": list(getattr(getattr(tuner, "exploration", None), "history", [])),
-        # RFEI with ``recalibrate``: the factor its sigma was multiplied by after every fit
+        # RFEI: the factor its sigma was multiplied by after every fit (1 at every fit without ``recalibrate``)
         "sigma_factors": list(getattr(getattr(tuner, "cost_model", None), "sigma_factors", [])),
         # RFEI: per refit, how its last forest did on the configs measured since (held-out z-scores)
         "held_out": list(getattr(getattr(tuner, "cost_model", None), "held_out", [])),
