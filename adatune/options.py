@@ -155,7 +155,8 @@ class Option:
 
 
 class Configurable:
-    """A class whose constructor keywords are declared once in ``OPTIONS`` and checked on every construction."""
+    """A class whose constructor keywords are declared once in ``OPTIONS``, checked and converted to their
+    declared type on every construction (the constructor sees ``False`` for ``"false"``, a tuple for a list)."""
 
     OPTIONS: ClassVar[tuple[Option, ...]] = ()
 
@@ -173,14 +174,17 @@ class Configurable:
 
         @functools.wraps(init)
         def checked_init(self: Any, *args: Any, **kw: Any) -> None:
-            given = signature.bind(self, *args, **kw).arguments
+            # The constructor receives the converted value, so text such as "false" given from Python
+            # means what it means on the command line instead of being stored as truthy text.
+            bound = signature.bind(self, *args, **kw)
+            given = bound.arguments
             for opt in declared:
                 if opt.name in given and given[opt.name] is not opt.default:
                     try:
-                        opt.convert(given[opt.name])
+                        given[opt.name] = opt.convert(given[opt.name])
                     except ValueError as err:
                         raise ValueError(f"{cls.__name__}: {err}") from None
-            init(self, *args, **kw)
+            init(*bound.args, **bound.kwargs)
 
         cls.__init__ = checked_init  # type: ignore[method-assign]
 

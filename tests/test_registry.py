@@ -195,3 +195,15 @@ def test_constructors_check_the_one_declaration(matmul_task: adatune.task.Task) 
         ReleaseTuner(matmul_task, eps_greedy=1.5)
     defaults = {o.name: o.default for o in RFEITuner.declared_options()}
     assert defaults["n_trees"] == 100 and defaults["eps_greedy"] is None and defaults["plan_size"] == 64
+
+
+def test_constructors_receive_converted_values(matmul_task: adatune.task.Task) -> None:
+    """Text given straight to a constructor means what it means on the command line: "false" is False, not
+    truthy text; "0,3" for a tuple option arrives as (0, 3)."""
+    from adatune.cost_models import RFEICostModel
+    from adatune.tuners import RandomTuner as Random
+
+    model = RFEICostModel(calibrate="false", recalibrate="no", n_trees="8")
+    assert model.calibrate is False and model.recalibrate is False and model.n_trees == 8
+    assert RFEITuner(matmul_task, seed=0, contextual="off").contextual is False
+    assert Random(matmul_task, range_idx="0,3").range == (0, 3)

@@ -133,7 +133,7 @@ class RFEICostModel(CostModel):
     ):
         self._bind(task, feature_type)
         self.acquisition = acquisition
-        self.recalibrate = bool(self.option("recalibrate").convert(recalibrate))  # text "false" is False
+        self.recalibrate = recalibrate
         self.sigma_factor = 1.0  # what the standard deviation is multiplied by (1 unless ``recalibrate``)
         self.sigma_factors: list[float] = []  # the factor after every fit, for the record
         self._held_out_z2: list[float] = []  # z^2 of every config measured after the forest that predicted it
