@@ -480,3 +480,13 @@ bmm_replay_groups benchmarks/results/large_space/recalibrate 10 "XGB+SA RFEI+CSA
   60 70  # ~13 min per group, one core
 locked $PY -m benchmarks.models.engine_profile benchmarks/results/models_zen1_resnet18_winograd_seed0 --rounds 7 \
   --repeats 20 --out benchmarks/results/models_zen1_resnet18_winograd_seed0/engine_profile  # ~1.5 min (Zen 1)
+# 2026-11-30 (second session), Zen 1, issue 20: every goal's figure on this host (each alone, one after another)
+locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 --rounds 9 \
+  --static-log benchmarks/results/models_zen1_bert_split_seed0/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen1  # ~14 min
+locked $PY -m benchmarks.dietcode --workloads qkv ffn2 --arms per-shape padded-largest torch numpy dietcode \
+  --static-trials 64 --static-converge 24 --out benchmarks/results/dietcode/zen1_paper_search_dense  # ~62 min
+locked $PY -m benchmarks.dietcode --workloads attn_out ffn1 --arms torch dietcode \
+  --out benchmarks/results/dietcode/zen1_dense_attn_out_ffn1  # ~12 min
+locked $PY -m benchmarks.dietcode --workloads scores context --arms per-shape padded-largest torch numpy dietcode \
+  --static-trials 64 --static-converge 24 --out benchmarks/results/dietcode/zen1_paper_search_attn  # ~48 min

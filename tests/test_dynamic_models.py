@@ -29,8 +29,10 @@ from adatune.stack_bounds import upper_bounds
 T_RANGE = (1, 24)
 CHECK_T = (1, 2, 7, 13, 16, 24)
 # a small search per GEMM (what is tested is the built module, not the search): population 16, one generation
-TUNE: dict[str, Any] = {"n_shapes": 2, "rounds": 1, "kernels_per_round": 1, "max_kernels": 1, "number": 1, "repeat": 1}
-TUNE.update(population=16, generations=1)
+TUNE: dict[str, Any] = {
+    "n_shapes": 2, "rounds": 1, "kernels_per_round": 1, "max_kernels": 1, "number": 1, "repeat": 1,
+    "population": 16, "generations": 1,
+}  # fmt: skip
 
 
 class _Block(nn.Module):

@@ -201,9 +201,8 @@ def test_constructors_receive_converted_values(matmul_task: adatune.task.Task) -
     """Text given straight to a constructor means what it means on the command line: "false" is False, not
     truthy text; "0,3" for a tuple option arrives as (0, 3)."""
     from adatune.cost_models import RFEICostModel
-    from adatune.tuners import RandomTuner as Random
 
     model = RFEICostModel(calibrate="false", recalibrate="no", n_trees="8")
     assert model.calibrate is False and model.recalibrate is False and model.n_trees == 8
     assert RFEITuner(matmul_task, seed=0, contextual="off").contextual is False
-    assert Random(matmul_task, range_idx="0,3").range == (0, 3)
+    assert RandomTuner(matmul_task, range_idx="0,3").range == (0, 3)
