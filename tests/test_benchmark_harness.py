@@ -575,3 +575,35 @@ def test_swap_records_takes_only_the_named_tasks_from_the_donor(tmp_path):
     assert json.loads((out / "results.json").read_text())["meta"]["winograd_tiles"] == [[196, 4], [49, 2]]
     with pytest.raises(SystemExit, match="no records"):
         main(["--base", runs["base"], "--donor", runs["donor"], "--template", "dense.x86", "--out", str(out)])
+
+
+def test_a_live_study_killed_before_its_re_measurement_keeps_every_finished_run(tmp_path, monkeypatch):
+    import benchmarks.harness.__main__ as harness_main
+    import benchmarks.harness.run as harness_run
+
+    class QuietGate:  # the gate's probes time a 256 MiB stream; this test is about what is saved
+        def probe(self, _when: str) -> None:
+            pass
+
+    def killed(*_args, **_kwargs):
+        raise KeyboardInterrupt  # as if the study were stopped after its last run
+
+    def one_option(evaluator, timeout, n_parallel):  # every evaluator one runner: each starts a worker (~5 s)
+        option = adatune.measure_option(adatune.LocalBuilder(n_parallel=1), adatune.LocalRunner(number=2, repeat=3))
+        return {"DE": option, "AE": option, "common": option}
+
+    monkeypatch.setattr(harness_main, "NoiseGate", QuietGate)
+    monkeypatch.setattr(harness_run, "remeasure", killed)
+    monkeypatch.setattr(harness_run, "_options", one_option)
+    out = tmp_path / "live"
+    argv = ["hardware", "--workloads", "dense:M=16,N=16,K=16", "--schemes", "Random", "--baseline", "Random"]
+    argv += ["--seeds", "2"]
+    argv += ["--budget", "0.5", "--number", "2", "--repeat", "3", "--n-parallel", "1", "--out", str(out)]
+    with pytest.raises(KeyboardInterrupt):
+        harness_main.main(argv)
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["partial"] is True and saved["meta"]["schemes"] == ["Random"]
+    (study,) = saved["studies"]
+    assert study["partial"] is True and study["common_gflops"] == {}
+    assert [(r["scheme"], r["seed"]) for r in study["runs"]] == [("Random", 0), ("Random", 1)]
+    assert all(r["trials"] and r["trials"][0]["gflops"] > 0 for r in study["runs"])

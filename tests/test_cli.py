@@ -268,7 +268,8 @@ def test_model_commands_usage_errors(
 def test_tune_model_passes_confirm_and_its_budget_to_tune_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``adatune tune-model ... --confirm 3`` reaches ``tune_model(confirm=3)``; without it, confirmation is off."""
+    """``adatune tune-model ... --confirm 3`` reaches ``tune_model(confirm=3)``; without it, confirmation is off;
+    ``--no-templates`` passes the model's table with every task on trace search."""
     import adatune.models.cli as model_cli
 
     seen: list[dict] = []
@@ -279,10 +280,13 @@ def test_tune_model_passes_confirm_and_its_budget_to_tune_model(
 
     monkeypatch.setattr(model_cli, "load_model", lambda args: "the model")
     monkeypatch.setattr(model_cli, "tune_model", fake_tune_model)
+    monkeypatch.setattr(model_cli, "extract_tasks", lambda model, templates=True: (model, templates))
     log = str(tmp_path / "m.jsonl")
     assert main(["tune-model", "resnet18", "--log", log, "--budget", "30m", "--confirm", "3"]) == 0
     assert main(["tune-model", "resnet18", "--log", log, "--budget", "40"]) == 0
-    assert [(s["model"], s["log"], s["confirm"]) for s in seen] == [("the model", log, 3), ("the model", log, 0)]
+    assert main(["tune-model", "resnet18", "--log", log, "--budget", "40", "--no-templates"]) == 0
+    assert [(s["model"], s["log"], s["confirm"]) for s in seen[:2]] == [("the model", log, 3), ("the model", log, 0)]
+    assert [s["tasks"] for s in seen] == [None, None, ("the model", False)]
     assert (seen[0]["n_trial"], seen[0]["time_budget"]) == (None, 1800.0)
     assert (seen[1]["n_trial"], seen[1]["time_budget"]) == (40, None)
     assert "5 trials; estimated latency 1.000 ms" in capsys.readouterr().out

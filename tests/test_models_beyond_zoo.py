@@ -88,3 +88,33 @@ def test_exact_math_runs_through_libmvec_and_matches_the_scalar_build(tmp_path) 
             binary = f.read()
         found[on] = (b"libmvec" in binary, b"_ZGV" in binary)  # linked, and its vector functions called
     assert found == {True: (True, True), False: (False, False)}
+
+
+def test_a_model_tuned_with_templates_off_deploys_its_trace_records_from_either_task_table(tmp_path) -> None:
+    """``extract_tasks(templates=False)`` sends every function to trace search (the models benchmark's ``trace``
+    arm); the log it writes applies whether the build is given that table or the default one with templates."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    model = am.from_torch(net, (torch.randn(2, 16),), name="mlp")
+    with_templates = am.extract_tasks(model)
+    trace_only = am.extract_tasks(model, templates=False)
+    assert any(t.kind != "trace" for t in with_templates), "the dense layers should have a knob template"
+    assert [t.kind for t in trace_only] == ["trace"] * len(with_templates)
+    assert [t.task_name for t in trace_only] == [t.trace_task_name for t in with_templates]
+    log = tmp_path / "mlp.jsonl"
+    am.tune_model(
+        model,
+        log,
+        n_trial=2 * len(trace_only),
+        strategy="round-robin",
+        round_trials=2,
+        tasks=trace_only,
+        progress=False,
+    )
+    names = {r.task_name for r in adatune.load_from_file(str(log))}
+    assert names and all(n.startswith("trace/") for n in names)
+    x = model.random_inputs(1)
+    for table in (trace_only, with_templates, None):
+        compiled = am.build(model, log, tasks=table)
+        assert set(compiled.applied.values()) == {"record"}, compiled.applied
+        np.testing.assert_allclose(compiled.run(*x)[0], model.reference(*x)[0], rtol=1e-4, atol=1e-4)

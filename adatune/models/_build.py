@@ -23,6 +23,7 @@ from ..generic_schedule import schedule_generic
 from ..records import as_records, pick_best
 from ..space import FallbackConfig
 from ..target import cpu_info
+from ..task import TuningTask
 from ._extract import FusedKnobTask, ModelTask, extract_tasks
 from ._frontend import Model
 
@@ -104,10 +105,12 @@ def build(
     mod = model.mod
     applied: dict[str, str] = {}
     untuned = []
+    by_name = {json.loads(k)[0]: r for k, r in best.items()}
     for t in tasks:
-        rec = next((r for k, r in best.items() if json.loads(k)[0] == t.task_name), None)
-        if rec is not None:
-            func, how = t.task.scheduled_module(t.task.candidate_from_json(rec.config))["main"], "record"
+        picked = _record_for(t, by_name)
+        if picked is not None:
+            task, rec = picked
+            func, how = task.scheduled_module(task.candidate_from_json(rec.config))["main"], "record"
         else:
             func, how = _fallback(t, tgt)
             untuned.append(t.func_name)
@@ -130,6 +133,20 @@ def build(
     compiled = CompiledModel(model, executable, applied, link)
     compiled.prepacked, compiled.module = prepacked, mod
     return compiled
+
+
+def _record_for(t: ModelTask, by_name: dict[str, Any]) -> tuple[TuningTask, Any] | None:
+    """The function's best record and the task it schedules: its own task's, or its trace task's where the log
+    was tuned with templates off; the faster where the log holds both."""
+    found = []
+    if t.task_name in by_name:
+        found.append((by_name[t.task_name], lambda: t.task))
+    if t.trace_task_name != t.task_name and t.trace_task_name in by_name:
+        found.append((by_name[t.trace_task_name], lambda: t.trace_task))
+    if not found:
+        return None
+    rec, task_of = min(found, key=lambda f: f[0].cost)
+    return task_of(), rec
 
 
 def prepack_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:

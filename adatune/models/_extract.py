@@ -331,6 +331,8 @@ class ModelTask:
     ``kind`` is the template name for knob tasks and ``"trace"`` for trace search; ``note`` says why a
     function a template recognised went to trace search. A trace task is created on first use: its design
     spaces need MetaSchedule's rules, whose first use in a process imports TVM's tensor intrinsics (tens of s).
+    Every function also has its trace task (``trace_task``), so a log tuned with templates off
+    (``extract_tasks(templates=False)``) applies to a table extracted with them.
     """
 
     def __init__(
@@ -350,6 +352,7 @@ class ModelTask:
         self.mod, self.target, self._task, self.kind, self.note = mod, target, task, kind, note
         self.constant_args = constant_args
         self.shape = _shape_text(_arg_specs(mod["main"]))
+        self._trace: TuningTask | None = task if kind == "trace" else None
 
     @property
     def created(self) -> bool:
@@ -358,14 +361,26 @@ class ModelTask:
     @property
     def task(self) -> TuningTask:
         if self._task is None:
-            self._task = TraceTask.from_module(self.mod, self.target)
-            self._task.constant_args = self.constant_args
+            self._task = self.trace_task
         return self._task
+
+    @property
+    def trace_task(self) -> TuningTask:
+        """The function in the trace search's rule-made design spaces, whatever ``kind`` is."""
+        if self._trace is None:
+            self._trace = TraceTask.from_module(self.mod, self.target)
+            self._trace.constant_args = self.constant_args
+        return self._trace
 
     @property
     def task_name(self) -> str:
         """The task's record name (known without creating a trace task)."""
-        return self._task.name if self._task is not None else f"trace/rules/ir-{module_key(self.mod)}"
+        return self._task.name if self._task is not None else self.trace_task_name
+
+    @property
+    def trace_task_name(self) -> str:
+        """The record name of ``trace_task`` (known without creating it)."""
+        return f"trace/rules/ir-{module_key(self.mod)}"
 
     @property
     def space_size(self) -> int | None:
@@ -444,9 +459,10 @@ def _make_task(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[TuningTask
     return None, "trace", note
 
 
-def extract_tasks(model: Model, target: _target.TargetLike | None = None) -> list[ModelTask]:
+def extract_tasks(model: Model, target: _target.TargetLike | None = None, templates: bool = True) -> list[ModelTask]:
     """One task per distinct PrimFunc of ``model`` (structurally equal functions share one task and add up
-    their calls), heaviest first (weight x FLOPs)."""
+    their calls), heaviest first (weight x FLOPs). ``templates=False``: every function goes to trace search,
+    the knob templates unused (to compare the two on a whole model, or where a template's space is in doubt)."""
     tgt = _target.create(target) if target is not None else _target.host()
     counts = _call_counts(model.mod)
     constants = _constant_args(model.mod)
@@ -464,7 +480,7 @@ def extract_tasks(model: Model, target: _target.TargetLike | None = None) -> lis
         weight = sum(counts.get(g, 0) for g in gvs)
         if weight == 0:
             continue  # not called by main (dead code left by a pass)
-        task, kind, note = _make_task(mod, tgt)
+        task, kind, note = _make_task(mod, tgt) if templates else (None, "trace", "templates off")
         constant = frozenset.intersection(*(constants.get(g, frozenset()) for g in gvs))
         if task is not None:
             task.uses = {**getattr(task, "uses", {}), model.name: weight}

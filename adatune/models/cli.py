@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ._build import build
-from ._extract import format_task_table, model_tasks
+from ._extract import extract_tasks, format_task_table, model_tasks
 from ._frontend import Model, from_onnx, load_builtin
 from ._latency import latency_table
 from ._scheduler import STRATEGIES, tune_model
@@ -62,6 +62,11 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", choices=STRATEGIES, default="gradient")
     parser.add_argument("--tuner", default="xgb", help="tuner of knob tasks (any registered tuner)")
     parser.add_argument("--trace-cost-model", default="xgb", choices=("xgb", "rfei"))
+    parser.add_argument(
+        "--no-templates",
+        action="store_true",
+        help="every task by trace search, the knob templates unused (compile applies the log either way)",
+    )
     parser.add_argument("--round-trials", type=int, default=8)
     parser.add_argument(
         "--confirm",
@@ -131,8 +136,9 @@ def tune_model_main(args: argparse.Namespace) -> int:
         raise ValueError("give a budget: --budget 2000, --budget 30m, --n-trial or --time-budget")
     if args.confirm < 0:
         raise ValueError(f"--confirm must be >= 0 (0: off), got {args.confirm}")
+    model = load_model(args)
     summary = tune_model(
-        load_model(args),
+        model,
         args.log,
         n_trial=n_trial,
         time_budget=time_budget,
@@ -142,6 +148,7 @@ def tune_model_main(args: argparse.Namespace) -> int:
         round_trials=args.round_trials,
         seed=args.seed,
         confirm=args.confirm,
+        tasks=extract_tasks(model, templates=False) if args.no_templates else None,
     )
     est = summary.estimated_latency
     print(

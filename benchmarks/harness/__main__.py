@@ -102,13 +102,14 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
     spec = RunSpec(args.trials, None, args.plan_size, args.batch_size, args.num_threads, coef)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     meta = _meta(args, mode) | {"schemes": schemes, "baseline": args.baseline, "target_fraction": args.target_fraction}
+    os.makedirs(args.out, exist_ok=True)
+
+    def save(done: list[dict[str, Any]]) -> None:
+        """What is measured so far, so a killed study keeps it (the report overwrites this file at the end)."""
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+            json.dump({"meta": meta, "studies": done, "stats": [], "partial": True}, f)
+
     if mode == "replay":
-        os.makedirs(args.out, exist_ok=True)
-
-        def save(done: list[dict[str, Any]]) -> None:
-            with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-                json.dump({"meta": meta, "studies": done, "stats": [], "partial": True}, f)
-
         studies = replay_study(args.sweeps, schemes, seeds, spec, on_seed=save)
     else:
         spec.n_trial, spec.time_budget = 100_000, args.budget
@@ -125,6 +126,7 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
             args.timeout,
             args.n_parallel,
             getattr(args, "space", "knob"),
+            on_run=save,
         )
         gate.probe("after")
         meta["noise_gate"], meta["noise_sentence"] = gate.to_json(), gate.sentence()

@@ -282,13 +282,16 @@ def hardware_study(
     timeout: float = 10.0,
     n_parallel: int = 2,
     space: str = "knob",
+    on_run: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Real measurement: every seed x scheme under the same budget (schemes interleaved, order rotating
     with the seed, so drift hits all alike), then the common re-measurement of every best-so-far config.
     ``space="trace"`` tunes each workload's trace task (TVM's schedule rules as a probabilistic program).
-    ``evaluator``: the runner settings (see ``_options``; default 10 x 10 runs, coefficient 0.1, common 10 x 30)."""
+    ``evaluator``: the runner settings (see ``_options``; default 10 x 10 runs, coefficient 0.1, common 10 x 30).
+    ``on_run`` gets the studies so far after every run, the current workload's marked ``"partial"`` (no common
+    re-measurement yet), so a study killed after an hour keeps the runs it finished."""
     evaluator = evaluator or {"number": 10, "repeat": 10, "min_converge_coef": 0.1, "common_repeat": 30}
-    studies = []
+    studies: list[dict[str, Any]] = []
     for wl in workloads:
         task = study_task(wl, space)
         opts = _options(evaluator, timeout, n_parallel)
@@ -304,6 +307,8 @@ def hardware_study(
                     option = opts["AE" if SCHEMES[name].adaptive_evaluator else "DE"]
                     run = run_scheme(name, task, seed, option, spec, cands)
                     runs.append(run)
+                    if on_run is not None:
+                        on_run([*studies, _study_record(wl, task, evaluator, spec, runs, None)])
                     logger.info(
                         "%s seed %d %s: %d trials, best %.2f GFLOPS",
                         wl,
@@ -323,18 +328,31 @@ def hardware_study(
         finally:
             for opt in opts.values():
                 opt.close()
-        studies.append(
-            {
-                "mode": "hardware",
-                "workload": wl,
-                "task": repr(task),
-                "workload_key": task.workload_key,
-                "space": task.space.size,
-                "common_gflops": common,
-                "evaluator": evaluator,
-                "common_evaluator": {"number": evaluator["number"], "repeat": evaluator["common_repeat"]},
-                "time_budget": spec.time_budget,  # the report compares runs within it (stats.within_budget)
-                "runs": runs,
-            }
-        )
+        studies.append(_study_record(wl, task, evaluator, spec, runs, common))
     return studies
+
+
+def _study_record(
+    wl: str,
+    task: TuningTask,
+    evaluator: dict[str, Any],
+    spec: RunSpec,
+    runs: list[dict[str, Any]],
+    common: dict[str, float] | None,
+) -> dict[str, Any]:
+    """One workload's hardware study as results.json keeps it; ``common=None``: runs so far, not re-measured."""
+    record: dict[str, Any] = {
+        "mode": "hardware",
+        "workload": wl,
+        "task": repr(task),
+        "workload_key": task.workload_key,
+        "space": task.space.size,
+        "common_gflops": common if common is not None else {},
+        "evaluator": evaluator,
+        "common_evaluator": {"number": evaluator["number"], "repeat": evaluator["common_repeat"]},
+        "time_budget": spec.time_budget,  # the report compares runs within it (stats.within_budget)
+        "runs": list(runs),
+    }
+    if common is None:
+        record["partial"] = True
+    return record

@@ -2,8 +2,9 @@
 
 Per model: task extraction; untuned TVM (TVM's own pipeline, no schedule), PyTorch eager and onnxruntime on all
 physical cores; then each arm (``xgb``: XGBTuner with the deterministic evaluator; ``rfei-ae``: RFEITuner with
-the adaptive evaluator, ``min_converge_coef=0.1``) tunes every task under the same wall-clock budget with the
-gradient task scheduler, the model is compiled and timed at ``--checkpoints`` points along the way, and at the
+the adaptive evaluator, ``min_converge_coef=0.1``; ``trace``, not run by default: every task by trace search with
+XGBoost, the knob templates unused) tunes every task under the same wall-clock budget with the gradient task
+scheduler, the model is compiled and timed at ``--checkpoints`` points along the way, and at the
 end every engine is timed again back to back. Writes results.json, tasks.csv (per-task breakdown),
 latency_<model>.png and summary.md to ``--out``.
 
@@ -34,7 +35,7 @@ from adatune.target import size_tvm_thread_pool
 from .._common import load_now
 from ..noise_gate import NoiseGate
 from .report import plot, write_markdown, write_results
-from .run import ARMS, ModelRun, run_model
+from .run import ARMS, DEFAULT_ARMS, ModelRun, run_model
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks.models", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--models", nargs="*", default=list(BUILTIN_MODELS), choices=list(BUILTIN_MODELS))
-    p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
+    p.add_argument(
+        "--arms", nargs="*", default=DEFAULT_ARMS, choices=list(ARMS), help="trace: every task by trace search"
+    )
     p.add_argument("--budget-min", type=float, default=10.0, help="tuning wall-clock per arm and model (minutes)")
     p.add_argument("--checkpoints", type=int, default=3, help="compile-and-time points along each arm's budget")
     p.add_argument("--repeats", type=int, default=30, help="timed inferences per latency")

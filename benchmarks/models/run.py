@@ -11,7 +11,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import tvm
 from tvm import relax
@@ -22,13 +22,24 @@ import adatune.models as am
 from .._common import settled
 from ..noise_gate import interleaved
 
-__all__ = ["ARMS", "ArmRun", "ModelRun", "checkpoint_name", "run_model"]
+__all__ = ["ARMS", "DEFAULT_ARMS", "Arm", "ArmRun", "ModelRun", "checkpoint_name", "run_model"]
 
-# arm -> (tuner of knob tasks, cost model of trace tasks, adaptive evaluator's min_converge_coef or None)
-ARMS: dict[str, tuple[str, str, float | None]] = {
-    "xgb": ("xgb", "xgb", None),
-    "rfei-ae": ("rfei", "rfei", 0.1),
+
+class Arm(NamedTuple):
+    """How an arm tunes a model: ``templates=False`` sends every task to trace search (knob templates unused)."""
+
+    tuner: str  # of knob tasks
+    trace_cost_model: str  # of trace tasks
+    coef: float | None  # the adaptive evaluator's min_converge_coef; None: the deterministic evaluator
+    templates: bool = True
+
+
+ARMS: dict[str, Arm] = {
+    "xgb": Arm("xgb", "xgb", None),
+    "rfei-ae": Arm("rfei", "rfei", 0.1),
+    "trace": Arm("xgb", "xgb", None, templates=False),
 }
+DEFAULT_ARMS = ["xgb", "rfei-ae"]
 
 
 @dataclass
@@ -133,7 +144,7 @@ def run_arm(
     and the model compiled at each checkpoint (all timed again in the final comparison, not rebuilt).
     ``confirm`` > 0: each slice ends with every task's ``confirm`` leaders re-timed (``tune_model(confirm=...)``),
     so a checkpoint deploys, and its estimate sums, medians of re-timings rather than single lucky readings."""
-    tuner, trace_model, coef = ARMS[arm]
+    tuner, trace_model, coef, _templates = ARMS[arm]
     log = os.path.join(out, f"records_{model.name}_{arm}.jsonl")
     if os.path.exists(log):
         os.remove(log)
@@ -216,9 +227,14 @@ def run_model(
     )
     result = ModelRun(name, len(tasks), extract_s, baselines, [])
     compiled: dict[str, list[am.CompiledModel]] = {}
+    trace_only: list[am.ModelTask] | None = None
     for arm in arms:
+        if not ARMS[arm].templates and trace_only is None:
+            trace_only = am.extract_tasks(model, templates=False)
+        arm_tasks = tasks if ARMS[arm].templates else trace_only
+        assert arm_tasks is not None
         arm_run, compiled[arm] = run_arm(
-            model, tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed, cold, confirm
+            model, arm_tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed, cold, confirm
         )
         result.arms.append(arm_run)
         if on_progress is not None:
