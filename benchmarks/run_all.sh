@@ -490,3 +490,13 @@ locked $PY -m benchmarks.dietcode --workloads attn_out ffn1 --arms torch dietcod
   --out benchmarks/results/dietcode/zen1_dense_attn_out_ffn1  # ~12 min
 locked $PY -m benchmarks.dietcode --workloads scores context --arms per-shape padded-largest torch numpy dietcode \
   --static-trials 64 --static-converge 24 --out benchmarks/results/dietcode/zen1_paper_search_attn  # ~48 min
+# 2026-11-30 (third session), Zen 1, issue 18: the live 3-arm study at n=500, registered (PREREGISTERED.md)
+locked $PY -m benchmarks.harness hardware --paper --workloads "dense:M=128,N=768,K=768,space=autotvm" \
+  --schemes XGB+SA XGB+SA+AE RFEI+CSA+AE --seeds 6 --first-seed 24 --budget 240 --plan-size 16 --batch-size 8 \
+  --timeout 60 --target-fraction 0.8 --out benchmarks/results/large_space/live_paper_qkv_zen1  # ~78 min
+run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/live_paper_qkv_zen1 \
+  --baseline XGB+SA+AE --title "hardware study, against XGB+SA+AE" \
+  --out benchmarks/results/large_space/live_paper_qkv_zen1/vs_xgb_ae
+# issue 19: ResNet-18 with every task by trace search (templates off), as the Winograd rfei-ae seeds above
+locked $PY -m benchmarks.models --models resnet18 --arms trace --budget-min 15 --checkpoints 3 --winograd --seed 0 \
+  --cache-flush --confirm 4 --out benchmarks/results/models_zen1_resnet18_winograd_trace_seed0  # ~22 min
