@@ -111,6 +111,11 @@ def test_a_winograd_model_uses_the_template_and_matches_pytorch(tmp_path) -> Non
     ]
     assert sum(t.kind == "conv2d_nchw.x86" for t in tasks) == 1  # the strided convolution
     assert all(1 in t.constant_args for t in winograd)  # the transformed kernel is a constant of the model
+    # with templates off, TVM's rules make no design space of a Winograd function: its template keeps it, noted
+    off = {t.func_name: t for t in am.extract_tasks(model, templates=False)}
+    assert {off[t.func_name].kind for t in winograd} == {"conv2d_winograd.x86"}
+    assert all("no design space" in off[t.func_name].note for t in winograd)
+    assert all(off[t.func_name].kind == "trace" for t in tasks if t not in winograd)
     x = model.random_inputs(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # every task falls back: no records

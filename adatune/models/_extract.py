@@ -459,10 +459,24 @@ def _make_task(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[TuningTask
     return None, "trace", note
 
 
+def _trace_or_template(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[TuningTask | None, str, str]:
+    """With templates off: trace search, unless TVM's rules cannot make the function a design space (they fail on
+    the Winograd functions' tile extraction), where its template takes it, with the reason as the note."""
+    try:
+        trace = TraceTask.from_module(mod, target)
+    except Exception as err:  # noqa: BLE001 - TVM's space generator raises several kinds
+        task, kind, _ = _make_task(mod, target)
+        if task is None:
+            raise
+        return task, kind, f"templates off, but trace search has no design space for it ({type(err).__name__})"
+    return trace, "trace", "templates off"
+
+
 def extract_tasks(model: Model, target: _target.TargetLike | None = None, templates: bool = True) -> list[ModelTask]:
     """One task per distinct PrimFunc of ``model`` (structurally equal functions share one task and add up
     their calls), heaviest first (weight x FLOPs). ``templates=False``: every function goes to trace search,
-    the knob templates unused (to compare the two on a whole model, or where a template's space is in doubt)."""
+    the knob templates unused (to compare the two on a whole model, or where a template's space is in doubt),
+    except a function TVM's rules make no design space of (the note says so); its trace task is made here."""
     tgt = _target.create(target) if target is not None else _target.host()
     counts = _call_counts(model.mod)
     constants = _constant_args(model.mod)
@@ -480,7 +494,7 @@ def extract_tasks(model: Model, target: _target.TargetLike | None = None, templa
         weight = sum(counts.get(g, 0) for g in gvs)
         if weight == 0:
             continue  # not called by main (dead code left by a pass)
-        task, kind, note = _make_task(mod, tgt) if templates else (None, "trace", "templates off")
+        task, kind, note = _make_task(mod, tgt) if templates else _trace_or_template(mod, tgt)
         constant = frozenset.intersection(*(constants.get(g, frozenset()) for g in gvs))
         if task is not None:
             task.uses = {**getattr(task, "uses", {}), model.name: weight}
