@@ -24,7 +24,7 @@ demo: $(STAMP)
 check: $(STAMP)
 	$(BIN)/ruff check adatune tests benchmarks examples
 	$(BIN)/ruff format --check adatune tests benchmarks examples
-	$(BIN)/mypy adatune
+	$(BIN)/mypy adatune benchmarks
 	$(BIN)/lint-imports
 
 test: check

@@ -83,6 +83,8 @@ def probe_timer(number: int = 20, place_caller: bool = True) -> Timer:
 
     adatune.target.size_tvm_thread_pool()
     task = adatune.task.create("dense.x86", (*PROBE_GEMM, "float32"), adatune.target.host())
+    if not isinstance(task, adatune.task.Task):
+        raise TypeError(f"the probe needs dense.x86's knob template, got a {type(task).__name__}")
     space = task.config_space
 
     def tile(i: int) -> tuple:
@@ -249,15 +251,16 @@ class NoiseGate:
         return self._timer
 
     def probe(self, label: str) -> ProbeReading:
-        if self._memory_timer is None:  # the first reading: build what is not built yet, then warm both up
-            self._timer, self._memory_timer = self.compute_timer, memory_probe_timer()
+        timer, memory_timer = self.compute_timer, self._memory_timer
+        if memory_timer is None:  # the first reading: build what is not built yet, then warm both up
+            memory_timer = self._memory_timer = memory_probe_timer()
             for _ in range(WARM_UP):  # first calls pay page faults, thread start-up and clock ramp-up
-                self._timer()
-                self._memory_timer()
+                timer()
+                memory_timer()
         secs, mem = [], []
         for _ in range(self.repeats):  # the two probes in turns, so both see the same moments
-            secs.append(self._timer())
-            mem.append(self._memory_timer())
+            secs.append(timer())
+            mem.append(memory_timer())
         reading = ProbeReading(label, time.time(), list(os.getloadavg()), secs, mem, core_probe_seconds())
         self.readings.append(reading)
         return reading

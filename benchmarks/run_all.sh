@@ -498,5 +498,15 @@ run $PY -m benchmarks.harness report --inputs benchmarks/results/large_space/liv
   --baseline XGB+SA+AE --title "hardware study, against XGB+SA+AE" \
   --out benchmarks/results/large_space/live_paper_qkv_zen1/vs_xgb_ae
 # issue 19: ResNet-18 with every task by trace search (templates off; NCHW: TVM's rules make no space of Winograd)
-locked $PY -m benchmarks.models --models resnet18 --arms trace --budget-min 15 --checkpoints 3 --seed 0 \
-  --cache-flush --confirm 4 --out benchmarks/results/models_zen1_resnet18_trace_seed0  # ~22 min
+for s in 0 1 2; do
+  locked $PY -m benchmarks.models --models resnet18 --arms trace --budget-min 15 --checkpoints 3 --seed $s \
+    --cache-flush --confirm 4 --out benchmarks/results/models_zen1_resnet18_trace_seed$s  # ~31 min each
+done
+# issue 19 item 5: the XGB arm's three seeds, as the rfei-ae arm's above (Winograd)
+for s in 0 1 2; do
+  locked $PY -m benchmarks.models --models resnet18 --arms xgb --budget-min 15 --checkpoints 3 --winograd --seed $s \
+    --cache-flush --confirm 4 --out benchmarks/results/models_zen1_resnet18_winograd_xgb_seed$s  # ~21 min each
+done
+run $PY -m benchmarks.models.seeds benchmarks/results/models_zen1_resnet18_winograd_seed{0,1,2} \
+  benchmarks/results/models_zen1_resnet18_winograd_xgb_seed{0,1,2} benchmarks/results/models_zen1_resnet18_trace_seed{0,1,2} \
+  --out benchmarks/results/models_zen1_resnet18_arms_seeds

@@ -277,6 +277,32 @@ def test_the_memory_probe_gates_too_and_older_readings_without_it_still_pass():
     assert old.passed and old.readings[0].memory_median is None
 
 
+def test_a_gate_builds_its_probes_once_warms_them_up_once_and_reads_both_in_turns(monkeypatch):
+    import benchmarks.noise_gate as ng
+
+    calls: list[str] = []
+    built: list[str] = []
+
+    def fake(name: str, seconds: float):
+        def build() -> ng.Timer:
+            built.append(name)
+            return lambda: calls.append(name) or seconds
+
+        return build
+
+    monkeypatch.setattr(ng, "probe_timer", fake("compute", 1e-3))
+    monkeypatch.setattr(ng, "memory_probe_timer", fake("memory", 3e-2))
+    monkeypatch.setattr(ng, "core_probe_seconds", lambda: [1e-3, 1e-3])
+    gate = NoiseGate(repeats=4)
+    first = gate.probe("before")
+    assert built == ["compute", "memory"] and calls[: 2 * ng.WARM_UP] == ["compute", "memory"] * ng.WARM_UP
+    assert first.seconds == [1e-3] * 4 and first.memory_seconds == [3e-2] * 4
+    calls.clear()
+    gate.probe("after")
+    assert built == ["compute", "memory"] and calls == ["compute", "memory"] * 4  # no rebuild, no second warm-up
+    assert gate.passed and [r.label for r in gate.readings] == ["before", "after"]
+
+
 def test_the_per_cpu_probe_times_every_allowed_cpu_and_is_recorded_but_not_gated():
     import os
 

@@ -88,6 +88,8 @@ def probe_kernels(args: argparse.Namespace, tgt: Any, rng: np.random.Generator) 
 def probe_template(args: argparse.Namespace, tgt: Any, rng: np.random.Generator) -> list[dict[str, Any]]:
     targs = (*args.template_args, "float32")
     task = adatune.task.create(args.template, targs, tgt)
+    if not isinstance(task, adatune.task.Task):
+        raise SystemExit(f"{args.template} is not a knob template (a {type(task).__name__})")
     lanes = _target.cpu_info(task.target).lanes("float32")
     tile = "tile_f" if args.template.startswith("conv2d") else "tile_x"
     space = task.config_space
@@ -114,11 +116,11 @@ def probe_template(args: argparse.Namespace, tgt: Any, rng: np.random.Generator)
         assert want is not None
         np.testing.assert_allclose(tensors[-1].numpy(), want[0], rtol=1e-3, atol=1e-3, err_msg=f"{index} {way}")
         ev = lib.mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
-        timers[(index, way)] = functools.partial(_reading, ev, tensors)
+        timers[f"{index} {way}"] = functools.partial(_reading, ev, tensors)
     med = {k: statistics.median(v) for k, v in interleaved(timers, args.rounds).items()}
     rows = []
     for index in picked:
-        whole, split = med[(index, "whole")], med[(index, "split")]
+        whole, split = med[f"{index} whole"], med[f"{index} split"]
         rows.append({"case": f"{args.template}{tuple(args.template_args)}", "candidate": str(space.get(index)),
                      "whole_us": whole * 1e6, "split_us": split * 1e6, "whole_over_split": whole / split})  # fmt: skip
         print(f"{args.template} config {index}: whole {whole * 1e6:.1f} us, split {split * 1e6:.1f} us")

@@ -188,7 +188,7 @@ class Bench:
 def _phase(
     bench: Bench,
     kernels: list[dict],
-    fns: dict[int, Any],
+    fns: dict[tuple[int, int], Any],  # (slot, launch) -> the loaded function
     ts: list[int],
     t_index: dict[int, int],
     seconds: np.ndarray,
@@ -467,7 +467,7 @@ def merge(args: argparse.Namespace, names: list[str], env: dict) -> None:
             with np.load(path) as z:
                 arrays.update({f"{name}/{k}": z[k] for k in z.files})
     os.makedirs(args.out, exist_ok=True)
-    np.savez_compressed(os.path.join(args.out, "results.npz"), **arrays)
+    np.savez_compressed(os.path.join(args.out, "results.npz"), **arrays)  # type: ignore[arg-type]
     meta = {k: v for k, v in env.items() if k != "args"}
     meta["args"] = {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str))}
     with open(os.path.join(args.out, "meta.json"), "w") as f:

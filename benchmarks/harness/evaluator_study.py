@@ -113,7 +113,7 @@ def evaluator_study(
         builder = adatune.LocalBuilder(n_parallel=2)
         timing = {"timeout": timeout, "micro_batch": micro_batch, "min_micro_batches": min_micro_batches}
         de_runner = adatune.LocalRunner(number=number, repeat=repeat, **timing)
-        floor_batch = EvaluatorConfig(number, repeat, **{k: timing[k] for k in ("micro_batch", "min_micro_batches")})
+        floor_batch = EvaluatorConfig(number, repeat, micro_batch=micro_batch, min_micro_batches=min_micro_batches)
         fixed = adatune.LocalRunner(number=floor_batch.adaptive_micro_batch, repeat=min_micro_batches, **timing)
         arms = {
             "DE": adatune.measure_option(builder, de_runner),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from adatune.task import TuningTask
 from adatune.tuners import RandomTuner, ReleaseTuner, RFEITuner, TraceSearchTuner, Tuner, XGBTuner
@@ -57,7 +58,7 @@ def _xgb_as(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tune
     return XGBTuner(task, plan_size=plan, num_threads=threads, sampler="adaptive", seed=seed)
 
 
-def _rfei(contextual: bool, **options: str | bool) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+def _rfei(contextual: bool, **options: Any) -> Callable[[TuningTask, int, int, int | None], Tuner]:
     def build(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
         return RFEITuner(task, plan_size=plan, contextual=contextual, num_threads=threads, seed=seed, **options)
 

@@ -123,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    m, k, n = args.shape
     rows, meta, gate = gated_run(
-        "benchmarks.models.k_block_probe", argv, lambda: probe(*args.shape, args.blocks, args.rounds)
+        "benchmarks.models.k_block_probe", argv, lambda: probe(m, k, n, args.blocks, args.rounds)
     )
     started, load_before = meta["started"], meta["load_before"]
     os.makedirs(args.out, exist_ok=True)

@@ -71,7 +71,7 @@ def _net(channels: int, seed: int) -> Any:
     return Conv().eval()
 
 
-def _variant(name: str, net: Any, example: tuple, tile: int | None, args: argparse.Namespace) -> dict:
+def _variant(name: str, net: Any, example: tuple, tile: int | None, args: argparse.Namespace) -> dict[str, Any]:
     """Import ``net`` direct (``tile`` None) or with every eligible convolution as F(tile x tile), tune (or take
     ``--from-logs``' records), build."""
     model = am.from_torch(net, example, name=name, winograd=((1, tile),) if tile else False)
@@ -143,11 +143,11 @@ def _one_layer(channels: int, size: int, tiles: list[int], args: argparse.Namesp
     for name, seconds in rounds_s.items():
         variant, mode = name.rsplit(" ", 1)
         per_round = [d / s for d, s in zip(rounds_s[f"{first['name']} {mode}"], seconds)]
-        v = next((v for v in variants if v["name"] == variant), None)
+        own = next((v for v in variants if v["name"] == variant), None)  # None: an engine, not a variant
         rows.append({
-            "variant": variant, "timing": mode, "tile": v["tile"] if v else None,
-            "engine": "adatune" if v else variant, "trials": v["trials"] if v else 0,
-            "tune_s": v["tune_s"] if v else 0.0, "median_ms": statistics.median(seconds) * 1e3,
+            "variant": variant, "timing": mode, "tile": own["tile"] if own else None,
+            "engine": "adatune" if own else variant, "trials": own["trials"] if own else 0,
+            "tune_s": own["tune_s"] if own else 0.0, "median_ms": statistics.median(seconds) * 1e3,
             "speed_vs_direct": statistics.median(per_round), "rounds_faster_than_direct": sum(r > 1 for r in per_round),
         })  # fmt: skip
         print(f"  {name}: {rows[-1]['median_ms']:.3f} ms, {rows[-1]['speed_vs_direct']:.3f}x direct", flush=True)
