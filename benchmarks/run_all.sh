@@ -510,3 +510,16 @@ done
 run $PY -m benchmarks.models.seeds benchmarks/results/models_zen1_resnet18_winograd_seed{0,1,2} \
   benchmarks/results/models_zen1_resnet18_winograd_xgb_seed{0,1,2} benchmarks/results/models_zen1_resnet18_trace_seed{0,1,2} \
   --out benchmarks/results/models_zen1_resnet18_arms_seeds
+# issue 20: scores on the Zen 1 at small T and at multiples of the register tile (deployed kernels, T-bound builds,
+# aligned versions, per-shape's best); then aligned versions with the kernel's column tile against nt = nr
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:18x32x4/9x8/unroll64 \
+  cpu:12x72x8/3x24/column/unroll64 cpu:24x24x8/3x24/column/unroll64 cpu:6x96x8/6x16/column cpu:5x5x1/5x5/unroll64 \
+  --t 5 24 48 96 --rounds 7 --specialise --aligned \
+  --static-log benchmarks/results/dietcode/zen1_paper_search_attn/static_scores.jsonl \
+  --out benchmarks/results/dietcode/zen1_small_t_aligned_probe  # ~2 min (code before aligned_tile)
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:12x72x8/3x24/column/unroll64 \
+  cpu:12x24x8/3x24/column/unroll64 cpu:32x144x8/4x24/column cpu:32x24x8/4x24/column cpu:6x96x8/6x16/column \
+  cpu:6x16x8/6x16/column --t 16 24 32 48 64 72 96 120 128 --rounds 7 --aligned --specialise \
+  --out benchmarks/results/dietcode/zen1_aligned_column_tile_probe  # ~3 min (code before aligned_tile)
+locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 0 \
+  --out benchmarks/results/dietcode/zen1_scores_aligned_tile_seed0  # ~6 min: scores with aligned_tile

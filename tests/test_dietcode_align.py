@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 
 import adatune
 from adatune.dietcode import (
@@ -16,6 +17,7 @@ from adatune.dietcode import (
     DynamicWorkload,
     MicroKernel,
     aligned_name,
+    aligned_tile,
     aligned_versions,
     alignment,
     schedule_microkernel,
@@ -33,6 +35,8 @@ CASES = [  # (workload, kernel, its alignment)
     (NT, f"cpu:10x{W}x2/5x{W}", W),  # 5 rows: the rows stay padded, the columns do not
     (NT, f"cpu:8x{2 * W}x4/4x{W}/column/crop-tile/unroll64", W),
     (NT, f"cpu:4x{4 * W}x1/2x{2 * W}", 2 * W),
+    (NT, f"cpu:6x{3 * W}x4/3x{3 * W}/column/unroll64", 3 * W),  # three vectors: the version's column tile is nr
+    (NT, f"cpu:6x{6 * W}x4/3x{3 * W}/column/unroll64", 3 * W),  # ... also where the kernel's is two register tiles
     (NN, f"cpu:8x{2 * W}x4/4x{W}", 4),
     (NN, f"cpu:6x{W}x8/3x{W}", 8),
     (NN, f"cpu:6x{2 * W}x1/3x{W}", 3),  # kt = 1: aligned on the rows
@@ -79,6 +83,22 @@ def test_aligned_version_pads_nothing_where_the_units_divide_it() -> None:
     assert not {"A_pad", "B_pad", "C_pad"} & nn
     rows_only = MicroKernel.from_key(f"cpu:6x{2 * W}x1/3x{W}")  # kt = 1 pads only the rows, which 3 divides
     assert "A_pad" in _blocks(NN, rows_only, 1) and not {"A_pad", "B_pad", "C_pad"} & _blocks(NN, rows_only, 3)
+
+
+def test_a_three_vector_tile_aligns_with_its_register_tile_as_its_column_tile() -> None:
+    wide, two = (
+        MicroKernel.from_key(f"cpu:6x{6 * W}x4/3x{3 * W}/column"),
+        MicroKernel.from_key(f"cpu:6x{6 * W}x4/3x{W}"),
+    )
+    assert aligned_tile(NT, wide, 3 * W) == MicroKernel.from_key(f"cpu:6x{3 * W}x4/3x{3 * W}/column")
+    assert tvm_ffi.structural_equal(
+        schedule_microkernel(NT, wide, 3 * W).mod, schedule_microkernel(NT, aligned_tile(NT, wide, 3 * W), 3 * W).mod
+    )
+    assert aligned_tile(NT, wide, 1) == wide  # the kernel itself keeps its column tile
+    assert aligned_tile(NT, two, W) == two  # a power-of-two register tile keeps its wide column tile
+    assert aligned_tile(NN, MicroKernel.from_key(f"cpu:6x{6 * W}x4/3x{3 * W}"), 3) == MicroKernel.from_key(
+        f"cpu:6x{6 * W}x4/3x{3 * W}"
+    )  # bmm NN: not probed, unchanged
 
 
 def test_which_kernels_get_a_version_and_bad_alignments_are_named() -> None:

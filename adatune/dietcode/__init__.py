@@ -22,6 +22,7 @@ from ._program import FEATURE_KINDS, HandFeatures, ProgramFeatures, unit_extent
 from ._range_task import RANGE_PREFIX, RangeTask
 from ._schedule import (
     aligned_name,
+    aligned_tile,
     aligned_versions,
     alignment,
     microkernel_func,
@@ -69,6 +70,7 @@ __all__ = [
     "RangeTask",
     "microkernel_func",
     "aligned_name",
+    "aligned_tile",
     "aligned_versions",
     "alignment",
     "serving_name",

@@ -19,6 +19,7 @@ tile, which made A again for every column tile (``benchmarks.dietcode.pad_probe`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import tvm
@@ -30,6 +31,7 @@ from ._workloads import DynamicWorkload
 
 __all__ = [
     "aligned_name",
+    "aligned_tile",
     "aligned_versions",
     "alignment",
     "microkernel_func",
@@ -116,6 +118,23 @@ def aligned_versions(
             f"{wl.name}: kept aligned versions {list(kept)!r} must give, per kernel, 0 or its alignment {default!r}"
         )
     return [int(k) for k in kept]
+
+
+def aligned_tile(wl: DynamicWorkload, mk: MicroKernel, align: int) -> MicroKernel:
+    """The micro-kernel an aligned version (``align > 1``) is scheduled with: ``mk`` itself, except that a bmm NT
+    kernel whose register tile is not a power-of-two number of columns (three vectors, split by
+    ``vectorize_columns``) takes its register tile as its column tile when its columns are aligned.
+
+    With its own wider column tile such a version ran 1.27-1.51x slower than with ``nt = nr`` at every multiple of
+    24 probed (T = 24-120, 3 x 24 and 4 x 24 tiles in 72- and 144-column tiles; 10 of 10 cells, gate passed), even at
+    T = 72, a whole 72-column tile (not explained); with ``nt = nr`` it ran within 0.95-1.05x of the wide-tile kernel
+    compiled with T bound. Two-vector (16-column) tiles went the other way, 0.82-0.90x at T >= 32 with their wide
+    column tile kept (``benchmarks/results/dietcode/zen1_aligned_column_tile_probe``, Zen 1, AVX2)."""
+    units = padding_units(wl, mk)
+    pow2 = mk.nr & (mk.nr - 1) == 0
+    if align <= 1 or wl.kind != "bmm_nt" or pow2 or mk.nt == mk.nr or align % units[1]:
+        return mk
+    return dataclasses.replace(mk, nt=mk.nr)
 
 
 def aligned_name(name: str, align: int) -> str:
@@ -441,6 +460,7 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel, align: int = 1) -
     if why := tail_error(wl, mk):
         raise ValueError(why)
     tail = mk.tail and align == 1  # an aligned version leaves the columns unpadded: the kernel's tile alone
+    mk = aligned_tile(wl, mk, align)
     sch = tvm.s_tir.Schedule(tail_func(wl, mk) if tail else wl.prim_func(packed=False, align=align, axes=axes))
     if mk.device == "cpu":
         if mk.split_k > 1 or mk.interleave:
