@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import tvm
 
+from ..templates import _x86
 from ..templates._x86 import vectorize_columns
 from ._space import CROP_TILE, PACK_COLUMN, MicroKernel
 from ._tail import finish_tail, schedule_tail, tail_error, tail_func
@@ -265,7 +266,7 @@ def _schedule_cpu(
     col_first = column or (wl.kind == "dense" and bool(wl.b_panel) and "B_pad" not in names)
     outer, inner = (jo, io) if col_first else (io, jo)
     sch.reorder(*batch, outer, inner, jio, iio, ko, ki, iii, jii)
-    acc = sch.cache_write(blk, 0, "local")  # the mr x nr accumulators live in registers for the whole reduction
+    acc = sch.cache_write(blk, 0, _x86.ACCUMULATOR_SCOPE)  # the mr x nr accumulators, in registers for the reduction
     sch.reverse_compute_at(acc, iio)
     if "C_pad" in names and crop_place == "direct":
         if cols_padded:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import tvm
 
+from ..templates import _x86
 from ._space import MicroKernel
 from ._workloads import DynamicWorkload
 
@@ -131,7 +132,7 @@ def schedule_tail(sch: tvm.s_tir.Schedule, mk: MicroKernel) -> None:
     io, ii = sch.split(i, [None, rows_t])
     jv, jl = sch.split(j, [None, lanes])
     sch.reorder(n, io, jv, k, ii, jl)
-    acc = sch.cache_write(ct, 0, "local")
+    acc = sch.cache_write(ct, 0, _x86.ACCUMULATOR_SCOPE)
     # vector-major accumulators: laid out (row, column) the local buffer's extent along the columns stays
     # symbolic (min(tail width, lanes)) and LLVM kept every accumulator in memory
     sch.transform_layout(ct, ("write", 0), lambda n, i, j: (n, j // lanes, i, j % lanes))

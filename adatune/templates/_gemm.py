@@ -17,6 +17,7 @@ from typing import Any
 import tvm
 
 from ..target import CpuInfo
+from . import _x86
 from ._x86 import (
     apply_unroll,
     define_unroll,
@@ -206,9 +207,9 @@ def schedule_gemm(
 
     Loops: ``batch, i0, j0`` (parallel) / ``i1, j1`` (cache tiles, order is a knob) / ``k0, k1`` (``k1``
     unrolled) / ``i2`` (unrolled rows) x ``j2`` (vectorised columns): the ``i2 x j2`` accumulator tile
-    lives in registers (``cache_write`` "local") for the whole reduction (with ``k_block`` < K: ``kb`` outside
-    the cache tiles, each parallel tile summing into a buffer of its size), and B's panel is packed to
-    ``[j // j2, k, j % j2]`` so each k step reads ``j2 / lanes`` contiguous vectors and broadcasts ``i2``
+    lives in registers (``cache_write`` to ``ACCUMULATOR_SCOPE``) for the whole reduction (with ``k_block``
+    < K: ``kb`` outside the cache tiles, each parallel tile summing into a buffer of its size), and B's panel
+    is packed to ``[j // j2, k, j % j2]`` so each k step reads ``j2 / lanes`` contiguous vectors and broadcasts ``i2``
     scalars of A. ``pack_map(j2)`` gives the index map of B's layout to that packed one.
 
     The space keeps register tiles that fit ``info``'s register file with at least ``FMA_CHAINS``
@@ -252,7 +253,7 @@ def schedule_gemm(
     else:
         k0, k1 = cfg["tile_k"].apply(sch, k)
         sch.reorder(*batch, i0, j0, *mid, k0, k1, i2, j2)
-        acc = sch.cache_write(block, 0, "local")
+        acc = sch.cache_write(block, 0, _x86.ACCUMULATOR_SCOPE)
         sch.reverse_compute_at(acc, mid[1])
         vec = sch.get_loops(acc)[-1]
         reduce_from = k0

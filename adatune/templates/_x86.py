@@ -16,6 +16,7 @@ from typing import Any
 from ..target import CpuInfo
 
 __all__ = [
+    "ACCUMULATOR_SCOPE",
     "FMA_CHAINS",
     "apply_unroll",
     "define_unroll",
@@ -27,6 +28,13 @@ __all__ = [
     "vector_sizes",
     "vectorize_columns",
 ]
+
+#: the storage scope of a register tile's accumulators (``cache_write``). TVM 0.27 keeps a CPU allocation on the
+#: stack only when its scope is "global" and its size a constant under 1 KiB; a "local" one, however small, comes
+#: from the workspace pool (``TVMBackendAllocWorkspace`` and a free around every iteration of the parallel loop
+#: that holds it) and the tile is zeroed and written back through that heap memory. On the stack LLVM keeps the
+#: tile in registers from its first FMA to its store.
+ACCUMULATOR_SCOPE = "global"
 
 # Independent accumulators that hide the FMA latency: 4 cycles x 2 FMA pipes on Zen 2-5, Skylake to
 # Sapphire Rapids and Neoverse cores. Fewer leave the FMA units idle half the time.

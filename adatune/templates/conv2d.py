@@ -224,7 +224,7 @@ def conv2d_x86(
     sch.reorder(n, f0, y0, x0, *tiles, rc0, *[[rc1, ry, rx][p] for p in inner], y2, x2, f2)
 
     # accumulator tile in registers, stored pixel-major so the vectorised channel axis is contiguous
-    acc = sch.cache_write(conv, 0, "local")
+    acc = sch.cache_write(conv, 0, _x86.ACCUMULATOR_SCOPE)
     sch.reverse_compute_at(acc, tiles[-1])
     sch.transform_layout(conv, ("write", 0), lambda a, b, c, d: (a, c, d, b))
     nr = cfg["tile_f"].size[-1]

@@ -207,7 +207,7 @@ def conv2d_nchwc_x86(
     inner = [[rc1, ry, rx][p] for p in cfg["reorder_inner"].perm]
     sch.reorder(n, f0, y0, x0, *tiles, rc0, *inner, rci, y2, x2, f2, fi)
 
-    acc = sch.cache_write(conv, 0, "local")  # the accumulator tile, in registers
+    acc = sch.cache_write(conv, 0, _x86.ACCUMULATOR_SCOPE)  # the accumulator tile, in registers
     sch.reverse_compute_at(acc, tiles[-1])
     sch.parallel(sch.fuse(n, f0, y0, x0))
     sch.unroll(y2)
