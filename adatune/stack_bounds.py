@@ -8,9 +8,15 @@ two pool calls per row (1,536 rows at T = 128), and a softmax with T known at bu
 A PrimFunc that states its symbols' upper bounds (``with_upper_bounds``: ``{"T": 128}``, from the model's range)
 has every allocation whose size those bounds cap below the stack limit sized to the cap instead: the buffer's
 layout is flat by then (the pass runs after TVM flattens buffers), so only its size changes, never an index. The
-pass is part of adatune's TIR pipelines (``adatune.vector_math``); a function without the attribute, or a size
-the bounds do not cap under the limit, is left to the pool. Calling such a function with a symbol above its bound
-is undefined, as is calling a dynamic model's ``main`` outside its range.
+pass is part of adatune's TIR pipelines (``adatune.vector_math``); a size neither the bounds nor its own
+expression (``min(x, 3)``) caps under the limit is left to the pool. Calling such a function with a symbol above
+its bound is undefined, as is calling a dynamic model's ``main`` outside its range.
+
+Inside a parallel loop the pool is called around every iteration, and there the limit is ``PARALLEL_STACK_BYTES``
+for every function, bounds stated or not: a buffer of constant size, or of a size its own expression caps (a
+DietCode kernel's copy of A's tile, 2-3 KiB, and of B's panel, ``min(column tiles, 3)`` panels of 6 KiB), is
+marked to stay out of ``LowerTVMBuiltin`` (TVM's ``disable_lower_builtin``), so LLVM allocates it on the worker
+thread's stack, once per parallel body.
 """
 
 from __future__ import annotations
@@ -23,12 +29,23 @@ from tvm import tirx
 
 from .tir_rebuild import rebuild
 
-__all__ = ["ATTR", "STACK_LIMIT_BYTES", "bound_allocations", "upper_bounds", "with_upper_bounds"]
+__all__ = [
+    "ATTR",
+    "PARALLEL_STACK_BYTES",
+    "STACK_LIMIT_BYTES",
+    "bound_allocations",
+    "upper_bounds",
+    "with_upper_bounds",
+]
 
 ATTR = "adatune.upper_bounds"
 # TVM's kMaxStackAlloca (include/tvm/runtime/device_api.h): a CPU allocation must be strictly smaller to stay on
 # the stack
 STACK_LIMIT_BYTES = 1024
+#: the largest buffer a parallel loop's body gets on its thread's stack (threads start with megabytes of it)
+PARALLEL_STACK_BYTES = 32 * 1024
+#: TVM's annotation (``transform::kDisableLowerTVMBuiltin``) that leaves an allocation to the code generator
+_ON_STACK = "disable_lower_builtin"
 
 
 def with_upper_bounds(func: tirx.PrimFunc, bounds: Mapping[str, int]) -> tirx.PrimFunc:
@@ -60,6 +77,7 @@ class _Bounder:
         self.bounds = bounds
         self.analyzer = tvm.sym.Analyzer()
         self.changed = 0
+        self.parallel = 0  # parallel loops around the statement being visited
 
     def _note(self, expr: Any) -> None:
         """Tell the analyzer the bounds of the stated symbols in ``expr`` (before a definition or a size uses them)."""
@@ -76,10 +94,12 @@ class _Bounder:
         return None if hi >= tvm.sym.ConstIntBound.POS_INF else int(hi)
 
     def _alloc(self, stmt: tirx.AllocBuffer) -> list[tirx.Stmt]:
-        """The allocation, or one of the capped size with the original buffer declared on its memory (a buffer is
-        a variable whose type holds its shape: the body keeps reading the one it knows)."""
+        """The allocation; or, where its size is capped under the stack's limit, one of that size (with the original
+        buffer declared on its memory: a buffer is a variable whose type holds its shape, and the body keeps reading
+        the one it knows), marked for the stack where it exceeds TVM's own limit (inside a parallel loop)."""
         buf = stmt.buffer
-        if all(isinstance(e, tirx.IntImm) for e in buf.shape):
+        constant = all(isinstance(e, tirx.IntImm) for e in buf.shape)
+        if constant and not self.parallel:
             return [stmt]
         caps = [self._cap(e) for e in buf.shape]
         if any(c is None or c < 1 for c in caps):
@@ -87,12 +107,18 @@ class _Bounder:
         size = 1
         for c in caps:
             size *= int(c)  # type: ignore[arg-type]
-        if size * tvm.DataType(str(buf.dtype)).bits // 8 >= STACK_LIMIT_BYTES:
+        dtype = tvm.DataType(str(buf.dtype))
+        nbytes = size * dtype.bits * dtype.lanes // 8
+        mark = nbytes >= STACK_LIMIT_BYTES  # over TVM's own limit: the stack only inside a parallel loop, marked
+        if (mark and not (self.parallel and nbytes <= PARALLEL_STACK_BYTES)) or (constant and not mark):
             return [stmt]
+        annotations = dict(stmt.annotations) | ({_ON_STACK: tirx.IntImm("int32", 1)} if mark else {})
+        self.changed += 1
+        if constant:
+            return [tirx.AllocBuffer(buf, annotations)]
         shape = [tirx.IntImm(str(e.ty.dtype), int(c)) for e, c in zip(buf.shape, caps)]  # type: ignore[arg-type]
         capped = tirx.decl_buffer(shape, buf.dtype, f"{buf.name}_capped", scope=buf.scope())
-        self.changed += 1
-        return [tirx.AllocBuffer(capped, stmt.annotations), tirx.DeclBuffer(buf, data=capped.data)]
+        return [tirx.AllocBuffer(capped, annotations), tirx.DeclBuffer(buf, data=capped.data)]
 
     def visit(self, stmt: tirx.Stmt) -> tirx.Stmt:
         if isinstance(stmt, tirx.Bind):
@@ -105,21 +131,25 @@ class _Bounder:
             for s in stmt.seq:
                 seq.extend(self._alloc(s) if isinstance(s, tirx.AllocBuffer) else [self.visit(s)])
             return tirx.SeqStmt(seq)
+        if isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL:
+            self.parallel += 1
+            try:
+                return rebuild(stmt, self.visit)
+            finally:
+                self.parallel -= 1
         return rebuild(stmt, self.visit)
 
 
 @tvm.transform.module_pass(opt_level=0, name="adatune.BoundAllocations")
 def bound_allocations(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
-    """The module with each bounded PrimFunc's capped allocations (see the module docstring); run it after TVM's
-    lowering passes and before ``LowerTVMBuiltin`` (which moves the rest to the workspace pool)."""
+    """The module with each PrimFunc's capped allocations and its parallel bodies' buffers on the stack (see the
+    module docstring); run it after TVM's lowering passes and before ``LowerTVMBuiltin`` (which moves the rest to
+    the workspace pool)."""
     updates = {}
     for gv, func in mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):
             continue
-        bounds = upper_bounds(func)
-        if not bounds:
-            continue
-        bounder = _Bounder(bounds)
+        bounder = _Bounder(upper_bounds(func))
         body = bounder.visit(func.body)
         if bounder.changed:
             updates[gv] = func.with_body(body)

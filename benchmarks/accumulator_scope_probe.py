@@ -93,82 +93,102 @@ def template_cases(logs: list[str], n_tasks: int) -> Iterator[Case]:
             yield f"{task.name} {list(rec.args)}", build, args, want
 
 
-def probe(cases: list[Case], rounds: int) -> list[dict[str, Any]]:
+def probe(
+    cases: list[Case],
+    rounds: int,
+    switch: Callable[[str], contextlib.AbstractContextManager[None]] = accumulator_scope,
+    variants: tuple[str, str] = SCOPES,
+    build_with: Callable[[Any, Any], Any] = lambda mod, target: tvm.compile(mod, target=target),
+) -> list[dict[str, Any]]:
+    """Each case built once per variant (``switch(variant)`` around its schedule and ``build_with``), checked, then
+    the two builds timed in turns; a row per case with the second variant's speed against the first."""
     target = adatune.target.host()
     dev = tvm.cpu()
+    first, second = variants
     timed = []
     for name, build, args, want in cases:
         tensors = [tvm.runtime.tensor(x, dev) if isinstance(x, np.ndarray) else x for x in args]
         outs = [i for i, x in enumerate(args) if isinstance(x, np.ndarray)][-len(want) :]
         fns = {}
-        for scope in SCOPES:
-            with accumulator_scope(scope):
-                mod = build()
-            lib = tvm.compile(mod, target=target)
+        for variant in variants:
+            with switch(variant):
+                lib = build_with(build(), target)
             module = getattr(lib, "mod", lib)
             module["main"](*tensors)
             for i, w in zip(outs, want):
-                np.testing.assert_allclose(tensors[i].numpy(), w, rtol=1e-3, atol=1e-3, err_msg=f"{name} {scope}")
-            fns[scope] = module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
+                np.testing.assert_allclose(tensors[i].numpy(), w, rtol=1e-3, atol=1e-3, err_msg=f"{name} {variant}")
+            fns[variant] = module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=30)
         timed.append((name, tensors, fns))
     rows = []
     for name, tensors, fns in timed:
-        t: dict[str, list[float]] = {s: [] for s in SCOPES}
+        t: dict[str, list[float]] = {v: [] for v in variants}
         for r in range(rounds):
-            for scope in SCOPES if r % 2 == 0 else SCOPES[::-1]:
-                t[scope].append(fns[scope](*tensors).mean)
-        ratio = statistics.median(a / b for a, b in zip(t["local"], t["global"]))
+            for variant in variants if r % 2 == 0 else variants[::-1]:
+                t[variant].append(fns[variant](*tensors).mean)
+        ratio = statistics.median(a / b for a, b in zip(t[first], t[second]))
         rows.append(
             {
                 "case": name,
-                "local_us": statistics.median(t["local"]) * 1e6,
-                "global_us": statistics.median(t["global"]) * 1e6,
-                "global_speed_vs_local": ratio,
+                f"{first}_us": statistics.median(t[first]) * 1e6,
+                f"{second}_us": statistics.median(t[second]) * 1e6,
+                f"{second}_speed_vs_{first}": ratio,
                 "rounds_s": t,
             }
         )
-        print(f"{name}: local {rows[-1]['local_us']:.1f} us, global {rows[-1]['global_us']:.1f} us, {ratio:.3f}x")
+        a_us, b_us = rows[-1][f"{first}_us"], rows[-1][f"{second}_us"]
+        print(f"{name}: {first} {a_us:.1f} us, {second} {b_us:.1f} us, {ratio:.3f}x")
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.accumulator_scope_probe", description=__doc__)
-    ap.add_argument("--kernels", nargs="*", default=KERNELS, help="DietCode scores micro-kernel keys")
-    ap.add_argument("--t", nargs="+", type=int, default=[16, 49, 64, 96, 100, 128])
-    ap.add_argument("--logs", nargs="*", default=LOGS, help="template tuning logs; each task's best config")
-    ap.add_argument("--tasks", type=int, default=4, help="tasks per log (first in the log's order)")
-    ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args(argv)
-    cases = [*dietcode_cases(args.kernels, args.t), *template_cases(args.logs, args.tasks)]
-    rows, meta, gate = gated_run(
-        "benchmarks.accumulator_scope_probe", argv, lambda: probe(cases, args.rounds)
-    )
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+def write(out: str, rows: list[dict[str, Any]], meta: dict[str, Any], gate: Any, title: str, rounds: int,
+          variants: tuple[str, str]) -> None:  # fmt: skip
+    """results.json, cases.csv and summary.md under ``out``."""
+    first, second = variants
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    write_csv(os.path.join(args.out, "cases.csv"), [{k: v for k, v in r.items() if k != "rounds_s"} for r in rows])
-    ratios = [r["global_speed_vs_local"] for r in rows]
+    write_csv(os.path.join(out, "cases.csv"), [{k: v for k, v in r.items() if k != "rounds_s"} for r in rows])
+    ratios = [r[f"{second}_speed_vs_{first}"] for r in rows]
     host = meta["host"]
     lines = [
-        "# Register tiles' accumulators in the \"local\" scope against \"global\", in turns",
+        f"# {title}",
         "",
         f"Command: `{meta['command']}`; started {meta['started']}, wall {meta['wall_s']:.0f} s.  ",
         f"Host: {host['model']} ({host['isa']}, {host['cores']} cores); load before {meta['load_before']}.  ",
-        f"{args.rounds} rounds, both builds of a case in each (the order reversed every other round); a ratio is the "
-        "median of per-round ratios (> 1: the \"global\" build faster). Every build's output matched its reference.",
+        f"{rounds} rounds, both builds of a case in each (the order reversed every other round); a ratio is the "
+        f'median of per-round ratios (> 1: the "{second}" build faster). Every build\'s output matched its reference.',
         "",
         gate.sentence(),
         "",
         f"Geometric mean over the {len(rows)} cases: {float(np.exp(np.mean(np.log(ratios)))):.3f}x; range "
         f"{min(ratios):.3f}-{max(ratios):.3f}x; faster in {sum(x > 1 for x in ratios)} of {len(rows)}.",
         "",
-        "| case | local (us) | global (us) | global's speed vs local |",
+        f"| case | {first} (us) | {second} (us) | {second}'s speed vs {first} |",
         "|---|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['case']} | {r['local_us']:.1f} | {r['global_us']:.1f} | {r['global_speed_vs_local']:.3f}x |")
-    write_summary(args.out, lines, echo=True)
+        a_us, b_us, speed = r[f"{first}_us"], r[f"{second}_us"], r[f"{second}_speed_vs_{first}"]
+        lines.append(f"| {r['case']} | {a_us:.1f} | {b_us:.1f} | {speed:.3f}x |")
+    write_summary(out, lines, echo=True)
+
+
+def arguments(prog: str, doc: str | None, argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog=f"python -m {prog}", description=doc)
+    ap.add_argument("--kernels", nargs="*", default=KERNELS, help="DietCode scores micro-kernel keys")
+    ap.add_argument("--t", nargs="+", type=int, default=[16, 49, 64, 96, 100, 128])
+    ap.add_argument("--logs", nargs="*", default=LOGS, help="template tuning logs; each task's best config")
+    ap.add_argument("--tasks", type=int, default=4, help="tasks per log (first in the log's order)")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--out", required=True)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments("benchmarks.accumulator_scope_probe", __doc__, argv)
+    cases = [*dietcode_cases(args.kernels, args.t), *template_cases(args.logs, args.tasks)]
+    rows, meta, gate = gated_run("benchmarks.accumulator_scope_probe", argv, lambda: probe(cases, args.rounds))
+    title = 'Register tiles\' accumulators in the "local" scope against "global", in turns'
+    write(args.out, rows, meta, gate, title, args.rounds, SCOPES)
     return 0
 
 

@@ -523,3 +523,13 @@ locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:1
   --out benchmarks/results/dietcode/zen1_aligned_column_tile_probe  # ~3 min (code before aligned_tile)
 locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed 0 \
   --out benchmarks/results/dietcode/zen1_scores_aligned_tile_seed0  # ~6 min: scores with aligned_tile
+# issue 20: the kernels at the T where scores ran below 0.9x PyTorch; then TVM's workspace pool inside parallel loops
+# (register tiles' accumulators, per-tile copies), each A/B in turns
+locked $PY -m benchmarks.dietcode.kernel_probe --workload scores --kernels cpu:8x64x4/4x16/unroll64 \
+  cpu:8x64x4/4x16/unroll64/tail8 cpu:12x72x8/3x24/column/unroll64 cpu:8x24x1/4x24/column/unroll64/tail8 \
+  cpu:18x24x2/9x8/unroll64 cpu:24x8x4/12x8/column --t 36 49 52 80 84 100 104 112 128 --rounds 7 --aligned \
+  --specialise --out benchmarks/results/dietcode/zen1_below_torch_probe  # ~3 min (code before both changes)
+locked $PY -m benchmarks.accumulator_scope_probe --tasks 8 --rounds 9 \
+  --out benchmarks/results/accumulator_scope_probe_zen1  # ~2 min
+locked $PY -m benchmarks.parallel_stack_probe --tasks 8 --rounds 9 \
+  --out benchmarks/results/parallel_stack_probe_zen1  # ~2 min

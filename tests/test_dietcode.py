@@ -53,6 +53,7 @@ from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
 from adatune.dispatch import CompiledDispatcher, ShapeDispatcher
 from adatune.records import load_from_file
+from adatune.templates._x86 import ACCUMULATOR_SCOPE
 
 T_RANGE = (1, 40)
 HOST = adatune.target.host()
@@ -131,7 +132,8 @@ def test_extreme_tiles_pad_locally_and_stay_correct(kind: str) -> None:
     names = [f"k{i}" for i in range(len(picks))]
     lib = tvm.compile(tvm.IRModule({n: microkernel_func(wl, k, n) for n, k in zip(names, picks)}), target=HOST)
     text = microkernel_func(wl, picks[1]).script()
-    assert "A_pad" in text and "C_pad_local" in text  # padding is there, as copies, not predicates in the loops
+    # padding is there, as copies (the accumulators in their own buffer), not predicates in the loops
+    assert "A_pad" in text and f"C_pad_{ACCUMULATOR_SCOPE}" in text
     rng = np.random.default_rng(3)
     dev = tvm.cpu(0)
     for t in (1, 2, 3, 7, 13, 31, 40, 53):
@@ -193,7 +195,7 @@ def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
     if once:
         assert sch.get(a_loops[0]).kind == tvm.tirx.ForKind.PARALLEL
     columns_padded = wl.kind == "bmm_nt" or wl.dims[1] % mk.nt != 0  # bmm_nt: T is also the column extent
-    assert ("C_pad" in blocks) == columns_padded  # the cropping copy (the accumulators' block is C_pad_local)
+    assert ("C_pad" in blocks) == columns_padded  # the cropping copy (the accumulators' block is C_pad_<scope>)
     if wl.kind == "bmm_nt":  # its T x T output is cropped once per call, rows in parallel, outside the tiles
         crop_loops = sch.get_loops(sch.get_sblock("C_pad"))
         assert not any(sch.get(loop) in gemm_loops for loop in crop_loops)

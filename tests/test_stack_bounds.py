@@ -1,4 +1,5 @@
-"""Buffers of symbolic size on the stack when the symbol's upper bound is stated (``adatune.stack_bounds``)."""
+"""Buffers of symbolic size on the stack when the symbol's upper bound is stated, and parallel bodies' buffers up to
+``PARALLEL_STACK_BYTES`` (``adatune.stack_bounds``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tvm import relax
 import adatune.models as am
 from adatune import target as _target
 from adatune import vector_math
-from adatune.stack_bounds import ATTR, upper_bounds, with_upper_bounds
+from adatune.stack_bounds import ATTR, PARALLEL_STACK_BYTES, upper_bounds, with_upper_bounds
 
 POOL = "TVMBackendAllocWorkspace"  # what TVM calls for a buffer that is not on the stack
 
@@ -55,13 +56,53 @@ def test_a_bounded_softmax_keeps_its_rows_on_the_stack_and_stays_right() -> None
     _check(bounded, (1, 5, 16, 17, 62, 100, 128))
 
 
-@pytest.mark.parametrize("bound, pooled", [(255, False), (256, True), (4096, True)])
-def test_only_a_buffer_the_bound_caps_under_the_stack_limit_moves(bound: int, pooled: bool) -> None:
-    """TVM keeps an allocation on the stack only when strictly under 1 KiB: 255 float32s move, 256 stay in the
-    pool, as does a larger bound; all are right at T up to the bound."""
+@pytest.mark.parametrize("bound, pooled", [(255, False), (256, False), (8192, False), (8193, True)])
+def test_only_a_buffer_the_bound_caps_under_the_parallel_stack_limit_moves(bound: int, pooled: bool) -> None:
+    """The rows are buffers of a parallel loop's body: up to ``PARALLEL_STACK_BYTES`` (32 KiB, 8192 float32s) they
+    move to the stack (from 1 KiB on, TVM's own limit, marked for it), a larger bound leaves them in the pool; all
+    are right at T up to the bound."""
+    assert PARALLEL_STACK_BYTES == 8192 * 4
     lib = _build(with_upper_bounds(_softmax(), {"T": bound}))
     assert (POOL in lib.inspect_source("ll")) == pooled
     _check(lib, (3, 200, 255))
+
+
+def _scratch(size: int, parallel: bool) -> tvm.tirx.PrimFunc:
+    """Each of 64 rows doubled through a scratch buffer of ``size`` float32s inside its loop's body."""
+    loop = "T.parallel(64)" if parallel else "range(64)"
+    return tvm.script.from_source(
+        f"""
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(a: T.Buffer((64, {size}), "float32"), b: T.Buffer((64, {size}), "float32")):
+    for i in {loop}:
+        with T.sblock("row"):
+            vi = T.axis.spatial(64, i)
+            tmp = T.sblock_alloc_buffer(({size},), "float32")
+            for j in range({size}):
+                tmp[j] = a[vi, j] * T.float32(2)
+            for j in range({size}):
+                b[vi, j] = tmp[{size} - 1 - j]
+"""
+    )
+
+
+@pytest.mark.parametrize(
+    "size, parallel, pooled",
+    [(1024, True, False), (8192, True, False), (8193, True, True), (1024, False, True), (255, True, False)],
+)
+def test_a_parallel_bodys_constant_buffer_goes_on_the_stack_up_to_the_limit(
+    size: int, parallel: bool, pooled: bool
+) -> None:
+    """Without any bound stated: a constant buffer of 4-32 KiB inside a parallel loop is on the stack (no pool call
+    per iteration), one over 32 KiB and one outside a parallel loop (allocated once per call) stay in the pool, one
+    under 1 KiB is on the stack as TVM puts it; each computes the same rows."""
+    lib = _build(_scratch(size, parallel))
+    assert (POOL in lib.inspect_source("ll")) == pooled
+    a = np.random.default_rng(size).standard_normal((64, size)).astype(np.float32)
+    out = tvm.runtime.tensor(np.zeros_like(a))
+    lib["main"](tvm.runtime.tensor(a), out)
+    np.testing.assert_array_equal(out.numpy(), 2 * a[:, ::-1])
 
 
 def test_the_cpu_pipeline_without_libmvec_bounds_too() -> None:
