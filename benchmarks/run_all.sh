@@ -533,3 +533,10 @@ locked $PY -m benchmarks.accumulator_scope_probe --tasks 8 --rounds 9 \
   --out benchmarks/results/accumulator_scope_probe_zen1  # ~2 min
 locked $PY -m benchmarks.parallel_stack_probe --tasks 8 --rounds 9 \
   --out benchmarks/results/parallel_stack_probe_zen1  # ~2 min
+# issue 20: scores over the range with both allocation changes, three seeds, then combined
+for s in 0 1 2; do
+  locked $PY -m benchmarks.dietcode --workloads scores --arms torch dietcode --seed $s \
+    --out benchmarks/results/dietcode/zen1_scores_stack_seed$s  # ~5 min each
+done
+run $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_scores_stack_seed{0,1,2} \
+  --out benchmarks/results/dietcode/zen1_scores_stack_seeds
