@@ -540,3 +540,5 @@ for s in 0 1 2; do
 done
 run $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_scores_stack_seed{0,1,2} \
   --out benchmarks/results/dietcode/zen1_scores_stack_seeds
+locked $PY -m benchmarks.dietcode --workloads scores --arms per-shape torch dietcode --static-trials 64 \
+  --static-converge 24 --out benchmarks/results/dietcode/zen1_scores_vs_per_shape_stack  # ~8 min
