@@ -542,3 +542,6 @@ run $PY -m benchmarks.dietcode.seeds --runs benchmarks/results/dietcode/zen1_sco
   --out benchmarks/results/dietcode/zen1_scores_stack_seeds
 locked $PY -m benchmarks.dietcode --workloads scores --arms per-shape torch dietcode --static-trials 64 \
   --static-converge 24 --out benchmarks/results/dietcode/zen1_scores_vs_per_shape_stack  # ~8 min
+locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 --rounds 9 \
+  --static-log benchmarks/results/models_zen1_bert_split_seed0/records_bert-base_rfei-ae.jsonl \
+  --out benchmarks/results/dynamic_bert_zen1_stack  # ~15 min, after both allocation changes
