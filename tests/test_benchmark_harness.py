@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -633,3 +635,23 @@ def test_a_live_study_killed_before_its_re_measurement_keeps_every_finished_run(
     assert study["partial"] is True and study["common_gflops"] == {}
     assert [(r["scheme"], r["seed"]) for r in study["runs"]] == [("Random", 0), ("Random", 1)]
     assert all(r["trials"] and r["trials"][0]["gflops"] > 0 for r in study["runs"])
+
+
+def test_the_dietcode_benchmark_takes_a_dynamic_gemm_that_is_not_berts(tmp_path: pathlib.Path) -> None:
+    """``--gemm NAME=KIND:A:B`` adds a workload beside BERT's, bad specs and unknown or taken names are named."""
+    import argparse
+
+    from benchmarks.dietcode.__main__ import _gemm_spec, main, workloads
+
+    assert _gemm_spec("mlp=dense:512:2048") == ("mlp", "dense", 512, 2048)
+    for bad in ("dense:1:2", "x=conv:1:2", "x=dense:1", "x=dense:a:2", "x=bmm_nt:0:4"):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(repr(bad)) if "=" in bad else "NAME="):
+            _gemm_spec(bad)
+    wl = workloads((1, 64), [("heads8", "bmm_nt", 8, 32)])
+    assert (wl["heads8"].kind, wl["heads8"].dims, wl["heads8"].t_range) == ("bmm_nt", (8, 32), (1, 64))
+    assert "scores" in wl
+    with pytest.raises(ValueError, match="taken"):
+        workloads((1, 64), [("qkv", "dense", 8, 8)])
+    out = tmp_path / "run"
+    assert main(["--workloads", "nope", "--gemm", "mlp=dense:8:8", "--out", str(out)]) == 2
+    assert not out.exists()

@@ -28,7 +28,7 @@ import time
 import tvm
 
 import adatune
-from adatune.dietcode import FEATURE_KINDS, SEARCHES, DietCodeResult, bert_workloads, validate_range
+from adatune.dietcode import FEATURE_KINDS, SEARCHES, DietCodeResult, DynamicWorkload, bert_workloads, validate_range
 from adatune.reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 
@@ -58,7 +58,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks.dietcode", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     names = list(bert_workloads())
-    p.add_argument("--workloads", nargs="*", default=names, choices=names)
+    p.add_argument(
+        "--workloads", nargs="*", default=names, metavar="NAME",
+        help=f"BERT-base's GEMMs ({', '.join(names)}) and any named by --gemm",
+    )  # fmt: skip
+    p.add_argument(
+        "--gemm", action="append", default=[], metavar="NAME=KIND:A:B", type=_gemm_spec,
+        help="a dynamic GEMM besides BERT's, run when --workloads names it: dense:K:N (T x K by K x N), bmm_nt:H:D "
+        "(H heads, T x D by its transpose) or bmm_nn:H:D (H heads, T x T by T x D)",
+    )  # fmt: skip
     p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
     p.add_argument("--t-range", nargs=2, type=int, default=[1, 128], metavar=("LO", "HI"))
     p.add_argument("--sampled", nargs="*", type=int, default=SAMPLED, help="T of the per-shape tuning")
@@ -122,8 +130,33 @@ def _config(args: argparse.Namespace) -> BenchConfig:
         args.dietcode_per_round, args.dietcode_max_kernels, args.repeat, args.min_repeat_ms, args.vendor_repeats,
         args.vendor_threads, args.seed, args.timeout, args.n_parallel, args.static_converge, args.dietcode_search,
         args.dietcode_features, args.dispatch_tolerance, args.rounds, args.dispatch_costs, args.host_state,
-        args.state_passes, args.verify_dispatch, args.tail_twins,
+        args.state_passes, args.verify_dispatch, args.tail_twins, list(args.gemm),
     )  # fmt: skip
+
+
+def _gemm_spec(text: str) -> tuple[str, str, int, int]:
+    """``NAME=KIND:A:B`` as (name, kind, A, B), or the reason it is not one."""
+    name, _, spec = text.partition("=")
+    parts = spec.split(":")
+    if not name or len(parts) != 3 or parts[0] not in ("dense", "bmm_nt", "bmm_nn"):
+        raise argparse.ArgumentTypeError(f"expected NAME=dense:K:N, NAME=bmm_nt:H:D or NAME=bmm_nn:H:D, got {text!r}")
+    try:
+        a, b = int(parts[1]), int(parts[2])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the dims of {text!r} must be integers") from None
+    if a < 1 or b < 1:
+        raise argparse.ArgumentTypeError(f"the dims of {text!r} must be positive")
+    return name, parts[0], a, b
+
+
+def workloads(t_range: tuple[int, int], gemms: list[tuple[str, str, int, int]]) -> dict[str, DynamicWorkload]:
+    """BERT-base's dynamic GEMMs and the ``--gemm`` ones, by name, over ``t_range``."""
+    out = bert_workloads(t_range)
+    for name, kind, a, b in gemms:
+        if name in out:
+            raise ValueError(f"--gemm {name!r}: that name is taken (BERT's GEMMs: {', '.join(bert_workloads())})")
+        out[name] = DynamicWorkload(name, kind, (a, b), t_range)
+    return out
 
 
 def _run_workload(
@@ -135,7 +168,7 @@ def _run_workload(
     gates: dict[str, NoiseGate],
     states: dict[str, RetimeStates],
 ) -> list[ArmResult]:
-    wl = bert_workloads(cfg.t_range)[name]
+    wl = workloads(cfg.t_range, cfg.gemms)[name]
     target = adatune.target.host()
     lo, hi = cfg.t_range
     static = StaticTuner(wl, cfg, target, os.path.join(out, f"static_{name}.jsonl"))
@@ -244,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         cfg = _config(args)
+        known = workloads(cfg.t_range, cfg.gemms)
+        if unknown := [n for n in args.workloads if n not in known]:
+            raise ValueError(
+                f"unknown workload(s) {unknown}: BERT's are {list(bert_workloads())}, add others by --gemm"
+            )
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2

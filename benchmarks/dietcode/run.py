@@ -90,6 +90,9 @@ class BenchConfig:
     state_passes: int = 2  # further passes over the T short of fast-state rounds
     dietcode_verify: bool = False  # DietCodeTuner's ``verify``: deployed kernels timed at every T, each T the fastest
     dietcode_tail_twins: bool = False  # DietCodeTuner's ``tail_twins``: the best kernels' column-tail twins timed too
+    gemms: list[tuple[str, str, int, int]] = field(
+        default_factory=list
+    )  # ``--gemm``: (name, kind, A, B) besides BERT's
 
 
 @dataclass
