@@ -545,3 +545,7 @@ locked $PY -m benchmarks.dietcode --workloads scores --arms per-shape torch diet
 locked $PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96 128 --rounds 9 \
   --static-log benchmarks/results/models_zen1_bert_split_seed0/records_bert-base_rfei-ae.jsonl \
   --out benchmarks/results/dynamic_bert_zen1_stack  # ~15 min, after both allocation changes
+# issue 20: dynamic GEMMs that are not BERT's (a dense MLP layer, an 8-head attention bmm), T in [1, 256]
+locked $PY -m benchmarks.dietcode --gemm mlp_up=dense:512:2048 --gemm heads8_scores=bmm_nt:8:32 \
+  --workloads mlp_up heads8_scores --arms torch dietcode --t-range 1 256 --seed 0 \
+  --out benchmarks/results/dietcode/zen1_non_bert_gemms  # ~21 min
