@@ -8,7 +8,9 @@ and the two builds are timed in turns (``--rounds`` rounds, the order reversed e
 ``time_evaluator`` call of >= 30 ms); a ratio is the median of the per-round ratios, so a change of the host's
 state between rounds cancels. The noise gate frames the run. Cases: DietCode's scores kernels (``--kernels``,
 generic at ``--t`` and aligned at the T of those their version serves) and the best config of each of the first
-``--tasks`` tasks of each template log (``--logs``; their own shapes). Run alone::
+``--tasks`` tasks of each template log (``--logs``; their own shapes). Builds here go through TVM's default
+pipeline (``build_with``), so the scope is compared without adatune's stack pass (``parallel_stack_probe`` times
+that one). Run alone::
 
     python -m benchmarks.accumulator_scope_probe --out benchmarks/results/accumulator_scope_probe_zen1
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -34,7 +37,7 @@ from adatune.measure._reference import plain_host_outputs
 from adatune.templates import _x86
 
 from ._common import write_csv, write_summary
-from .noise_gate import gated_run
+from .noise_gate import gated_run, interleaved
 
 SCOPES = ("local", "global")
 SCORES = DynamicWorkload("scores", "bmm_nt", (12, 64), (1, 128))
@@ -93,6 +96,11 @@ def template_cases(logs: list[str], n_tasks: int) -> Iterator[Case]:
             yield f"{task.name} {list(rec.args)}", build, args, want
 
 
+def _seconds(fn: Any, tensors: list[Any]) -> float:
+    """One ``time_evaluator`` reading of a build, in seconds."""
+    return float(fn(*tensors).mean)
+
+
 def probe(
     cases: list[Case],
     rounds: int,
@@ -121,10 +129,7 @@ def probe(
         timed.append((name, tensors, fns))
     rows = []
     for name, tensors, fns in timed:
-        t: dict[str, list[float]] = {v: [] for v in variants}
-        for r in range(rounds):
-            for variant in variants if r % 2 == 0 else variants[::-1]:
-                t[variant].append(fns[variant](*tensors).mean)
+        t = interleaved({v: functools.partial(_seconds, fns[v], tensors) for v in variants}, rounds)
         ratio = statistics.median(a / b for a, b in zip(t[first], t[second]))
         rows.append(
             {
