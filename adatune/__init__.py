@@ -25,7 +25,8 @@ from .measure import (
     RPCRunner,
     measure_option,
 )
-from .records import load_from_file, pick_best
+from .records import best_records, load_from_file
+from .records import pick_best as pick_best  # the deprecated name of best_records: it warns and forwards
 from .task import get_config, template
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
     "MeasureResult",
     "measure_option",
     "load_from_file",
-    "pick_best",
+    "best_records",
     "tuners",
     "tuner",
     "record",

@@ -212,10 +212,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from .records import pick_best
+    from .records import best_records
 
     recs = _read_log(args.log)
-    best = pick_best(recs)
+    best = best_records(recs)
     if not best:
         print(f"{args.log}: no valid record", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
 """AutoTVM's ``autotvm.record`` spelling of ``adatune.records``, with AutoTVM's ``pick_best(in_file, out_file)``.
 
-``adatune.records.pick_best(records, target)`` returns the best record per workload; AutoTVM's writes the
+``adatune.records.best_records(records, target)`` returns the best record per workload; AutoTVM's writes the
 best record of each (target, workload) of ``in_file`` to ``out_file``, which is what an AutoTVM script run
 with ``import adatune as autotvm`` expects of ``autotvm.record.pick_best``.
 """
@@ -57,8 +57,8 @@ def pick_best(in_file: str | os.PathLike | IO[str], out_file: str | os.PathLike 
         if rec.result.ok:
             groups.setdefault((json.dumps(rec.target, sort_keys=True), rec.workload_key), []).append((rec, lineno))
     kept = []
-    for group in groups.values():  # the one rule of ``adatune.records.pick_best`` (confirmations included)
-        winner = next(iter(records.pick_best(r for r, _ in group).values()), None)
+    for group in groups.values():  # the one rule of ``adatune.records.best_records`` (confirmations included)
+        winner = next(iter(records.best_records(r for r, _ in group).values()), None)
         kept += [i for r, i in group if r is winner]
     out, written = [], set()
     for i in sorted(kept):

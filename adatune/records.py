@@ -17,10 +17,10 @@ this: the modules to import (``"imports"``: the one defining a user's template, 
 as DietCode's), and for a program that no name recreates (``TraceTask.from_module``, a model's fused function)
 the IRModule itself, as MetaSchedule's database stores each workload (base64 of ``tvm.ir.save_json``, here
 zlib-compressed). It rides on a record line, not on a line or file of its own, so every line is still one
-record (line counts, ``grep``, AutoTVM's ``pick_best(in_file, out_file)``), one file is the whole log (copy it,
+record (line counts, ``grep``, AutoTVM's ``record.pick_best(in_file, out_file)``), one file is the whole log (copy it,
 ``cat`` logs together), readers that do not know the field ignore it (the format stays version 2), and it is
 written once per workload and file, so a long log does not repeat a model's functions. Reading a line with a
-workload registers it in this process for every record of that workload (``pick_best`` may pick another line).
+workload registers it in this process for every record of that workload (``best_records`` may pick another line).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ __all__ = [
     "load_from_file",
     "load_from_buffer",
     "save_to_file",
-    "pick_best",
+    "best_records",
     "CONFIRM",
     "group_by_workload",
     "measure_str_key",
@@ -66,7 +66,7 @@ _STORED: dict[str, dict] = {}  # workload key -> its stored form, from every log
 
 
 def _legacy_target(recorded: dict) -> Any:
-    """A recorded target this TVM does not accept: CUDA logs written before 2026-11-25 stored the host target as
+    """A recorded target this TVM does not accept: CUDA logs of earlier adatune versions stored the host target as
     the list of its keys (drop it: the device is what the record is about); else the host CPU (an unknown CPU
     name, say)."""
     if isinstance(recorded.get("host"), list):
@@ -347,7 +347,7 @@ def as_records(items: Iterable[Any]) -> Iterator[Record]:
 CONFIRM = "confirm"
 
 
-def pick_best(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:
+def best_records(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:
     """Fastest valid record per workload (optionally only those for ``target``).
 
     Where a workload's log holds confirmation readings (``Tuner.confirm``: its top candidates re-timed in
@@ -363,6 +363,17 @@ def pick_best(records: Iterable[Record], target: object | None = None) -> dict[s
             continue
         valid.setdefault(r.workload_key, []).append(r)
     return {key: _best_of(recs) for key, recs in valid.items()}
+
+
+def pick_best(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:
+    """Deprecated name of ``best_records``: AutoTVM's ``record.pick_best(in_file, out_file)`` is another function."""
+    warnings.warn(
+        "adatune.records.pick_best(records, target) is renamed best_records; "
+        "adatune.record.pick_best(in_file, out_file) is AutoTVM's function that writes a file",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return best_records(records, target)
 
 
 def _best_of(recs: list[Record]) -> Record:

@@ -323,5 +323,5 @@ def test_autotvm_style_script_runs_end_to_end_and_writes_records(matmul_task, tm
     assert ok and tuner.best_flops > 0
     assert all(1 <= r.result.runs <= 200 for r in ok)  # adaptive: the evaluator decides, cap 20 x 10
     assert all(r.result.cv is not None for r in ok)
-    best = adatune.pick_best(records)[matmul_task.workload_key]
+    best = adatune.best_records(records)[matmul_task.workload_key]
     assert best.config_index == tuner.best_config.index

@@ -294,12 +294,12 @@ def test_tune_model_passes_confirm_and_its_budget_to_tune_model(
 
 def test_tune_with_confirm_logs_the_re_timings_and_best_reads_them(tmp_path: Path) -> None:
     """``--confirm 2 --confirm-rounds 2``: after 4 trials the 2 fastest are re-timed twice each; the re-timings
-    are in the log, marked, and ``pick_best`` returns one of them."""
+    are in the log, marked, and ``best_records`` returns one of them."""
     log = tmp_path / "out.jsonl"
     argv = ["tune", "--workload", TINY, "--log", str(log), "--number", "1", "--repeat", "1", "--n-parallel", "1"]
     assert main([*argv, "--tuner", "random", "--trials", "4", "--confirm", "2", "--confirm-rounds", "2"]) == 0
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     marked = [r for r in lines if "confirm" in r["result"].get("extra", {})]
     assert len(lines) == 8 and len(marked) == 4 and len({r["key"] for r in marked}) == 2
-    picked = adatune.pick_best(adatune.load_from_file(str(log)))
+    picked = adatune.best_records(adatune.load_from_file(str(log)))
     assert len(picked) == 1 and "confirm" in next(iter(picked.values())).result.extra

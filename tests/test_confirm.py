@@ -1,5 +1,5 @@
 """``Tuner.confirm``: the top candidates re-timed in turns, the best chosen by the median of those readings, and
-every reader of a log (``pick_best``, ``apply_history_best``, ``record.pick_best``) choosing by them alike.
+every reader of a log (``best_records``, ``apply_history_best``, ``record.pick_best``) choosing by them alike.
 
 A scripted runner stands in for the machine: its first candidate reads lucky once (0.5 ms, then 2.0), so
 tuning keeps it, as a noisy host's single readings do; the confirmation must find the steady 0.9 ms one."""
@@ -15,7 +15,7 @@ import pytest
 
 import adatune
 from adatune.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, Runner
-from adatune.records import CONFIRM, load_from_file, pick_best, save_to_file
+from adatune.records import CONFIRM, best_records, load_from_file, save_to_file
 from adatune.tuners import RandomTuner
 
 
@@ -77,9 +77,9 @@ def test_confirm_re_times_the_leaders_in_turns_and_keeps_the_fastest_by_median(t
 def test_every_reader_of_the_log_picks_the_confirmed_candidate(tuned, tmp_path):
     tuner, option, runner, log = tuned
     lucky, steady = runner.order[:2]
-    assert pick_best(load_from_file(log))[tuner.task.workload_key].key == lucky  # before: the lucky reading
+    assert best_records(load_from_file(log))[tuner.task.workload_key].key == lucky  # before: the lucky reading
     tuner.confirm(option, top=3, rounds=3, callbacks=[adatune.callback.log_to_file(log)])
-    picked = pick_best(load_from_file(log))[tuner.task.workload_key]
+    picked = best_records(load_from_file(log))[tuner.task.workload_key]
     assert picked.key == steady and CONFIRM in picked.result.extra and picked.cost == pytest.approx(0.9e-3)
     best = adatune.apply_history_best(log).best_record(tuner.task.target, tuner.task.workload)
     assert best is not None and best.key == steady
@@ -97,7 +97,7 @@ def test_a_later_reading_takes_over_only_against_the_winners_own_tuning_reading(
     inp = MeasureInput(tuner.task, fresh)
     for cost, want in ((0.95e-3, steady), (0.7e-3, str(fresh.key))):  # steady's own tuning reading was 0.9 ms
         save_to_file(log, [(inp, MeasureResult((cost,), MeasureErrorNo.NO_ERROR, cost, time.time() + 1, runs=1))])
-        assert pick_best(load_from_file(log))[tuner.task.workload_key].key == want, cost
+        assert best_records(load_from_file(log))[tuner.task.workload_key].key == want, cost
 
 
 def test_confirm_refuses_nonsense_and_leaves_a_lone_candidate_alone(tuned):

@@ -1,4 +1,4 @@
-"""Records, pick_best, apply_history_best and resuming a run that was killed with SIGKILL."""
+"""Records, best_records, apply_history_best and resuming a run that was killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 import adatune
 from adatune.measure import MeasureInput
-from adatune.records import encode, load_from_file, pick_best
+from adatune.records import best_records, encode, load_from_file
 from adatune.tuners import RandomTuner, XGBTuner
 
 TESTS = Path(__file__).parent
@@ -37,8 +37,25 @@ def test_round_trip_and_corrupt_lines_skipped(matmul_task, replay_option, tmp_pa
         recs = list(load_from_file(str(path)))
     assert len(recs) == 12
     assert recs[0].task_name == "test/matmul" and recs[0].args == [32, 32, 32, "float32"]
-    best = pick_best(recs)[matmul_task.workload_key]
+    best = best_records(recs)[matmul_task.workload_key]
     assert best.config_index == tuner.best_config.index
+
+
+def test_pick_best_is_a_deprecated_name_of_best_records(matmul_task, replay_option, tmp_path):
+    """``records.pick_best(records, target)`` and ``adatune.pick_best`` warn and forward to ``best_records``;
+    AutoTVM's ``record.pick_best(in_file, out_file)`` is another function and does not warn."""
+    path = tmp_path / "r.jsonl"
+    _log(matmul_task, replay_option, path)
+    recs = list(load_from_file(str(path)))
+    want = best_records(recs, matmul_task.target)
+    assert list(want) == [matmul_task.workload_key]
+    for old in (adatune.records.pick_best, adatune.pick_best):
+        with pytest.warns(DeprecationWarning, match="renamed best_records"):
+            got = old(recs, matmul_task.target)
+        assert {k: r.key for k, r in got.items()} == {k: r.key for k, r in want.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        adatune.record.pick_best(str(path), str(tmp_path / "best.jsonl"))
 
 
 def test_apply_history_best_dispatches_best_and_never_other_targets(matmul_task, replay_option, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import adatune
 from adatune.cli import main
 from adatune.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from adatune.records import load_from_file, pick_best, save_to_file
+from adatune.records import best_records, load_from_file, save_to_file
 from adatune.report import report, weights_from_csv
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results")
@@ -28,7 +28,7 @@ def test_a_knob_log_gives_the_best_so_far_and_gflops_of_its_records() -> None:
     records = list(load_from_file(KNOB_LOG))
     (task,) = rep.tasks
     assert task.trials == len(records) and task.kind == "knob"
-    assert task.best == pytest.approx(next(iter(pick_best(records).values())).cost)
+    assert task.best == pytest.approx(next(iter(best_records(records).values())).cost)
     assert all(a >= b for a, b in zip(task.best_seconds, task.best_seconds[1:]))  # best so far never rises
     assert all(a <= b for a, b in zip(task.elapsed, task.elapsed[1:])) and task.elapsed[0] >= 0
     assert task.flop == pytest.approx(2 * 1024**3) and task.gflops(task.best) > 1
