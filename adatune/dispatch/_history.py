@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import target as _target
-from ..records import Record, as_records, pick_best
+from ..records import Record, as_records, best_records
 from ..space import FallbackConfig
 from ..task import TuningTask, set_config_resolver, workload_key
 
@@ -56,7 +56,7 @@ class ApplyHistoryBest(DispatchContext):
         tgt = _target.to_json(_target.create(target))
         name, args = workload[0], list(workload[1:])
         cands = [r for r in self._best.get(workload_key(name, args), []) if _target.same_target(r.target, tgt)]
-        return next(iter(pick_best(cands).values()), None)  # the one rule, confirmations included
+        return next(iter(best_records(cands).values()), None)  # the one rule, confirmations included
 
     def query(self, target: Any, workload: Sequence[Any]) -> Any:
         rec = self.best_record(target, workload)

@@ -20,7 +20,7 @@ from tvm import relax, tirx
 from .. import target as _target
 from .. import vector_math as _vector_math
 from ..generic_schedule import schedule_generic
-from ..records import as_records, pick_best
+from ..records import as_records, best_records
 from ..space import FallbackConfig
 from ..target import cpu_info
 from ..task import TuningTask
@@ -101,7 +101,7 @@ def build(
         if isinstance(log, (str, os.PathLike)) and not os.path.isfile(log):
             raise ValueError(f"tuning log {os.fspath(log)!r} does not exist")
         records = list(as_records([log] if isinstance(log, (str, os.PathLike)) else log))
-    best = pick_best(records, tgt)
+    best = best_records(records, tgt)
     mod = model.mod
     applied: dict[str, str] = {}
     untuned = []
