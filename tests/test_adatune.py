@@ -1,4 +1,4 @@
-"""AdaTune: the adaptive evaluator, the RFEI cost model, contextual simulated annealing and RFEITuner.
+"""AdaTune: the adaptive evaluator, the RFEI cost model, contextual exploration with simulated annealing and RFEITuner.
 
 Real kernels run through LocalRunner where the behaviour depends on real timing; the arithmetic is checked
 on synthetic timings. No assertion depends on how fast this machine is.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from tvm.script import tirx as T
 import adatune
 from adatune.cost_models import RFEICostModel, expected_improvement
 from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, ReplayRunner
-from adatune.optimizers import ContextualSimulatedAnnealing, exploration_rate
+from adatune.optimizers import ExplorationPolicy, SimulatedAnnealingOptimizer, exploration_rate
 from adatune.records import load_from_file
 from adatune.tuners import RFEITuner
 
@@ -254,8 +255,8 @@ def _eps_after(task, ys: np.ndarray, n: int, seed: int, uncertainty: str) -> flo
     xs = rng.choice(len(ys), n, replace=False)
     model = RFEICostModel(task, n_trees=64, uncertainty=uncertainty, seed=seed)
     model.fit(xs, ys[xs], 16)
-    opt = ContextualSimulatedAnnealing(task.space, rng, model, model.features, n_context=64)
-    return opt.exploration_rate({str(int(x)) for x in xs})
+    policy = ExplorationPolicy(model=model, featurize=model.features, n_context=64)  # as RFEITuner builds it
+    return policy.rate(task.space, rng, {str(int(x)) for x in xs})
 
 
 @pytest.mark.parametrize("uncertainty", ["forestci", "trees"])
@@ -287,10 +288,16 @@ def test_contextual_plan_mixes_annealing_and_random_by_eps(matmul_task):
 
     visited = {str(i) for i in range(0, 360, 3)}
     for sigma, n_random in ((0.0, 0), (2.5, 8), (50.0, 32)):
-        opt = ContextualSimulatedAnnealing(space, np.random.default_rng(0), Fixed(sigma), space.featurize)
-        plan = [c.index for c in opt.find_maximums(score, 32, visited)]
+        # composed as ModelBasedTuner.refit composes them: the policy splits the plan, annealing fills its share
+        policy = ExplorationPolicy(model=Fixed(sigma), featurize=space.featurize)
+        sa = SimulatedAnnealingOptimizer(space, np.random.default_rng(0))
+        picks = policy.plan(
+            space, np.random.default_rng(1), 32, visited, partial(sa.find_maximums, score, exclusive=visited)
+        )
+        plan = [c.index for c in picks]
         assert len(plan) == len(set(plan)) == 32 and not {str(p) for p in plan} & visited
-        assert opt.eps_history == [min(sigma / 10.0, 1.0)]
+        assert policy.history == [min(sigma / 10.0, 1.0)]
+        assert policy.splits == [(32 - n_random, n_random)]
         if n_random < 32:
             assert plan[0] in (100, 101)  # the best annealing candidate leads the plan
         assert all(abs(p - 100) <= 50 for p in plan[: 32 - n_random])

@@ -3,7 +3,6 @@ policy that decides how much of each plan is random."""
 
 from ._base import ModelOptimizer, ScoreFn
 from ._sa import SimulatedAnnealingOptimizer
-from .contextual import ContextualSimulatedAnnealing
 from .evolution import EvolutionarySearch
 from .exploration import ExplorationPolicy, UncertaintyModel, exploration_rate, random_share
 
@@ -11,7 +10,6 @@ __all__ = [
     "ModelOptimizer",
     "ScoreFn",
     "SimulatedAnnealingOptimizer",
-    "ContextualSimulatedAnnealing",
     "EvolutionarySearch",
     "ExplorationPolicy",
     "UncertaintyModel",
