@@ -29,11 +29,9 @@ micro-batch (adaptive) or is counted in ``runs`` (deterministic), so ``runs`` is
 
 Warm-up: before either evaluator times anything, the kernel runs untimed for at least ``warmup_ms`` (one
 ``time_fn(1, 1, warmup_ms)`` call whose result is dropped; TVM's time evaluator grows its runs until one repeat
-lasts that long). A kernel freshly loaded into a process can read slow for its first runs (on Zen 3 a few of
-each operator's candidates read 1.3-2.3x their steady time over their first 15 runs, most of it in the first
-five; ``benchmarks/results/cold_runs/zen3``), and a runner that times 15 runs of each candidate would
-otherwise rank those on their cold runs. Warm-up runs are not counted in ``runs`` (they are part of no
-estimate) but are in the runner's wall-clock.
+lasts that long). A kernel freshly loaded into a process can read slow for its first runs, and a runner that
+times 15 runs of each candidate would otherwise rank those on their cold runs. Warm-up runs are not counted in
+``runs`` (they are part of no estimate) but are in the runner's wall-clock.
 Every ``time_fn`` call is one TVM ``time_evaluator`` call, which also runs the kernel once untimed before
 timing. The first ``min_micro_batches`` batches are timed in one call (no decision is possible before them),
 later ones one per call. Both evaluators run inside the isolated runner worker.
@@ -324,7 +322,7 @@ def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool, func_na
             min_repeat_ms=math.ceil(min_repeat_ms),
             f_preproc="cache_flush_cpu_non_first_arg" if cache_flush else "",
         )
-        with tvm_main_thread():  # the caller off TVM's worker CPUs, or a run reads up to 1.9x slow at random
+        with tvm_main_thread():  # the caller off TVM's worker CPUs, or a run can read slow at random
             return list(ev(*args).results)
 
     return run

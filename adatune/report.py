@@ -142,8 +142,8 @@ class LogReport:
 
 
 def weights_from_csv(path: str, model: str | None = None) -> dict[str, int]:
-    """``task -> weight`` from a task table with ``task`` and ``weight`` columns (``adatune model-tasks``,
-    ``benchmarks/results/models/tasks.csv``), rows of ``model`` only when the table has a ``model`` column."""
+    """``task -> weight`` from a task table with ``task`` and ``weight`` columns (as ``adatune model-tasks``
+    writes), rows of ``model`` only when the table has a ``model`` column."""
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     if rows and not {"task", "weight"} <= set(rows[0]):

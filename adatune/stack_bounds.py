@@ -3,7 +3,7 @@
 TVM puts a buffer on the stack only when its size is a constant under 1 KiB (``kMaxStackAlloca``); any other
 buffer comes from its workspace pool, a call to allocate and one to free. A dynamic model's softmax keeps a row of
 exponentials in a per-thread buffer of T elements inside its parallel loop over rows, so a 12 x T x T softmax made
-two pool calls per row (1,536 rows at T = 128), and a softmax with T known at build ran 1.6-1.8x faster.
+two pool calls per row (1,536 rows at T = 128) that a softmax with T known at build does not make.
 
 A PrimFunc that states its symbols' upper bounds (``with_upper_bounds``: ``{"T": 128}``, from the model's range)
 has every allocation whose size those bounds cap below the stack limit sized to the cap instead: the buffer's

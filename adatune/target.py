@@ -1,7 +1,7 @@
 """Targets as TVM 0.27 JSON dicts, with proper host-CPU detection and what a CPU target really offers.
 
 TVM's wheel reports a conda triple by default and ``"mcpu": "native"`` silently falls back to generic x86,
-which loses AVX-512 and 2-4x of speed; ``host()`` asks LLVM for the real CPU name and pins the triple.
+which loses AVX-512 and much of the speed; ``host()`` asks LLVM for the real CPU name and pins the triple.
 ``cpu_info(target)`` reads the target's ISA from LLVM's feature set for its ``mcpu``/``mattr`` (TVM's
 ``llvm_get_vector_width`` answers 512 bits for every x86 CPU, AVX2-only ones included, so it is not used),
 and the cache sizes from the operating system when the target is this machine.
@@ -67,7 +67,7 @@ def tvm_thread_env() -> dict[str, str]:
     physical core; empty when the user chose a number (``TVM_NUM_THREADS`` or ``OMP_NUM_THREADS``).
 
     Without either, TVM 0.27 runs ``hardware_concurrency() / 2`` threads on x86, assuming two-way SMT: on a
-    CPU without SMT (cloud VMs, EPYC with SMT off) every parallel kernel uses half the cores, one of two on a
+    CPU without SMT (cloud VMs, SMT switched off) every parallel kernel uses half the cores, one of two on a
     2-core VM, while PyTorch uses all of them."""
     if "TVM_NUM_THREADS" in os.environ or "OMP_NUM_THREADS" in os.environ:
         return {}
@@ -107,10 +107,8 @@ def tvm_main_thread() -> Iterator[None]:
 
     TVM 0.27 pins each pool worker to a CPU of its own and runs the first share of every parallel loop on the
     calling thread, which it leaves free; whenever the scheduler puts that thread on a worker's CPU the two
-    share one core and every parallel kernel runs up to 1.9x slower until it moves, and a thread stays where it
-    last ran (after another engine's threads, or an affinity change, it may sit on the worker's CPU for good).
-    On the 2-core Zen 4 host the gate's probe took 0.21 ms in every round with the caller on the worker's CPU
-    against 0.11 ms off it, a tuned ResNet-18 24.3 ms against 12.4-12.9 (``benchmarks.thread_placement``). The block
+    share one core and every parallel kernel runs slower until it moves, and a thread stays where it last ran
+    (after another engine's threads, or an affinity change, it may sit on the worker's CPU for good). The block
     pins the caller to the CPUs no worker holds and restores its affinity after, so threads started elsewhere
     (builders, other engines) keep every CPU; a no-op where nothing is pinned (TVM's pool not started yet, one
     thread, ``TVM_BIND_THREADS=0``)."""
@@ -136,10 +134,8 @@ def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
     """numpy's BLAS on one thread inside the block.
 
     A multi-threaded OpenBLAS call leaves its workers spinning after it returns; a TVM kernel timed right
-    after a numpy reference then shares the cores with them (measured on a 2-core host with
-    ``benchmarks.dietcode.blas_probe``: a DietCode micro-kernel read 2.7-3.3x slower at T = 1, 36 and 128
-    after a numpy matmul, output in ``benchmarks/results/dietcode/blas_probe``). Wrap every numpy computation
-    that runs in a process that times kernels. Tiny products (the RFEI jackknife) are also faster on one thread."""
+    after a numpy reference then shares the cores with them and reads slow. Wrap every numpy computation that
+    runs in a process that times kernels. Tiny products (the RFEI jackknife) are also faster on one thread."""
     try:
         if not _BLAS:
             from threadpoolctl import ThreadpoolController

@@ -1,11 +1,10 @@
-"""Importing TVM's tensor intrinsics in seconds instead of half a minute.
+"""Importing TVM's tensor intrinsics without scanning ``sys.modules`` once per stack frame.
 
 Every ``tvm.s_tir.meta_schedule.TuneContext`` first imports ``tvm.s_tir.tensor_intrin``: 496 TVMScript functions,
 each of whose decorators calls ``inspect.stack()``. For every frame of generated code on that stack (``<string>``,
 ``<ast>``, ``<frozen importlib._bootstrap>``) CPython's ``inspect.getmodule`` finds no module and scans all of
-``sys.modules`` again, about 2,000 modules once TVM is imported: the import took 25-32 s on the Zen 4 host with
-nothing else running (about 3 s with the shortcut below; fresh processes timed in turns), and every process that
-made a trace space, a DietCode program-feature context or a meta_schedule tuning context paid it.
+``sys.modules`` again, about 2,000 modules once TVM is imported: the import is slow, and every process that made
+a trace space, a DietCode program-feature context or a meta_schedule tuning context paid for it.
 
 ``import_tensor_intrinsics`` imports them with ``inspect.getmodule`` answering None at once for a frame whose file is
 such a pseudo-file that no module is cached under: the answer the scan reaches (a frame has no ``__name__`` for the

@@ -69,8 +69,8 @@ class XGBoostCostModel(CostModel):
             "objective": "reg:squarederror" if loss_type == "reg" else "rank:pairwise",
             "seed": 0 if seed is None else int(seed) % (2**31),
         }
-        # one thread by default: on small training sets threads only add overhead (3x slower measured on
-        # this 2-core machine under load) and the trees stay identical run to run
+        # one thread by default: on small training sets threads only add overhead, and the trees stay identical
+        # run to run
         self.params["nthread"] = int(num_threads) if num_threads else 1
         self.booster: Any = None
         self.base_model: XGBoostCostModel | None = None

@@ -6,7 +6,7 @@ throughput (AdaTune, NeurIPS 2020, eqs. (1)-(2)) then rewards configs that are e
 poorly known, which is what lets the search explore where the model is unsure.
 
 Why not call ``forestci.random_forest_error`` on every query: simulated annealing scores ~10^4-10^5 configs
-per plan, and that function spends ~100 ms per call on scikit-learn input validation and ``dir(forest)``,
+per plan, and that function spends most of each call on scikit-learn input validation and ``dir(forest)``,
 recomputes the in-bag matrix, and its empirical-Bayes calibration depends on the whole query batch (and on
 NumPy's global random state), so a config's score would change with its neighbours in the batch. This
 model runs the same forestci computation (``calc_inbag``, the IJ core and its bias correction) with the
@@ -84,9 +84,9 @@ class RFEICostModel(CostModel):
     forest that was current when it was picked is kept, and the factor is sqrt(median(z^2) / median(chi2_1)) over
     all of them (a median, so a few configs with a near-zero sigma do not decide it). Held-out recalibration
     (Kuleshov et al., ICML 2018): it measures how wrong the jackknife's sigma is on the configs the search
-    actually picks, which is where EI's exploration bonus acts. The factor scales eps_t too. Off by default: in a
-    registered replay it was not faster (benchmarks/RESULTS.md); the held-out statistics (``held_out``, per refit)
-    are kept either way, as a record of how calibrated the forest was on its own picks.
+    actually picks, which is where EI's exploration bonus acts. The factor scales eps_t too. Off by default: it did
+    not make the search faster (benchmarks/RESULTS.md); the held-out statistics (``held_out``, per refit) are kept
+    either way, as a record of how calibrated the forest was on its own picks.
     """
 
     OPTIONS = (

@@ -24,8 +24,7 @@ every T. Per function:
 
 The innermost loop is never fused into the parallel loop: a fused index splits back into row and column by a
 division and a modulo per element (64-bit, by the symbolic extent), which cost more than the exponentials
-around them (a 12 x T x T softmax at T = 128 took 0.57 ms a call in the dynamic BERT-base, the static model's
-tuned one 0.08 ms). It stays a plain loop over contiguous memory, vectorised here when its extent is a constant
+around them. It stays a plain loop over contiguous memory, vectorised here when its extent is a constant
 multiple of the SIMD width (a hidden size); over T or a constant the width does not divide, a loop runs whole
 vectors, then halving vectors and a scalar rest (``_vector_tail``; LLVM's loop vectoriser cannot vectorise its
 ``exp`` calls), a reduction as partial results in a vector. A step TIR rejects is skipped, so the worst case is
@@ -140,10 +139,8 @@ def _window_outside(
     between the two (a vector of outputs stays in a register while the window accumulates into it, read and
     written once), the init split off (``decompose_reduction``) and vectorised, the rows in parallel; where no
     vector divides the row, the window's loops go outside the whole column loop. None where the block is not like
-    that. Left inside, the window kept every output element scalar (a max pool ran at 0.47x PyTorch's speed, a
-    depthwise conv at 0.12x: ``benchmarks/results/no_template_ops/zen4_generic_fallback``); outside the whole
-    row, each window position read and wrote the row again (a stride-2 max pool 3-5x slower than with vectors
-    outside the window, in probes on Zen 3). The ``staged`` producers (its pads) are computed per plane inside
+    that. Left inside, the window kept every output element scalar; outside the whole row, each window position
+    read and wrote the row again. The ``staged`` producers (its pads) are computed per plane inside
     the parallel loop, which then leaves the output rows serial within a plane: the update reads a padded plane
     from cache with no guard (inlined, the guard kept a depthwise conv's update scalar), each input element padded
     once. ``vectors=False``: the window around the whole row, as before this split (kept to measure it)."""

@@ -5,7 +5,7 @@ columns), the inner loop carries the guard ``jo * lanes + ji < T`` and TVM scala
 refuses symbolic extents, and buffer-level predication emits an invalid LLVM call for 64-bit indices (TVM 0.27).
 So a dynamic model's softmax made one scalar ``expf`` call per element and waited on every add of its sums. A
 constant extent the width does not divide (a softmax over 62 columns) fared the same: ``schedule_generic`` left it
-a serial loop, and the static softmax at T = 62 and 100 ran 1.9-4.6x slower than the dynamic one.
+a serial loop, slower than the dynamic softmax over the same T.
 
 This rewrite does the partitioning itself, for a serial loop over a symbolic extent, or a constant one above the
 width, around one block that reads and writes contiguously in it (a strided access would become a gather):
@@ -221,10 +221,9 @@ def _fold(partial: Any, lanes: int, combine: Callable[[Any, Any], Any], dtype: s
 def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterVar, lanes: int) -> tirx.Stmt:
     """A reduction over the loop as partial results in a vector (module docstring): the whole vectors and the
     remainder's vectors (``_parts``) combine into ``lanes`` partials, folded in halving vectors (``_fold``) and
-    into the accumulator, then the scalar rest. One opaque
-    block holds the partials' buffer: allocated inside the parallel row loop, so one per thread (a constant size in
-    global scope, so on the stack; in "local" scope TVM 0.27 takes it from its workspace pool instead, a call per row
-    and buffer: ``benchmarks/RESULTS.md`` has the softmax both ways)."""
+    into the accumulator, then the scalar rest. One opaque block holds the partials' buffer: allocated inside the
+    parallel row loop, so one per thread (a constant size in global scope, so on the stack; in "local" scope TVM
+    0.27 takes it from its workspace pool instead, a call per row and buffer)."""
     block = realize.block
     parts = _reduction(realize)
     assert parts is not None  # _loop_block checked it

@@ -15,7 +15,7 @@ from ._cost_model import RFEICostModel, aggregate_store_features
 from ._runner import AdaptiveRunner, error_kind
 from ._search import ContextualEvolutionarySearch
 
-# every TuneContext that tune_tir makes imports the tensor intrinsics first: do it now, quickly (about 3 s, not 25-32 s)
+# every TuneContext that tune_tir makes imports the tensor intrinsics first: do it now, through the fast import
 import_tensor_intrinsics()
 
 __all__ = [

@@ -1,7 +1,7 @@
 """FastBuilder: meta_schedule's builder with a warm, persistent pool of build processes.
 
 The stock ``LocalBuilder`` starts new worker processes on every ``build`` call, and each of them runs
-``import tvm.s_tir.tensor_intrin`` inside the timed build (15-40 s), so small batches spend nearly all their
+``import tvm.s_tir.tensor_intrin`` inside the timed build (a slow import), so small batches spend nearly all their
 time importing and, under load, time out in a cascade. FastBuilder keeps its workers between calls (recycled
 after ``maximum_process_uses`` builds, as a guard against leaks in the compiler) and imports the tensor
 intrinsics only when ``tensorize=True``, once per worker, in the pool initializer. Artifacts have the stock

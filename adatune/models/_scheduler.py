@@ -95,8 +95,8 @@ class _Gradient:
 def model_runner(runs: int = 6) -> LocalRunner:
     """The default runner of a model's tasks: ``runs`` runs, each one a repeat of its own with the caches flushed
     before it (weights and output cold, the input hot). Inside a model a kernel reads weights no other kernel
-    has touched since the last inference; timed hot, the best configs of ResNet-18's tasks summed to 1.16x less
-    than their time in the model, timed cold to 1.00x (``benchmarks.models.gap_probe``, README "Whole models")."""
+    has touched since the last inference, so timed hot the tasks' best times sum to less than the model's latency
+    and the ranking favours configs that rely on hot caches; timed cold they match it."""
     return LocalRunner(number=1, repeat=runs, enable_cpu_cache_flush=True, check_correctness=True)
 
 

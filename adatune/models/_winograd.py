@@ -5,12 +5,10 @@ Eligible: NCHW data, OIHW kernel, groups 1, dilation 1, stride 1, the same paddi
 kernel (``FoldConstant`` in ``prepare`` computes ``G g G^T`` once; the deployed model never transforms a
 weight), and an output of at least ``WINOGRAD_MIN_PIXELS`` pixels. The output tile ``m`` follows the map's size
 (``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times the original and is streamed from memory
-once per call, for ever fewer output tiles as the map shrinks. One layer per map size, each variant tuned 150 s,
-timed in turns (Zen 3, AVX2, gates failed; ``benchmarks/results/winograd_small_maps{,_cold}``): at 512@7x7 F(4x4)
-ran 0.75-0.87x the direct convolution's speed and F(2x2) 1.05-1.07x, also with its weights cold (1.067x); at
-256@14x14 F(4x4) 1.62-1.83x hot and F(2x2) 1.41-1.46x, both about 1.28x cold. So maps from 14x14 take ``m = 4`` and
-smaller ones down to 7x7 ``m = 2`` (in ResNet-18, only its 7x7 layers swapped: 1.031x [0.987, 1.078]). Every other
-convolution keeps Relax's legalisation.
+once per call, for ever fewer output tiles as the map shrinks: on small maps the larger kernel costs more than
+the saved multiplies, so maps from 14x14 take ``m = 4`` and smaller ones down to 7x7 the smaller kernel of
+``m = 2`` (benchmarks/RESULTS.md has the per-map comparison). Every other convolution keeps Relax's
+legalisation.
 """
 
 from __future__ import annotations

@@ -140,10 +140,8 @@ def vectorize_columns(sch: Any, loop: Any, width: int) -> None:
     """Vectorise a register tile's ``width`` columns as vectors whose length is a power of two (the largest one
     dividing ``width``), the outer loop unrolled.
 
-    LLVM legalises a vector whose length is not a power of two by widening it: register tiles three vectors wide
-    (``<24 x float>`` on AVX2) ran 2.07-3.18x slower whole than split on BERT's scores GEMM at T = 37-128, and
-    sampled three-vector configs of the dense template 2.4-9.2x (Zen 1; ``benchmarks.dietcode.vector_split_probe``,
-    ``benchmarks/results/dietcode/zen1_three_vector_probe``)."""
+    LLVM legalises a vector whose length is not a power of two by widening it, so a register tile three vectors
+    wide (``<24 x float>`` on AVX2) runs slower whole than split."""
     part = width & -width
     if width > part:
         outer, loop = sch.split(loop, [None, part])

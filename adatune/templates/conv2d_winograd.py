@@ -2,8 +2,8 @@
 
 A 3x3 stride-1 convolution spends 9 multiply-adds per output and input channel; Winograd's minimal filtering
 computes an ``m x m`` output tile from an ``(m+2) x (m+2)`` input tile with ``(m+2)^2`` products, 4x fewer at
-``m = 4`` (3.1x on ResNet-18's 14x14 and 7x7 maps, whose tiles overhang). On a CPU where direct convolution
-already runs at the FMA units' peak (ResNet-18's convolutions on Zen 4), fewer operations is what is left.
+``m = 4`` (fewer where the tiles overhang the map). On a CPU where direct convolution already runs at the FMA
+units' peak, fewer operations is what is left.
 
 Arguments: ``N, CI, H, W, CO, pad, m, dtype="float32", space="full"``. The kernel argument is the
 *transformed* weight ``U[alpha, alpha, CI, CO] = G g G^T`` (``alpha = m + 2``; ``winograd_weight_transform``):
@@ -99,7 +99,7 @@ def winograd_weight_transform(kernel: te.Tensor, m: int) -> te.Tensor:
 def _coef(matrix: np.ndarray, row: int, col: Any, dtype: str) -> Any:
     """``matrix[row, col]`` for a loop variable ``col``: a select over the row's non-zero entries, which folds
     to one constant once the loop over ``col`` is unrolled (a nested select over both indices, as
-    ``topi.utils.const_matrix`` builds it, took minutes to build per config in a trial while this was written)."""
+    ``topi.utils.const_matrix`` builds it, makes every config's build far slower)."""
     value = tvm.tirx.const(0, dtype)
     for j in range(matrix.shape[1]):
         if matrix[row, j] != 0:
@@ -133,7 +133,7 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad: int | tuple[int, in
     zero = tvm.tirx.const(0, dtype)
 
     # the input, zero-padded to whole tiles: one parallel copy, so the tile reads below need no guard (a guard
-    # per tile element made the input transform about 3x slower in a one-off trial, not a committed benchmark)
+    # per tile element slows the input transform down)
     PH, PW = nH * m + KERNEL - 1, nW * m + KERNEL - 1
     padded = te.compute(
         (N, CI, PH, PW),

@@ -2,8 +2,7 @@
 do not cover alone: depthwise and pointwise convolutions; layer norm, GELU and softmax attention; pooling,
 concatenation and residuals. A module of its own: it imports torch, which ``adatune.testing`` does not.
 ``SMALL_MODELS`` maps a name to the module class and its input shape; the tests
-(``tests/test_models_beyond_zoo.py``) check that each tunes, builds and matches PyTorch, and
-``benchmarks.models.small_models`` times them against PyTorch eager."""
+(``tests/test_models_beyond_zoo.py``) check that each tunes, builds and matches PyTorch."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def module_key(mod: tvm.IRModule) -> str:
 
 def module_to_text(mod: tvm.IRModule) -> str:
     """``mod`` as one ASCII string a log line can hold: base64 of zlib-compressed ``tvm.ir.save_json``
-    (MetaSchedule's database stores a workload as base64 of the same JSON; compressed, it is ~4x smaller)."""
+    (MetaSchedule's database stores a workload as base64 of the same JSON; compressed, it is several times smaller)."""
     return base64.b64encode(zlib.compress(tvm.ir.save_json(mod).encode(), 9)).decode("ascii")
 
 
