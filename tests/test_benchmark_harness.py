@@ -560,51 +560,6 @@ def test_a_sweep_refuses_to_add_another_machines_timings():
         check_same_host(records, {**zen5, "mcpu": "znver4"}, "s.jsonl")
 
 
-def test_swap_records_takes_only_the_named_tasks_from_the_donor(tmp_path):
-    from benchmarks.models.swap_records import main, swapped
-
-    def rec(task: str, args: list) -> dict:
-        return {"task": [f"model/{task}/abc", args], "result": {"costs": [1.0]}}
-
-    f2, f4, direct = (
-        rec("conv2d_winograd.x86", [1, 512, 7, 7, 512, 1, 2]),
-        rec("conv2d_winograd.x86", [1, 64, 56, 56, 64, 1, 4]),
-        rec("conv2d_nchw.x86", [1, 3]),
-    )
-    assert swapped(f2, "conv2d_winograd.x86", [(6, 2)]) and not swapped(f4, "conv2d_winograd.x86", [(6, 2)])
-    assert not swapped(direct, "conv2d_winograd.x86", []) and not swapped(direct, "conv2d_nchw.x86", [(6, 2)])
-    runs = {}
-    for name, records, tiles in (("base", [direct, f4], None), ("donor", [f2, f4], [[196, 4], [49, 2]])):
-        d = tmp_path / name
-        d.mkdir()
-        (d / "records_resnet18_rfei-ae.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-        meta = {"config": {"winograd": True}, "winograd_tiles": tiles}
-        (d / "results.json").write_text(
-            json.dumps({"meta": meta, "models": [{"model": "resnet18", "arms": [{"arm": "rfei-ae"}]}]})
-        )
-        runs[name] = str(d)
-    out = tmp_path / "swap"
-    main(
-        [
-            "--base",
-            runs["base"],
-            "--donor",
-            runs["donor"],
-            "--template",
-            "conv2d_winograd.x86",
-            "--arg",
-            "6=2",
-            "--out",
-            str(out),
-        ]
-    )
-    lines = [json.loads(x) for x in (out / "records_resnet18_rfei-ae.jsonl").read_text().splitlines()]
-    assert lines == [direct, f4, f2]  # the base's records, then only the donor's F(2x2) task
-    assert json.loads((out / "results.json").read_text())["meta"]["winograd_tiles"] == [[196, 4], [49, 2]]
-    with pytest.raises(SystemExit, match="no records"):
-        main(["--base", runs["base"], "--donor", runs["donor"], "--template", "dense.x86", "--out", str(out)])
-
-
 def test_a_live_study_killed_before_its_re_measurement_keeps_every_finished_run(tmp_path, monkeypatch):
     import benchmarks.harness.__main__ as harness_main
     import benchmarks.harness.run as harness_run

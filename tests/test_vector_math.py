@@ -8,23 +8,32 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 import tvm
+from scipy.special import erf
 from tvm import te
 
 from adatune import target as _target
 from adatune import vector_math
-from benchmarks.vector_math_accuracy import FUNCS, inputs
 
 pytestmark = pytest.mark.skipif(not vector_math.available(), reason="no libmvec (x86-64 glibc) in this process")
 
 HOST = _target.host()
 SSE2 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu"}  # no mcpu: generic x86-64, 4-lane SSE variants only
-# measured on glibc 2.36 over 65,536 inputs each (benchmarks/vector_math_accuracy.py): erf 4.0 ulp (16 lanes; 1.3
+# measured on glibc 2.36 over 65,536 inputs each: erf 4.0 ulp (16 lanes; 1.3
 # at 4 and 8), log 3.5, exp 2.6, tanh 1.3 (TVM's own scalar tanh: 205, near zero); libm's scalar calls 0.5-0.8
 MAX_ULP = 5
+# name -> (TE function, float64 reference, input range; log's drawn log-uniformly)
+FUNCS: dict[str, tuple[Callable[[Any], Any], Callable[[np.ndarray], np.ndarray], tuple[float, float]]] = {
+    "exp": (te.exp, np.exp, (-87.0, 88.0)),
+    "erf": (te.erf, erf, (-6.0, 6.0)),
+    "tanh": (te.tanh, np.tanh, (-12.0, 12.0)),
+    "log": (te.log, np.log, (1e-30, 1e6)),
+}
 
 
 def _elementwise(op: str, n: int, lanes: int) -> tvm.IRModule:
@@ -44,7 +53,12 @@ def _reference(op: str, x: np.ndarray) -> np.ndarray:
 
 
 def _inputs(op: str, n: int) -> np.ndarray:
-    return inputs(op, n)  # the accuracy benchmark's: uniform over each function's range, log-uniform for log
+    """Uniform over the function's range, log-uniform for log."""
+    lo, hi = FUNCS[op][2]
+    rng = np.random.default_rng(0)
+    if op == "log":
+        return np.exp(rng.uniform(np.log(lo), np.log(hi), n)).astype("float32")
+    return rng.uniform(lo, hi, n).astype("float32")
 
 
 def _run(lib: object, x: np.ndarray) -> np.ndarray:
