@@ -1,17 +1,90 @@
-"""What the benchmarks share: CSV output, the load the machine was under while a run timed things, and the
-latency-over-T figure."""
+"""What the benchmarks share: JSON and CSV output, sweep logs plain or gzipped, geometric means with their
+interval, the load the machine was under while a run timed things, and the latency-over-T figure."""
 
 from __future__ import annotations
 
 import csv
+import gzip
+import json
+import math
 import os
 import shlex
+import statistics
 import sys
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import IO, Any, cast
 
-__all__ = ["load_now", "load_sentence", "plot_latency_over_t", "run_meta", "settled", "write_csv"]
+from scipy import stats
+
+from adatune.records import Record, load_from_buffer
+
+__all__ = [
+    "command_line",
+    "geomean",
+    "geomean_interval",
+    "load_now",
+    "load_records",
+    "load_sentence",
+    "open_text",
+    "plot_latency_over_t",
+    "run_meta",
+    "settled",
+    "sweep_log",
+    "sweep_stem",
+    "write_csv",
+    "write_json",
+    "write_summary",
+]
+
+
+def open_text(path: str, mode: str = "r") -> IO[str]:
+    """A text file, through gzip when its name ends in ``.gz`` (sweep logs are committed compressed)."""
+    if path.endswith(".gz"):
+        return cast(IO[str], gzip.open(path, mode + "t", encoding="utf-8"))
+    return open(path, mode, encoding="utf-8")
+
+
+def load_records(path: str) -> Iterator[Record]:
+    """The records of a tuning log or sweep, ``.jsonl`` or ``.jsonl.gz``."""
+    with open_text(path) as f:
+        yield from load_from_buffer(f, name=path)
+
+
+def sweep_log(directory: str, workload: str) -> str:
+    """A workload's sweep log in ``directory``: ``.jsonl.gz`` where that exists, else ``.jsonl`` (perhaps new)."""
+    plain = os.path.join(directory, f"{workload}.jsonl")
+    return plain + ".gz" if os.path.exists(plain + ".gz") else plain
+
+
+def sweep_stem(path: str) -> str:
+    """A sweep log's path without ``.jsonl`` or ``.jsonl.gz``: its name, and where its side files go."""
+    return path.removesuffix(".gz").removesuffix(".jsonl")
+
+
+def write_json(path: str, data: Any, indent: int | None = 1, default: Any = None) -> None:
+    """``data`` as JSON at ``path`` (``default``: how to write what json cannot, e.g. ``str``)."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=indent, default=default)
+
+
+def geomean(xs: Iterable[float]) -> float:
+    """The geometric mean (nan for no values)."""
+    logs = [math.log(x) for x in xs]
+    return math.exp(statistics.fmean(logs)) if logs else math.nan
+
+
+def geomean_interval(ratios: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Geometric mean of ``ratios`` (one per seed, run or round) and its Student-t interval on the logs, which is
+    honest for the few seeds a benchmark runs where a bootstrap is not; one ratio gives no interval (nan bounds)."""
+    if not ratios or min(ratios) <= 0:
+        raise ValueError(f"ratios must be positive and non-empty, got {list(ratios)}")
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + level / 2, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def write_csv(path: str, rows: Iterable[dict]) -> None:
@@ -42,11 +115,16 @@ def load_sentence(meta: dict, cores: int | None = None) -> str:
     )
 
 
+def command_line(prog: str, argv: Sequence[str] | None) -> str:
+    """The command that reproduces a run of ``python -m prog`` (``argv``: its arguments, or this process's)."""
+    return f"python -m {prog} " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+
 def run_meta(prog: str, argv: list[str] | None, started: str, t0: float, load_before: list[float]) -> dict:
     """The fields a benchmark's results.json starts with: the command that reproduces it, when it started,
     how long it has run (``t0`` from ``time.perf_counter``) and the load before and now."""
     return {
-        "command": f"python -m {prog} " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": command_line(prog, argv),
         "started": started,
         "wall_s": time.perf_counter() - t0,
         "load_before": load_before,
@@ -57,7 +135,7 @@ def run_meta(prog: str, argv: list[str] | None, started: str, t0: float, load_be
 def settled(seconds: float, pause_s: float = 0.25) -> float:
     """Return ``seconds`` after a pause: an engine's worker threads (onnxruntime's intra-op pool, PyTorch's
     OpenMP, OpenBLAS) spin for a while after a run, and the engine timed next must not share the cores with
-    them (numpy's BLAS threads did that to TVM kernels in benchmarks.dietcode: 0.07 -> 4 ms)."""
+    them."""
     time.sleep(pause_s)
     return seconds
 

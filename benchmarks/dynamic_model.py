@@ -23,10 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import load_now, plot_latency_over_t, settled, write_csv
-from benchmarks.noise_gate import NoiseGate, interleaved
-
-from ._common import write_summary
+from ._common import command_line, geomean, load_now, plot_latency_over_t, settled, write_csv, write_json, write_summary
+from .noise_gate import NoiseGate, interleaved
 
 
 def _encoder(args: argparse.Namespace) -> Any:
@@ -35,7 +33,7 @@ def _encoder(args: argparse.Namespace) -> Any:
     from torch import nn
 
     from adatune.models import bert_base
-    from adatune.models._zoo import BertEncoder
+    from adatune.models._zoo import BertEncoder  # no public name: bert_base builds BERT-base sizes only
 
     if (args.hidden, args.heads, args.ffn) == (768, 12, 3072):
         return bert_base(args.seed, layers=args.layers)[0]
@@ -50,8 +48,8 @@ def _encoder(args: argparse.Namespace) -> Any:
 def _static_model(args: argparse.Namespace) -> tuple[Any, int, list[str]]:
     """The static bert-base built from ``--static-log``, its sequence length and the tasks the log has no record
     for (fallback schedules), checked against PyTorch. Imported with the dynamic model's ``--fast-math``: a log
-    tuned with fast math names GELU's and softmax's tasks differently, and built without it those two tasks ran
-    untuned (the Zen 3 and Zen 4 runs before this check: static 247 ms against 217 ms in the models run)."""
+    tuned with fast math names GELU's and softmax's tasks differently, and built without it those two tasks would
+    run untuned."""
     import adatune.models as am
 
     model = am.load_builtin("bert-base", seed=args.seed, fast_math=args.fast_math)
@@ -107,24 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--repeats", type=int, default=5, help="timed inferences per round, T and engine (median kept)")
     ap.add_argument("--check-only", action="store_true", help="tune, build and check; time nothing")
-    ap.add_argument(
-        "--scalar-libm",
-        action="store_true",
-        help="also build the same kernels with TVM's scalar exp/erf/tanh (build_dynamic(vector_math=False)), checked "
-        "and timed in the same turns as engine 'scalar-libm'",
-    )
-    ap.add_argument(
-        "--scalar-tails",
-        action="store_true",
-        help="also build the same kernels with element-wise loops over T left scalar (build_dynamic(vector_tails="
-        "False)), checked and timed in the same turns as engine 'scalar-tails'",
-    )
-    ap.add_argument(
-        "--fast-math-arm",
-        action="store_true",
-        help="also import the model with fast math and build it with the same DietCode results (its GEMMs are the "
-        "same workloads), checked and timed in the same turns as engine 'fast-math'",
-    )
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per T")
     ap.add_argument("--out", help="directory for results.json, per_t.csv, latency.png and summary.md")
     ap.add_argument(
@@ -171,28 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     compiled = am.build_dynamic(model, results)
     print(f"built one module in {time.time() - start:.1f} s")
-    scalar = am.build_dynamic(model, results, vector_math=False) if args.scalar_libm else None
-    tails = am.build_dynamic(model, results, vector_tails=False) if args.scalar_tails else None
-    fast = None
-    if args.fast_math_arm:
-        fast_model = am.from_torch(module, example, dynamic={"x": {1: (lo, hi)}}, fast_math=True)
-        fast = am.build_dynamic(fast_model, results)
     ts = _check_ts(lo, hi, args.check_t)
     for t in ts:
         x = model.random_inputs(seed=t, t=t)  # type: ignore[call-arg]
         want = model.reference(*x)[0]
-        tol = 1e-4 * max(1.0, float(np.abs(want).max()))
-        for label, built in (
-            ("", compiled),
-            (" (scalar libm)", scalar),
-            (" (scalar tails)", tails),
-            (" (fast math)", fast),
-        ):
-            if built is None:
-                continue
-            got = built.run(*x)[0]
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=tol, err_msg=f"T={t}{label}")
-            print(f"  T={t}{label}: max abs error {float(np.abs(got - want).max()):.2e} (ok)")
+        got = compiled.run(*x)[0]
+        np.testing.assert_allclose(
+            got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())), err_msg=f"T={t}"
+        )
+        print(f"  T={t}: max abs error {float(np.abs(got - want).max()):.2e} (ok)")
     with tempfile.TemporaryDirectory() as tmp:
         size = os.path.getsize(compiled.export_library(os.path.join(tmp, "bert.so")))
     print(f"export_library: {size / 1e6:.1f} MB")
@@ -212,12 +179,6 @@ def main(argv: list[str] | None = None) -> int:
             "adatune": lambda x=x: compiled_latency(compiled, x, args.repeats),
             "pytorch": lambda x=x: framework_latency(model, "pytorch", x, args.repeats) or float("nan"),
         }
-        if scalar is not None:
-            timers["scalar-libm"] = lambda x=x: compiled_latency(scalar, x, args.repeats)
-        if tails is not None:
-            timers["scalar-tails"] = lambda x=x: compiled_latency(tails, x, args.repeats)
-        if fast is not None:
-            timers["fast-math"] = lambda x=x: compiled_latency(fast, x, args.repeats)
         if static is not None and t == static_t:
             timers["static"] = lambda x=x: settled(compiled_latency(static, x, args.repeats))
         if session is not None:
@@ -266,19 +227,11 @@ def _breakdown(compiled: Any, model: Any, t: int, repeats: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _geomean(xs: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
-
-
 def _write(
     out: str, argv: list[str] | None, rows: list[dict[str, Any]], gate: Any, load_before: list[float],
     tuning_s: float, workloads: int, breakdown: str = "", static_fallback: Sequence[str] = (),
 ) -> None:  # fmt: skip
     """results.json, per_t.csv, latency.png and summary.md (engine speed ratios per T and their geomeans)."""
-    import json
-    import shlex
-    import sys
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -290,12 +243,12 @@ def _write(
     write_csv(os.path.join(out, "per_t.csv"), rows)
     engines = list(dict.fromkeys(k[:-2] for r in rows for k in r if k.endswith("_s")))  # static: at one T only
     ratios = {  # engines timed at every T (the static model runs at one T: its own sentence below)
-        e: _geomean([r[f"{e}_s"] / r["adatune_s"] for r in rows if np.isfinite(r.get(f"{e}_s", np.nan))])
+        e: geomean([r[f"{e}_s"] / r["adatune_s"] for r in rows if np.isfinite(r.get(f"{e}_s", np.nan))])
         for e in engines
         if e != "adatune" and all(f"{e}_s" in r for r in rows)
     }
     meta = {
-        "command": "python -m benchmarks.dynamic_model " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": command_line("benchmarks.dynamic_model", argv),
         "host": adatune.target.describe_host(),
         "load_before": load_before,
         "load_after": load_now(),
@@ -303,8 +256,7 @@ def _write(
         "noise_gate": gate.to_json(),
         "static_fallback_tasks": list(static_fallback),
     }
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows, "geomean_speed_vs": ratios}, f, indent=1)
+    write_json(os.path.join(out, "results.json"), {"meta": meta, "rows": rows, "geomean_speed_vs": ratios})
     fig, ax = plt.subplots(figsize=(8, 4))
     plot_latency_over_t(ax, rows, engines, "T (sequence length)")
     fig.tight_layout()

@@ -2,8 +2,8 @@
 vector tails.
 
 ``build_dynamic`` schedules every PrimFunc that is not a DietCode GEMM with ``schedule_generic``, one schedule for
-every T. Its element-wise loops over T run whole vectors and a scalar remainder
-(``adatune.generic_schedule._vector_tail``); ``vector_tails=False`` leaves them plain loops, as before. Per operator
+every T. Its element-wise loops over T run whole vectors and a scalar remainder (the vector tails);
+``vector_tails=False`` leaves them plain loops. Per operator
 (BERT-base's attention softmax over T, its layer norm and its exact GELU, each legalised from Relax with a symbolic
 T) and T, the generic schedule built both ways through ``adatune.vector_math``'s pipeline (as ``build_dynamic``
 builds it), the same schedule of the operator legalised with that T as a constant (``static``: what the symbolic
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import os
 import time
@@ -43,11 +42,21 @@ import adatune.vector_math
 from adatune.reference import physical_cores
 from adatune.stack_bounds import with_upper_bounds
 
-from ._common import load_now, load_sentence, plot_latency_over_t, run_meta, settled, write_csv, write_summary
+from ._common import (
+    geomean,
+    geomean_interval,
+    load_now,
+    load_sentence,
+    plot_latency_over_t,
+    run_meta,
+    settled,
+    write_csv,
+    write_json,
+    write_summary,
+)
 from .host_state import HostStates, interleaved_with_state, state_probe
 from .no_template_ops import mean_call_timer
 from .noise_gate import NoiseGate
-from .trace_search.report import geomean_interval
 
 HIDDEN, HEADS, FFN = 768, 12, 3072
 OPS = ("softmax", "layer-norm", "gelu")
@@ -190,8 +199,7 @@ def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
 
     os.makedirs(out, exist_ok=True)
     rows = result["rows"]
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta} | result, f, indent=1)
+    write_json(os.path.join(out, "results.json"), {"meta": meta} | result)
     flat = [{k: v for k, v in r.items() if not isinstance(v, dict | type(None))} for r in rows]
     write_csv(os.path.join(out, "results.csv"), flat)
     ops = list(dict.fromkeys(r["op"] for r in rows))
@@ -238,7 +246,7 @@ def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
         for n in COMPARED:
             ratios = [r[f"{n}_vs_tails"]["ratio"] for r in have if r[f"{n}_vs_tails"]]
             if ratios:
-                g = float(np.exp(np.mean(np.log(ratios))))
+                g = geomean(ratios)
                 lines.append(f"\n{op}: {NAMES[n]} / vector tails, geomean over T: {g:.2f}x")
     lines += ["", "![speed](speed.png)"]
     write_summary(out, lines)

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +37,8 @@ from adatune.tuners.callback import log_to_file
 from adatune.workloads import get as get_workload
 from adatune.workloads import torch_reference
 
-from .noise_gate import CV_LIMIT, NoiseGate, probe_timer, robust_cv
+from ._common import command_line, write_json
+from .noise_gate import CV_LIMIT, NoiseGate, interleaved, probe_timer, robust_cv
 
 DEFAULT_WORKLOADS = ["dense-1024", "conv2d-resnet18-L6"]
 OUT = "benchmarks/results/kernels_vs_pytorch"
@@ -73,11 +73,10 @@ def tune(task: Any, tuner_name: str, trials: int, seed: int, timeout: float, log
             "seed": seed,
             "resumed": done,
             "tune_s": spent + time.time() - t0,
-            "command": " ".join(["python -m benchmarks.kernels_vs_pytorch", *sys.argv[1:]]),
+            "command": command_line("benchmarks.kernels_vs_pytorch", None),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        with open(side, "w", encoding="utf-8") as f:
-            json.dump(info, f)
+        write_json(side, info, indent=None)
     return info
 
 
@@ -125,7 +124,7 @@ def kernel_timer(task: Any, config: Any, repeats: int, cpu_time: bool = False) -
     return timer
 
 
-def interleaved(
+def gflops_in_turns(
     task: Any,
     timers: dict[str, Callable[[], float]],
     torch_fn: Callable[[], Any],
@@ -134,21 +133,12 @@ def interleaved(
     clock: Callable[[], float] = time.perf_counter,
     probe: Callable[[], float] | None = None,
 ) -> dict[str, list[float]]:
-    """GFLOPS per round of every kernel and of PyTorch, timed in turns (the order alternates by round); with
-    ``probe``, the noise gate's peak-FMA probe is timed in every round too (``"probe_s"``, seconds), so a
-    round taken while the host ran peak-rate kernels at half speed can be told apart."""
-    names = list(timers)
-    out: dict[str, list[float]] = {n: [] for n in [*names, "torch"]}
-    if probe is not None:
-        out["probe_s"] = []
-    for r in range(rounds):
-        order = ["torch", *names] if r % 2 == 0 else [*names[::-1], "torch"]
-        for n in order:
-            seconds = time_callable(torch_fn, repeats, 0.1, clock) if n == "torch" else timers[n]()
-            out[n].append(task.flop / seconds / 1e9)
-        if probe is not None:
-            out["probe_s"].append(probe())
-    return out
+    """GFLOPS per round of every kernel and of PyTorch (``"torch"``), timed in turns (``noise_gate.interleaved``);
+    with ``probe``, the noise gate's peak-FMA probe is timed in every round too (``"probe_s"``, seconds), so a
+    round taken while the host ran peak-rate kernels slow can be told apart."""
+    turns = {"torch": lambda: time_callable(torch_fn, repeats, 0.1, clock), **timers}
+    times = interleaved(turns | ({"probe_s": probe} if probe is not None else {}), rounds)
+    return {n: v if n == "probe_s" else [task.flop / s / 1e9 for s in v] for n, v in times.items()}
 
 
 def summarize(gflops: list[float], torch_gflops: list[float]) -> dict[str, Any]:
@@ -179,9 +169,9 @@ def time_seed(name: str, seed: int, args: argparse.Namespace, probe: Callable[[]
     timers = {str(c.key): kernel_timer(task, c, args.repeats) for _, c in best}
     configs = {str(c.key): c for _, c in best}
     torch_fn = torch_reference(wl)
-    heats = interleaved(task, timers, torch_fn, 3, args.repeats)  # pick the finalist that is fast again
+    heats = gflops_in_turns(task, timers, torch_fn, 3, args.repeats)  # pick the finalist that is fast again
     key = max(timers, key=lambda k: statistics.median(heats[k]))
-    final = interleaved(task, {key: timers[key]}, torch_fn, args.rounds, args.repeats, probe=probe)
+    final = gflops_in_turns(task, {key: timers[key]}, torch_fn, args.rounds, args.repeats, probe=probe)
     summary = summarize(final[key], final["torch"])
     probe_cv = robust_cv(final["probe_s"])
     summary.update(probe_rounds_s=final["probe_s"], probe_roundsrobust_cv=probe_cv, probe_steady=probe_cv <= CV_LIMIT)
@@ -220,7 +210,7 @@ def single_thread_cpu_time(
     torch.set_num_threads(1)
     try:
         timer = kernel_timer(task, config, repeats, cpu_time=True)
-        got = interleaved(task, {"adatune": timer}, torch_fn, rounds, repeats, clock=time.thread_time)
+        got = gflops_in_turns(task, {"adatune": timer}, torch_fn, rounds, repeats, clock=time.thread_time)
     finally:
         pool(1, threads)
         torch.set_num_threads(physical_cores())
@@ -363,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in args.workloads:
         run = {
-            "command": " ".join(["python -m benchmarks.kernels_vs_pytorch", *(argv or sys.argv[1:])]),
+            "command": command_line("benchmarks.kernels_vs_pytorch", argv),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             **{k: getattr(args, k) for k in ("finalists", "rounds", "repeats")},
         }
@@ -382,8 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     order = {n: i for i, n in enumerate(DEFAULT_WORKLOADS)}
     everything = sorted([*kept, *results], key=lambda r: (order.get(r["workload"], len(order)), r["workload"]))
     os.makedirs(args.out, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "results": everything}, f, indent=1)
+    write_json(path, {"meta": meta, "results": everything})
     write_summary(os.path.join(args.out, "summary.md"), everything, meta)
     return 0
 

@@ -17,8 +17,7 @@ the mean of calls filling at least ``--min-ms`` (TVM's ``time_evaluator`` for th
 PyTorch); the median round is the latency. The noise gate frames the run. ``--generic`` adds the operator under
 ``am.schedule_generic`` (no tuning; what ``am.build`` falls back to for a trace task without a record) to the turns
 as rule set ``generic``, and as ``generic-row-window`` the same with a pooling or convolution window around its
-whole output row and its pad inlined (``window_vectors=False``, the schedule before 2026-11-28); ``--rules`` with
-no rule set times those alone.
+whole output row and its pad inlined (``window_vectors=False``); ``--rules`` with no rule set times those alone.
 
     python -m benchmarks.no_template_ops --out benchmarks/results/no_template_ops
 
@@ -28,7 +27,6 @@ Writes results.json, results.csv, summary.md and speed.png under ``--out``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -52,9 +50,8 @@ from adatune.target import size_tvm_thread_pool
 from adatune.trace import RULE_SETS, TraceTask
 from adatune.tuners import TraceSearchTuner
 
-from ._common import load_now, load_sentence, run_meta, settled, write_csv, write_summary
+from ._common import geomean_interval, load_now, load_sentence, run_meta, settled, write_csv, write_json, write_summary
 from .noise_gate import NoiseGate, interleaved
-from .trace_search.report import geomean_interval
 
 OPS = ("layer-norm", "softmax", "softmax-fast-exp", "depthwise-conv", "max-pool")
 _NAMES = {op: f"no-template/{op}" for op in OPS}
@@ -190,9 +187,7 @@ def _calls_filling(fn: Callable[[], Any], min_ms: float) -> int:
 
 def mean_call_timer(fn: Callable[[], Any], min_ms: float) -> Callable[[], float]:
     """A timer returning the mean seconds of a batch of PyTorch calls ``fn`` filling at least ``min_ms``, then pausing:
-    TVM's and PyTorch's worker threads spin after a call, and on 2 cores the engine timed next waited for them
-    (in a smoke run while writing this, not committed, PyTorch's channels-last max-pool read 7 ms right after a TVM
-    program and 0.2 ms alone)."""
+    TVM's and PyTorch's worker threads spin after a call, and on few cores the engine timed next waits for them."""
     number = _calls_filling(fn, min_ms)
 
     def timer() -> float:
@@ -205,14 +200,13 @@ def mean_call_timer(fn: Callable[[], Any], min_ms: float) -> Callable[[], float]
 
 
 def tvm_timer(
-    task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray], min_ms: float, vector_math: bool = True
+    task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray], min_ms: float
 ) -> tuple[Callable[[], float], bool]:
     """A timer of the built program on ``inputs`` (TVM's ``time_evaluator``: the mean of calls filling ``min_ms``,
     looped in C++, as ``benchmarks.trace_search.run.retime`` and the tuner's runner time a program, so no Python
     call per run counts against TVM), and whether its output matches the numpy reference. Built as adatune's
-    builder builds it (``adatune.vector_math``'s pipeline), or with ``vector_math=False`` as TVM's default does."""
-    pipeline = adatune.vector_math.tir_pipeline(task.target) if vector_math else "default"
-    lib = tvm.tirx.build(mod, task.target, pipeline=pipeline)
+    builder builds it (``adatune.vector_math``'s pipeline)."""
+    lib = tvm.tirx.build(mod, task.target, pipeline=adatune.vector_math.tir_pipeline(task.target))
     references = task.reference_outputs(inputs)
     if references is None:
         raise ValueError(f"task {task.name} has no numpy reference to check its programs against")
@@ -275,12 +269,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=15, help="rounds of turns of every program and PyTorch")
     p.add_argument("--min-ms", type=float, default=20.0, help="each timing: the mean of calls filling this long")
     p.add_argument(
-        "--scalar-libm",
-        action="store_true",
-        help="also time every best program built with TVM's default pipeline (scalar exp/erf/tanh/log calls), "
-        "in the same turns",
-    )
-    p.add_argument(
         "--generic",
         action="store_true",
         help="also time the operator under am.schedule_generic (no tuning: what am.build falls back to for a "
@@ -300,7 +288,6 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
     inputs = [rng.standard_normal(tuple(int(d) for d in s.shape)).astype("float32") for s in specs if not s.is_output]
     rows: list[dict[str, Any]] = []
     programs: dict[str, tuple[Callable[[], float], dict[str, Any]]] = {}
-    scalar: dict[str, Callable[[], float]] = {}  # the same programs built with TVM's scalar libm calls
     for seed in args.seeds:
         for rules, task in tasks.items():
             assert isinstance(task, TraceTask)
@@ -309,10 +296,6 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
             if best is not None:
                 timer, row["correct"] = tvm_timer(task, best, inputs, args.min_ms)
                 programs[f"{rules}/{seed}"] = (timer, row)
-                if args.scalar_libm:
-                    scalar[f"{rules}/{seed}/scalar-libm"], row["correct_scalar_libm"] = tvm_timer(
-                        task, best, inputs, args.min_ms, vector_math=False
-                    )
             rows.append(row)
             print(
                 f"{op:>15} {rules:>7} seed {seed}: tuned {wall:5.1f} s, failed {failed}, correct {row['correct']}",
@@ -322,7 +305,7 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
         assert isinstance(base, TraceTask)
         func = base.unscheduled_module()["main"]
         lanes = adatune.target.cpu_info(target).lanes("float32")
-        # "generic-row-window": a window around the whole output row, its pad inlined (the schedule before 2026-11-28)
+        # "generic-row-window": a window around the whole output row, its pad inlined
         for name, window_vectors in (("generic", True), ("generic-row-window", False)):
             generic = tvm.IRModule({"main": am.schedule_generic(func, lanes, window_vectors=window_vectors)[0]})
             row = {"op": op, "rules": name, "seed": 0, "tune_s": 0.0, "failed": 0}
@@ -331,12 +314,12 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
             rows.append(row)
             print(f"{op:>15} {name} (untuned): correct {row['correct']}", flush=True)
     layouts = {"torch": [torch.from_numpy(x) for x in inputs]}
-    if inputs[0].ndim == 4:  # PyTorch's NCHW pool took 3.76 ms, its channels-last one 0.18 (results/.../zen4)
+    if inputs[0].ndim == 4:  # PyTorch's NCHW pooling is far slower than its channels-last one
         layouts["torch-channels-last"] = [
             t.contiguous(memory_format=torch.channels_last) if t.ndim == 4 else t for t in layouts["torch"]
         ]
     with torch.no_grad():
-        timers = {name: timer for name, (timer, _) in programs.items()} | scalar
+        timers = {name: timer for name, (timer, _) in programs.items()}
         for name, torch_inputs in layouts.items():
             timers[name] = mean_call_timer(lambda t=torch_inputs: torch_op(*t), args.min_ms)  # type: ignore[misc]
         times = interleaved(timers, args.rounds)
@@ -348,11 +331,6 @@ def run_op(op: str, args: argparse.Namespace, target: tvm.target.Target) -> list
         row["torch_best_s"] = statistics.median(torch_best)
         # per round, so that a burst of load divides out of the ratio
         row["speed_vs_torch"] = statistics.median(t / s for t, s in zip(torch_best, times[name]))
-        if f"{name}/scalar-libm" in times:
-            libm = times[f"{name}/scalar-libm"]
-            row["latency_scalar_libm_s"] = statistics.median(libm)
-            row["speed_vs_torch_scalar_libm"] = statistics.median(t / s for t, s in zip(torch_best, libm))
-            row["vector_math_speedup"] = statistics.median(s / v for s, v in zip(libm, times[name]))
     return rows
 
 
@@ -364,22 +342,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not runs:
                 continue
             speed, low, high = geomean_interval([r["speed_vs_torch"] for r in runs])
-            libm = [r for r in runs if "vector_math_speedup" in r]
-            scalar: dict[str, Any] = {}
-            if libm:
-                gain, gain_low, gain_high = geomean_interval([r["vector_math_speedup"] for r in libm])
-                old, old_low, old_high = geomean_interval([r["speed_vs_torch_scalar_libm"] for r in libm])
-                scalar = {
-                    "vector_math_speedup": gain,
-                    "vector_math_ci95": [gain_low, gain_high],
-                    "scalar_libm_speed_vs_torch": old,
-                    "scalar_libm_ci95": [old_low, old_high],
-                    "scalar_libm_ms": statistics.median(r["latency_scalar_libm_s"] for r in libm) * 1e3,
-                    "scalar_libm_correct": all(r.get("correct_scalar_libm") for r in libm),
-                }
             out.append(
-                scalar
-                | {
+                {
                     "op": op,
                     "rules": rules,
                     "seeds": len(runs),
@@ -395,11 +359,6 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _ci(bounds: list[float]) -> str:
-    low, high = bounds
-    return f" [{low:.2f}, {high:.2f}]" if math.isfinite(low) else ""
-
-
 def write_outputs(
     out_dir: str, meta: dict[str, Any], rows: list[dict[str, Any]], summary: list[dict[str, Any]], gate: NoiseGate
 ) -> None:
@@ -408,8 +367,10 @@ def write_outputs(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "noise_gate": gate.to_json(), "summary": summary, "runs": rows}, f, indent=1)
+    write_json(
+        os.path.join(out_dir, "results.json"),
+        {"meta": meta, "noise_gate": gate.to_json(), "summary": summary, "runs": rows},
+    )
     write_csv(os.path.join(out_dir, "results.csv"), rows)
     fig, ax = plt.subplots(figsize=(7, 3.5))
     labels = [f"{s['op']}\n{s['rules']}" for s in summary]
@@ -463,24 +424,6 @@ def write_outputs(
             f"{s['latency_ms']:.4g} | {s['torch_ms']:.4g}; {s['torch_nchw_ms']:.4g} | {s['speed_vs_torch']:.2f}x{ci} | "
             f"{s['tune_s']:.0f} |"
         )
-    with_libm = [s for s in summary if "vector_math_speedup" in s]
-    if with_libm:
-        lines += [
-            "",
-            "The same best programs built with TVM's default pipeline (`exp`, `erf`, `tanh`, `log` as scalar libm "
-            "calls) instead of `adatune.vector_math`'s (glibc's libmvec at the target's vector width), timed in the "
-            "same turns; speedup is the scalar build's time over the vector one's per round (median), geomean over "
-            "seeds [95% t-interval]:",
-            "",
-            "| op | rule set | correct | scalar libm ms | scalar libm vs PyTorch | vector math speedup |",
-            "|---|---|---|---|---|---|",
-        ]
-        for s in with_libm:
-            lines.append(
-                f"| {s['op']} | {s['rules']} | {'yes' if s['scalar_libm_correct'] else 'no'} | "
-                f"{s['scalar_libm_ms']:.4g} | {s['scalar_libm_speed_vs_torch']:.2f}x{_ci(s['scalar_libm_ci95'])} | "
-                f"{s['vector_math_speedup']:.2f}x{_ci(s['vector_math_ci95'])} |"
-            )
     lines += ["", "![speed.png](speed.png)"]
     write_summary(out_dir, lines)
 

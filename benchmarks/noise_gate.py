@@ -1,27 +1,22 @@
 """The noise gate every timing benchmark runs: a fixed probe kernel timed before and after the study.
 
-A result cannot be better than its noise. On a shared 2-core machine a build or test run beside a timing
-run moves kernel times by 10-40%, so each study records, before and after its measurements: the load
-average, the CPU model and ISA, and two probes timed in turns. The gate passes when each probe's robust
-coefficient of variation (1.4826 x median absolute deviation / median: the CV of the bulk of the repeats,
-which an occasional preempted repeat does not inflate, as the median costs the studies rank by ignore such
-repeats too) stays under ``CV_LIMIT`` (3%) at every reading and its median moved by less than
-``DRIFT_LIMIT`` (5%) from the first reading to the last; the plain CV is recorded beside it.
+A result cannot be better than its noise. On a shared machine a build or test run beside a timing run moves
+kernel times by tens of percent, so each study records, before and after its measurements: the load average,
+the CPU model and ISA, and two probes timed in turns. The gate passes when each probe's robust coefficient of
+variation (1.4826 x median absolute deviation / median: the CV of the bulk of the repeats, which an occasional
+preempted repeat does not inflate, as the median costs the studies rank by ignore such repeats too) stays under
+``CV_LIMIT`` at every reading and its median moved by less than ``DRIFT_LIMIT`` from the first reading to any
+other; the plain CV is recorded beside it.
 
 - ``probe_timer``: a 64x256x512 float32 GEMM at the cores' peak FMA rate (built once for this host, every
-  core). The probe before it, a naive 256^3 matmul at 40% of peak, stayed flat while tuned GEMMs on the
-  Zen 5 host swung between 170 and 340 GFLOPS from one minute to the next (benchmarks/results/
-  awkward_shapes_run1 and _run2, kept as measured; their memory-probe readings were flat too).
+  core): a host state that slows peak-rate kernels moves it, where a naive matmul far below peak stays flat.
 - ``memory_probe_timer``: 256 MiB streamed through every core, for a neighbour on the memory bus or L3.
 - ``core_probe_seconds`` (recorded, not gated): a one-thread matmul pinned to each CPU in turn, beside the
-  two-thread probes: it tells a slowed vCPU (per-CPU times differ) from two vCPUs slowing each other (per-CPU
-  times unchanged while the two-thread probe slows). Its first reading of the Zen 4 host's slow state was the
-  second: per-CPU 2.61/2.63 -> 2.61/2.65 ms while the two-thread probe went 0.116 -> 0.194 ms
-  (benchmarks/results/small_models_zen4_run1). Not a shared core either: one-thread matmuls pinned to both CPUs
-  at once keep their speed in that state (``benchmarks.thread_placement``); two-thread TVM kernels alone slow.
+  multi-thread probes: it tells a slowed vCPU (per-CPU times differ) from vCPUs slowing each other (per-CPU
+  times unchanged while the multi-thread probe slows).
 
-Both two-thread probes run under ``adatune.target.tvm_main_thread``: with the calling thread on TVM's worker's
-CPU the compute probe reads 1.9x slow in every call (``benchmarks.thread_placement``).
+Both multi-thread probes run under ``adatune.target.tvm_main_thread``: with the calling thread on a TVM worker's
+CPU the compute probe reads slow in every call.
 
 A study whose gate failed reports its numbers as measured but claims no speedup from them.
 
@@ -51,7 +46,6 @@ __all__ = [
     "memory_probe_timer",
     "drift_passes",
     "core_probe_seconds",
-    "gated_run",
     "probe_timer",
     "robust_cv",
 ]
@@ -60,8 +54,8 @@ __all__ = [
 CV_LIMIT = 0.03
 #: the largest move of the probe's median between the start and the end of a run
 DRIFT_LIMIT = 0.05
-#: untimed rounds of both probes before a gate's first reading: with one, every sweep session's first reading
-#: read a robust CV of 3.9-6.5% (plain up to 250%) and its later ones 1-2.7%
+#: untimed rounds of both probes before a gate's first reading: a first reading after a single warm-up call is
+#: far noisier than the later ones
 WARM_UP = 10
 
 Timer = Callable[[], float]
@@ -73,9 +67,7 @@ PROBE_GEMM = (64, 256, 512)  # rows, K, columns: operands in L2, so the probe re
 def probe_timer(number: int = 20, place_caller: bool = True) -> Timer:
     """One call: seconds per run of a fixed 64x256x512 float32 GEMM (``dense.x86``, this host, every core)
     averaged over ``number`` runs, with the template config of the largest register tile: it runs at the
-    cores' peak FMA rate (338-348 GFLOPS on the 2-core Zen 5 host), so a host state that halves peak-rate
-    kernels moves it. A naive 256^3 matmul at 140 GFLOPS (the probe before) stayed flat while tuned GEMMs
-    swung between 170 and 340 GFLOPS from one minute to the next."""
+    cores' peak FMA rate, so a host state that slows peak-rate kernels moves it."""
     import tvm
 
     import adatune
@@ -109,8 +101,7 @@ def probe_timer(number: int = 20, place_caller: bool = True) -> Timer:
 
 def memory_probe_timer(mib: int = 256, number: int = 2) -> Timer:
     """One call: seconds per run of ``B = 2 A + 1`` over ``mib`` MiB of float32 (TVM, every core, vectorised),
-        averaged over ``number`` runs. 64 MiB still ran from cache on the Zen 5 host (112 GB/s); 256 MiB reads what
-    memory bandwidth is left (81 GB/s, robust CV 1-2.4% over 30 repeats when quiet)."""
+    averaged over ``number`` runs; large enough not to run from cache, so it reads what memory bandwidth is left."""
     import tvm
     from tvm import te
 
@@ -267,9 +258,8 @@ class NoiseGate:
 
     @property
     def drift(self) -> float:
-        """The reading's median furthest from the first's, over the first's (1.0 when there is only one): a
-        host state that flips and flips back within a run moved a middle reading 1.6x while the last matched
-        the first (a bmm-bert-nt sweep session that the last-over-first rule passed)."""
+        """The reading's median furthest from the first's, over the first's (1.0 when there is only one): a host
+        state that flips and flips back within a run moves a middle reading while the last matches the first."""
         return _furthest([r.median for r in self.readings])
 
     @property
@@ -340,23 +330,3 @@ class NoiseGate:
             + "; ".join(parts)
             + f"; drift {self.drift:.3f}x, memory drift {self.memory_drift:.3f}x: **{verdict}**."
         )
-
-
-def gated_run(prog: str, argv: list[str] | None, body: Callable[[], Any]) -> tuple[Any, dict, NoiseGate]:
-    """``body()`` on TVM's sized thread pool, framed by the gate's probe before and after: its result, the run's
-    meta (``run_meta``'s fields, the host, the gate's readings) and the gate, as every in-turns probe writes them."""
-    import adatune
-
-    from ._common import load_now, run_meta
-
-    adatune.target.size_tvm_thread_pool()
-    t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_now()
-    gate = NoiseGate()
-    gate.probe("before")
-    result = body()
-    gate.probe("after")
-    meta = run_meta(prog, argv, started, t0, load_before) | {
-        "host": adatune.target.describe_host(),
-        "noise_gate": gate.to_json(),
-    }
-    return result, meta, gate

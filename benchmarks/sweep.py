@@ -3,7 +3,8 @@
 The log feeds ``ReplayRunner``, so strategies can be compared in trials over many seeds quickly. Each config
 is timed ``--repeat`` times (default 5; replays rank by the median of the repeats). Every session (one
 invocation) is framed by the noise gate: the probe kernel and the load are read before, every
-``--probe-every`` seconds and after it, and appended with the host to ``<out>.gate.json``;
+``--probe-every`` seconds and after it, and appended with the host to ``<out>.gate.json`` (``<out>`` without
+``.jsonl`` or ``.jsonl.gz``: a log may be gzipped, and a gzipped one is appended to one gzip member per batch);
 ``python -m benchmarks.tabular`` refuses a sweep in which some config's last record is not from a session
 that passed the gate (each session records its line range). Re-running resumes: configs already in the log
 are skipped; ``--remeasure-ungated`` measures again those whose last record is ungated (older records stay,
@@ -11,7 +12,7 @@ readers use a config's last one). ``--max-seconds`` stops after the batch that c
 one run holds the shared benchmark lock for a bounded time); ``--max-configs`` measures a seeded uniform
 subset only (the replay harness then searches that subset; say so in any summary).
 
-On a host that runs at two speeds in spells of seconds (the 2-core Zen 4: ``benchmarks/host_state.py``) a
+On a host that runs at two speeds in spells of seconds (``benchmarks/host_state.py``) a
 ten-minute session seldom passes the gate, so each batch is placed in the host's state (on by default;
 ``--no-host-state``): built once, then run between two readings of the gate's probe, after waiting up to
 ``--wait-fast`` seconds for a fast one, and run again (up to ``--state-tries`` runs) while a reading around it is
@@ -28,17 +29,17 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 import adatune
 from adatune.measure import MeasureInput, MeasureOption, MeasureResult
-from adatune.records import load_from_file, save_to_file
+from adatune.records import save_to_file
 from adatune.target import to_json as target_json
 from adatune.workloads import get as get_workload
 
-from ._common import run_meta
+from ._common import load_records, open_text, run_meta, sweep_log, sweep_stem, write_json
 from .harness.run import host_record
 from .host_state import STATE_TOLERANCE, FastWatch, HostStates, state_probe
 from .noise_gate import NoiseGate, drift_passes
@@ -75,9 +76,11 @@ def measure_in_fast_state(
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--workload", default="conv2d-resnet18-L6-small", help="a workload name or spec")
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None, help="the sweep log, .jsonl or .jsonl.gz (default: benchmarks/data)")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--number", type=int, default=3)
     p.add_argument("--repeat", type=int, default=5)
@@ -106,13 +109,13 @@ def main() -> None:
     p.add_argument("--wait-fast", type=float, default=20.0, help="seconds to wait for a fast reading before a run")
     p.add_argument("--state-scan", type=float, default=20.0, help="seconds of probe readings before the first batch")
     args = p.parse_args()
-    out = args.out or f"benchmarks/data/{args.workload}.jsonl"
+    out = args.out or sweep_log("benchmarks/data", args.workload)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     task = get_workload(args.workload).create_task(adatune.target.host())
     if not isinstance(task, adatune.task.Task):
         raise TypeError(f"{args.workload}: sweeps enumerate knob spaces, got a {type(task).__name__}")
     space = task.config_space
-    records = list(load_from_file(out)) if os.path.exists(out) else []
+    records = list(load_records(out)) if os.path.exists(out) else []
     check_same_host(records, target_json(task.target), out)
     if args.remeasure_ungated:
         gated = gated_keys(records, load_sessions(out))
@@ -143,7 +146,7 @@ def main() -> None:
                 results, around, runs = measure_in_fast_state(option, inputs, watch, args.state_tries, args.wait_fast)
                 batches.append([first_line + n_done, len(inputs), runs])
                 brackets.append(around)
-            save_to_file(out, zip(inputs, results))
+            append_records(out, zip(inputs, results))
             n_done += len(inputs)
             elapsed = time.time() - t0
             print(f"{start + len(inputs)}/{len(todo)} measured, {elapsed:.0f} s", flush=True)
@@ -180,6 +183,16 @@ def main() -> None:
             )
 
 
+def append_records(sweep: str, pairs: Iterable[tuple[MeasureInput, MeasureResult]]) -> None:
+    """Append measured pairs to a sweep log; a gzipped log gets one gzip member per call, so a run killed
+    mid-batch leaves it readable."""
+    if not sweep.endswith(".gz"):
+        save_to_file(sweep, pairs)
+        return
+    with open_text(sweep, "a") as f:
+        save_to_file(f, pairs)
+
+
 def check_same_host(records: list, target: dict, sweep: str) -> None:
     """A sweep is one machine's table: refuse to add records made for another target (a Zen 4 session resuming
     a Zen 5 sweep would mix two machines' speeds into one ranking)."""
@@ -193,7 +206,7 @@ def check_same_host(records: list, target: dict, sweep: str) -> None:
 
 def gate_path(sweep: str) -> str:
     """Where a sweep's sessions and their noise-gate readings are kept, beside the sweep log."""
-    return os.path.splitext(sweep)[0] + ".gate.json"
+    return sweep_stem(sweep) + ".gate.json"
 
 
 def load_sessions(sweep: str) -> list[dict]:
@@ -250,9 +263,7 @@ def gated_keys(records: list, sessions: list[dict]) -> set[str]:
 
 
 def append_session(sweep: str, session: dict) -> None:
-    sessions = load_sessions(sweep) + [session]
-    with open(gate_path(sweep), "w", encoding="utf-8") as f:
-        json.dump(sessions, f, indent=1)
+    write_json(gate_path(sweep), load_sessions(sweep) + [session])
 
 
 if __name__ == "__main__":

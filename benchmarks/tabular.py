@@ -17,7 +17,7 @@ runs on a sweep, this checks (and writes down, so the gates are pre-registered, 
   random search, and must be at least ``--min-ceiling`` (3x). The study's own ceiling against its baseline
   (baseline measurements / E_oracle) is lower and is reported by the replay harness after the study.
 
-    python -m benchmarks.tabular --sweep benchmarks/data/bmm-bert-nt-autotvm.jsonl --plan-size 64 \\
+    python -m benchmarks.tabular --sweep benchmarks/data/bmm-bert-nt-autotvm.jsonl.gz --plan-size 64 \\
         --confirm 8 --out benchmarks/results/tabular/bmm-bert-nt-autotvm
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import math
 import os
 import time
@@ -35,9 +34,9 @@ import numpy as np
 
 import adatune
 from adatune.measure import MeasureInput
-from adatune.records import group_by_workload, load_from_file
+from adatune.records import group_by_workload
 
-from ._common import load_now, run_meta
+from ._common import load_now, load_records, run_meta, write_json
 from .harness.run import host_record
 from .noise_gate import NoiseGate
 from .sweep import gated_keys, load_sessions, session_passed
@@ -154,38 +153,6 @@ def remeasured(in_order: list[Any], flop: float, target: float = 0.95) -> dict[s
     }
 
 
-def spot_check(task: Any, records: list[Any], n: int, seed: int = 0) -> dict[str, Any]:
-    """Re-time ``n`` seeded random configs of the sweep now, framed by the probe, and compare with their recorded
-    medians (Spearman's rank correlation, the spread of re-timed / recorded): how well the table still
-    describes the machine, whatever its sessions' gates said."""
-    from scipy.stats import spearmanr
-
-    ok = [r for r in records if r.result.ok]
-    pick = [ok[i] for i in np.random.default_rng(seed).choice(len(ok), size=min(n, len(ok)), replace=False)]
-    gate = NoiseGate()
-    gate.probe("before spot check")
-    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=3, repeat=5))
-    try:
-        inputs = [MeasureInput(task, task.space.decode(r.config)) for r in pick]
-        now = [res.cost if res.ok else math.inf for res in option.measure(inputs)]
-    finally:
-        option.close()
-    gate.probe("after spot check")
-    then = [r.result.cost for r in pick]
-    pairs = [(a, b) for a, b in zip(then, now) if math.isfinite(b)]
-    ratio = np.asarray([b / a for a, b in pairs])
-    rho = float(spearmanr([a for a, _ in pairs], [b for _, b in pairs]).statistic)
-    return {
-        "n": len(pairs),
-        "spearman": rho,
-        "ratio_median": float(np.median(ratio)),
-        "ratio_p10_p90": [float(np.percentile(ratio, 10)), float(np.percentile(ratio, 90))],
-        "within_10pct": float(np.mean(np.abs(ratio - 1) <= 0.10)),
-        "noise_gate": gate.to_json(),
-        "noise_sentence": gate.sentence(),
-    }
-
-
 def _plot(out: str, name: str, flops: np.ndarray, gates: list[dict[str, Any]]) -> str:
     import matplotlib
 
@@ -248,15 +215,6 @@ def _summary(res: dict[str, Any]) -> str:
             + (" (the same configs)" if same else f" ({len(set(rm['top_first']) & set(rm['top_last']))} in both)")
             + f"; optimum under the first records {rm['optimum_gflops_first']:.1f} GFLOPS"
         )
-    sc = res.get("spot_check")
-    if sc:
-        lo, hi = sc["ratio_p10_p90"]
-        lines.append(
-            f"- spot check: {sc['n']} random configs re-timed now against their recorded medians: Spearman "
-            f"{sc['spearman']:.3f}, re-timed / recorded median {sc['ratio_median']:.3f} (10-90%: {lo:.3f}-{hi:.3f}), "
-            f"{sc['within_10pct']:.0%} within 10%"
-        )
-        lines.append(f"  - {sc['noise_sentence']}")
     lines += [
         f"- **quality gate: {'passed' if q['passed'] else 'FAILED'}**",
         "",
@@ -289,8 +247,10 @@ def _summary(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sweep", required=True, help="a sweep log written by benchmarks.sweep")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.tabular", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--sweep", required=True, help="a sweep log written by benchmarks.sweep (.jsonl or .jsonl.gz)")
     p.add_argument("--plan-size", type=int, default=64)
     p.add_argument("--min-repeats", type=int, default=5)
     p.add_argument("--min-random-plans", type=float, default=10.0)
@@ -299,11 +259,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--confirm-rounds", type=int, default=15)
     p.add_argument("--confirm-number", type=int, default=10)
     p.add_argument("--confirm-tolerance", type=float, default=0.02)
-    p.add_argument("--spot-check", type=int, default=0, help="re-time N random configs (0: skip)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     t0, started, load_before = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M:%S %Z"), load_now()
-    groups = group_by_workload(load_from_file(args.sweep))
+    groups = group_by_workload(load_records(args.sweep))
     if len(groups) != 1:
         raise ValueError(f"{args.sweep}: a tabular benchmark is one workload's sweep, found {len(groups)}")
     in_order = next(iter(groups.values()))
@@ -332,8 +291,6 @@ def main(argv: list[str] | None = None) -> None:
             res["confirm"]["noise_gate"]["passed"]
         )
     res["remeasured"] = remeasured(in_order, task.flop)
-    if args.spot_check:
-        res["spot_check"] = spot_check(task, records, args.spot_check)
     quality["passed"] = (
         quality["complete"]
         and quality["min_repeats_seen"] >= args.min_repeats
@@ -355,8 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     res["meta"] = run_meta("benchmarks.tabular", argv, started, t0, load_before)
     os.makedirs(args.out, exist_ok=True)
     res["plot"] = _plot(args.out, task.name, flops, res["room"])
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(res, f, indent=1, default=str)
+    write_json(os.path.join(args.out, "results.json"), res, default=str)
     summary = _summary(res)
     with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(summary)

@@ -322,6 +322,39 @@ def test_the_per_cpu_probe_times_every_allowed_cpu_and_is_recorded_but_not_gated
     assert gate.to_json()["readings"][1]["core_spread"] == pytest.approx(1.6)
 
 
+def test_sweep_logs_are_read_and_appended_to_gzipped_as_well_as_plain(tmp_path):
+    """Sweeps are committed as .jsonl.gz: the loaders read either form alike, a gzipped sweep resumes in whole
+    gzip members, its gate file is the plain sweep's, and the default sweep of a workload is the gzipped one."""
+    import gzip
+
+    from benchmarks._common import load_records, sweep_log
+    from benchmarks.sweep import append_records, gate_path
+
+    task = get_workload("batch_matmul:B=2,M=16,N=16,K=16,layout=NT,space=autotvm").create_task(adatune.target.host())
+    pairs = [
+        (
+            MeasureInput(task, task.space.get(k)),
+            MeasureResult((1e-5 * (1 + k % 5),) * 3, MeasureErrorNo.NO_ERROR, 0.1, 0.0, runs=9),
+        )
+        for k in range(14)
+    ]
+    plain, packed = tmp_path / "s.jsonl", tmp_path / "s.jsonl.gz"
+    save_to_file(str(plain), pairs[:12])
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert (
+        [r.key for r in load_records(str(packed))]
+        == [r.key for r in load_records(str(plain))]
+        == [str(k) for k in range(12)]
+    )
+    ((path, _, table),) = load_sweep_tasks([str(tmp_path / "*.gz")])
+    assert path == str(packed) and table == load_sweep_tasks([str(plain)])[0][2]
+    append_records(str(packed), pairs[12:13])
+    append_records(str(packed), pairs[13:])
+    assert [r.key for r in load_records(str(packed))] == [str(k) for k in range(14)]
+    assert gate_path(str(packed)) == gate_path(str(plain)) == str(tmp_path / "s.gate.json")
+    assert sweep_log(str(tmp_path), "s") == str(packed) and sweep_log(str(tmp_path), "t") == str(tmp_path / "t.jsonl")
+
+
 def test_sweep_sessions_map_to_log_lines_and_remeasured_configs_count_as_gated():
     from types import SimpleNamespace
 
@@ -436,7 +469,8 @@ def _seed_run(seed: int, ort: float, arm_s: list[float]) -> dict:
 def test_seed_summary_takes_ratios_inside_each_run_and_counts_seeds_that_never_reached_an_engine():
     import math
 
-    from benchmarks.models.seeds import ratio_interval, summarize
+    from benchmarks._common import geomean_interval
+    from benchmarks.models.seeds import summarize
 
     runs = [
         _seed_run(0, 0.020, [0.030, 0.019]),  # reaches onnxruntime at 2 min
@@ -452,9 +486,9 @@ def test_seed_summary_takes_ratios_inside_each_run_and_counts_seeds_that_never_r
     g, lo, hi = cell.geomean["onnxruntime"]
     assert lo < g < hi and g == pytest.approx(math.prod(cell.speedup["onnxruntime"]) ** (1 / 3))
     assert summarize([_seed_run(0, 0.020, [0.030, 0.025])])[0].median_reached("onnxruntime") is None
-    assert math.isnan(ratio_interval([1.2])[1])
+    assert math.isnan(geomean_interval([1.2])[1])
     with pytest.raises(ValueError, match="positive"):
-        ratio_interval([1.0, -1.0])
+        geomean_interval([1.0, -1.0])
 
 
 def test_the_paper_preset_times_candidates_at_n_500_and_the_adaptive_arm_in_micro_batches_of_50():

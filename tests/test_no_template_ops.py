@@ -12,8 +12,8 @@ import tvm
 
 import adatune
 from adatune.trace import RULES_PREFIX
+from benchmarks._common import geomean_interval
 from benchmarks.no_template_ops import _NAMES, OPS, SHAPES, layer_norm, max_pool
-from benchmarks.trace_search.report import geomean_interval
 
 SMALL = {
     "layer-norm": (6, 40),

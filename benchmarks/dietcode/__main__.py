@@ -35,7 +35,7 @@ from adatune.target import size_tvm_thread_pool
 from .._common import load_now, run_meta
 from ..host_state import state_probe
 from ..noise_gate import NoiseGate
-from .report import plot, summarise, write_json, write_markdown
+from .report import plot, summarise, write_markdown, write_results
 from .retime import RetimeStates, add_fast_latencies, retime
 from .run import (
     ARMS,
@@ -263,7 +263,7 @@ def rerender(out: str) -> None:
         meta["host_state_sentence"][name] = found.sentence(ts)
         meta["host_state_gated"][name] = found.gated(ts)
     rows = summarise(results)
-    write_json(os.path.join(out, "results.json"), meta, results, rows)
+    write_results(os.path.join(out, "results.json"), meta, results, rows)
     figures = sorted(f for f in os.listdir(out) if f.startswith("latency_") and f.endswith(".png"))
     write_markdown(os.path.join(out, "summary.md"), meta, results, rows, figures)
 
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": vars(args),
             "failed": failed,
         }
-        write_json(os.path.join(args.out, "results.json"), meta, results, rows)
+        write_results(os.path.join(args.out, "results.json"), meta, results, rows)
         made = plot(args.out, results) if figures else []
         write_markdown(os.path.join(args.out, "summary.md"), meta, results, rows, made)
         return made

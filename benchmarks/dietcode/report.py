@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import asdict
@@ -14,14 +13,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .._common import load_sentence  # noqa: E402
+from .._common import geomean, load_sentence, write_json  # noqa: E402
 from .run import DIETCODE_ARMS, ArmResult  # noqa: E402
 
-__all__ = ["goals", "summarise", "write_json", "write_markdown", "plot"]
-
-
-def _geomean(xs: list[float]) -> float:
-    return float(math.exp(np.mean(np.log(xs)))) if xs else math.nan
+__all__ = ["goals", "summarise", "write_results", "write_markdown", "plot"]
 
 
 def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
@@ -33,14 +28,14 @@ def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
         ts = sorted(r.latency)
         lat = [r.latency[t] for t in ts]
         dc = dietcode.get(r.workload)
-        ratio = _geomean([r.latency[t] / dc.latency[t] for t in ts if t in dc.latency]) if dc else math.nan
+        ratio = geomean([r.latency[t] / dc.latency[t] for t in ts if t in dc.latency]) if dc else math.nan
         rows.append(
             {
                 "workload": r.workload,
                 "arm": r.arm,
                 "tuning_s": r.tuning_seconds,
                 "mean_latency_ms": float(np.mean(lat)) * 1e3,
-                "geomean_latency_ms": _geomean(lat) * 1e3,
+                "geomean_latency_ms": geomean(lat) * 1e3,
                 "vs_dietcode": ratio,
                 "latency_at_max_ms": r.latency[ts[-1]] * 1e3,
             }
@@ -70,12 +65,12 @@ def goals(results: list[ArmResult]) -> list[dict[str, Any]]:
         if torch_ is not None:
             speed = {t: torch_.latency[t] / dc.latency[t] for t in dc.latency if t in torch_.latency}
             worst = min(speed, key=lambda t: speed[t])
-            row |= {"speed_vs_torch_geomean": _geomean(list(speed.values())), "speed_vs_torch_worst": speed[worst],
+            row |= {"speed_vs_torch_geomean": geomean(list(speed.values())), "speed_vs_torch_worst": speed[worst],
                     "worst_t": worst, "t_below_0_9": sorted(t for t, v in speed.items() if v < 0.9)}  # fmt: skip
         per_shape = arms.get("per-shape")
         if per_shape is not None:
             own = [int(t) for t in per_shape.extra.get("kernels_at", [])]
-            row["vs_per_shape_at_tuned_t"] = _geomean([dc.latency[t] / per_shape.latency[t] for t in own])
+            row["vs_per_shape_at_tuned_t"] = geomean([dc.latency[t] / per_shape.latency[t] for t in own])
             full = per_shape.tuning_seconds / max(1, len(own)) * len(dc.latency)
             row |= {"per_shape_tuning_s_extrapolated": full, "tuning_time_share": dc.tuning_seconds / full}
         if "latency_fast" in dc.extra:
@@ -95,20 +90,18 @@ def _fast_goals(dc: ArmResult, torch_: ArmResult | None, per_shape: ArmResult | 
         row["t_resolved"] = len(speed)  # T where both arms have fast timings
         if speed:
             worst = min(speed, key=lambda t: speed[t])
-            row |= {"speed_vs_torch_geomean": _geomean(list(speed.values())), "speed_vs_torch_worst": speed[worst],
+            row |= {"speed_vs_torch_geomean": geomean(list(speed.values())), "speed_vs_torch_worst": speed[worst],
                     "worst_t": worst, "t_below_0_9": sorted(t for t, v in speed.items() if v < 0.9)}  # fmt: skip
     if per_shape is not None and "latency_fast" in per_shape.extra:
         other = {int(t): v for t, v in per_shape.extra["latency_fast"].items()}
         own = [int(t) for t in per_shape.extra.get("kernels_at", []) if int(t) in fast and int(t) in other]
         if own:
-            row["vs_per_shape_at_tuned_t"] = _geomean([fast[t] / other[t] for t in own])
+            row["vs_per_shape_at_tuned_t"] = geomean([fast[t] / other[t] for t in own])
     return row
 
 
-def write_json(path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "summary": rows, "goals": goals(results), "arms": [asdict(r) for r in results]}, f,
-                  indent=1)  # fmt: skip
+def write_results(path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]]) -> None:
+    write_json(path, {"meta": meta, "summary": rows, "goals": goals(results), "arms": [asdict(r) for r in results]})
 
 
 def plot(out: str, results: list[ArmResult]) -> list[str]:
@@ -297,7 +290,7 @@ def _versions_ab(every: ArmResult, results: list[ArmResult]) -> str:
     differ = sorted(t for t in dc.latency if dc.served_by.get(t) != every.served_by.get(t))
     if not differ:
         return "- served exactly as the dietcode arm at every T (every aligned version kept)"
-    ratio = _geomean([every.latency[t] / dc.latency[t] for t in differ])
+    ratio = geomean([every.latency[t] / dc.latency[t] for t in differ])
     worst = max(differ, key=lambda t: every.latency[t] / dc.latency[t])
     best = min(differ, key=lambda t: every.latency[t] / dc.latency[t])
     return (

@@ -5,7 +5,7 @@
 Each run's ``results.json`` holds, per workload, DietCode's speed against PyTorch (geometric mean over T and the T
 below 0.9x), its latency against per-shape tuning's at the T that tuned (``vs_per_shape_at_tuned_t``, where the run
 had that arm) and its tuning time as a share of per-shape's for every T. Here each is a geometric mean over the
-runs with its 95% Student-t interval on the log scale (``benchmarks.models.seeds.ratio_interval``), beside each
+runs with its 95% Student-t interval on the log scale (``benchmarks._common.geomean_interval``), beside each
 run's noise gate (``meta.noise_gate``). Writes ``seeds.json`` and ``summary.md``.
 """
 
@@ -19,9 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.models.seeds import ratio_interval
-
-from .._common import write_summary
+from .._common import geomean_interval, write_json, write_summary
 
 __all__ = ["combine", "main"]
 
@@ -43,7 +41,7 @@ def combine(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for m in METRICS:
             values = [r[m] for r in w["per_run"] if isinstance(r[m], (int, float)) and r[m] > 0]
             if values:
-                gm, lo, hi = ratio_interval(values)
+                gm, lo, hi = geomean_interval(values)
                 w[m] = {"geomean": gm, "ci95": [lo, hi], "per_run": values}
     return out
 
@@ -68,8 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs.append(json.load(f))
     combined = combine(runs)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "seeds.json"), "w") as f:
-        json.dump({"runs": list(args.runs), "workloads": combined}, f, indent=1)
+    write_json(os.path.join(args.out, "seeds.json"), {"runs": list(args.runs), "workloads": combined})
     lines = [
         "# DietCode over seeds",
         "",

@@ -6,7 +6,7 @@ JSON, CSV, a markdown summary and PNG plots with bootstrap confidence intervals 
 result carries the host description (CPU model, ISA). The AdaTune ablation (``benchmarks.ablation``) and
 the ReLeASE comparison (``benchmarks.release``) are presets of it.
 
-    python -m benchmarks.harness replay --sweeps 'benchmarks/data/*.jsonl' --seeds 20
+    python -m benchmarks.harness replay --sweeps 'benchmarks/data/*.jsonl*' --seeds 20
     python -m benchmarks.harness hardware --workloads bmm-bert-nt --schemes XGB+SA RFEI+CSA+AE --budget 60
     python -m benchmarks.harness evaluator --workloads bmm-bert-nt dense-bert-qkv
 """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import logging
 import os
@@ -15,7 +14,7 @@ from typing import Any
 
 from adatune.evaluator import ADATUNE_PAPER
 
-from .._common import load_now
+from .._common import load_now, open_text, sweep_log, write_json
 from ..noise_gate import NoiseGate
 from .evaluator_study import evaluator_study, evaluator_summary
 from .report import write_report
@@ -106,8 +105,9 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
 
     def save(done: list[dict[str, Any]]) -> None:
         """What is measured so far, so a killed study keeps it (the report overwrites this file at the end)."""
-        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-            json.dump({"meta": meta, "studies": done, "stats": [], "partial": True}, f)
+        write_json(
+            os.path.join(args.out, "results.json"), {"meta": meta, "studies": done, "stats": [], "partial": True}, None
+        )
 
     if mode == "replay":
         studies = replay_study(args.sweeps, schemes, seeds, spec, on_seed=save)
@@ -136,13 +136,10 @@ def run_tuning(args: argparse.Namespace, mode: str, default_title: str) -> dict[
 
 def _load_results(folder: str) -> dict[str, Any]:
     """A study folder's ``results.json``, or its committed ``results.json.gz`` (large replays are stored gzipped)."""
-    path = os.path.join(folder, "results.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    if os.path.exists(path + ".gz"):
-        with gzip.open(path + ".gz", "rt", encoding="utf-8") as f:
-            return json.load(f)
+    for path in (os.path.join(folder, name) for name in ("results.json", "results.json.gz")):
+        if os.path.exists(path):
+            with open_text(path) as f:
+                return json.load(f)
     raise FileNotFoundError(f"{folder} holds neither results.json nor results.json.gz")
 
 
@@ -182,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.harness", description=__doc__)
     sub = p.add_subparsers(dest="mode", required=True)
     rp = sub.add_parser("replay", help="schemes x seeds over recorded sweeps (ReplayRunner)")
-    rp.add_argument("--sweeps", nargs="+", default=["benchmarks/data/*.jsonl"], help="sweep logs (globs)")
+    rp.add_argument("--sweeps", nargs="+", default=["benchmarks/data/*.jsonl*"], help="sweep logs (globs)")
     rp.add_argument("--min-converge-coef", type=float, default=0.1, help="AE schemes' evaluator (replayed)")
     add_run_args(rp, REPLAY_SCHEMES, "benchmarks/results/replay")
     hp = sub.add_parser("hardware", help="schemes x seeds with real measurement under a time budget")
@@ -190,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_hardware_args(hp, ["bmm-bert-nt"])
     ep = sub.add_parser("evaluator", help="AE vs DE vs a fixed-30-run control on the same configs")
     ep.add_argument("--workloads", nargs="+", default=["bmm-bert-nt", "dense-bert-qkv"])
-    ep.add_argument("--sweep-dir", default="benchmarks/data", help="top configs are taken from <workload>.jsonl")
+    ep.add_argument("--sweep-dir", default="benchmarks/data", help="top configs are taken from <workload>.jsonl(.gz)")
     ep.add_argument("--n-random", type=int, default=16)
     ep.add_argument("--n-top", type=int, default=8)
     ep.add_argument("--number", type=int, default=10)
@@ -228,8 +225,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             paper = ADATUNE_PAPER
             args.number, args.repeat, args.micro_batch = paper["number"], paper["repeat"], paper["micro_batch"]
             args.min_micro_batches = paper["min_micro_batches"]
-        sweeps = {w: os.path.join(args.sweep_dir, f"{w}.jsonl") for w in args.workloads}
-        sweeps = {w: p for w, p in sweeps.items() if os.path.exists(p)}
+        sweeps = {w: log for w in args.workloads if os.path.exists(log := sweep_log(args.sweep_dir, w))}
         meta = _meta(args, "evaluator")
         gate = NoiseGate()
         gate.probe("before")
@@ -239,8 +235,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         def save() -> None:
             meta["load_after"] = load_now()
             meta["noise_gate"], meta["noise_sentence"] = gate.to_json(), gate.sentence()
-            with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-                json.dump({"meta": meta, "studies": studies}, f)
+            write_json(os.path.join(args.out, "results.json"), {"meta": meta, "studies": studies}, indent=None)
             with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
                 f.write(evaluator_summary(meta, studies))
 

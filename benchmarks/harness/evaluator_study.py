@@ -19,11 +19,10 @@ from scipy import stats
 import adatune
 from adatune.evaluator import EvaluatorConfig
 from adatune.measure import MeasureInput, MeasureOption
-from adatune.records import load_from_file
 from adatune.task import TuningTask
 from adatune.workloads import get as get_workload
 
-from .._common import load_sentence
+from .._common import load_records, load_sentence
 
 __all__ = ["evaluator_study", "evaluator_summary"]
 
@@ -38,7 +37,7 @@ def _pick_configs(
     rng = np.random.default_rng(seed)
     chosen: dict[str, Any] = {}
     if sweep and n_top > 0:
-        recs = [r for r in load_from_file(sweep) if r.workload_key == task.workload_key and r.result.ok]
+        recs = [r for r in load_records(sweep) if r.workload_key == task.workload_key and r.result.ok]
         recs.sort(key=lambda r: -r.result.flops(task.flop))
         for r in recs:
             if len(chosen) >= n_top:

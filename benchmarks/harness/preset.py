@@ -23,7 +23,7 @@ def run_preset(
     p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_args(p, schemes, out, baseline=schemes[0])
     add_hardware_args(p, workloads)
-    p.add_argument("--sweeps", nargs="+", default=["benchmarks/data/*.jsonl"], help="sweep logs for the replay")
+    p.add_argument("--sweeps", nargs="+", default=["benchmarks/data/*.jsonl*"], help="sweep logs for the replay")
     p.add_argument("--replay-seeds", type=int, default=20)
     p.add_argument("--replay-trials", type=int, default=96)
     p.add_argument("--replay-plan-size", type=int, default=16)

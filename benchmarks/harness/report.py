@@ -6,7 +6,6 @@ tuner-clock seconds to reach the target; a claim is made only where the bootstra
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -14,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._common import load_sentence, write_csv
+from .._common import load_sentence, sweep_stem, write_csv, write_json
 from .stats import SpeedupStat, best_curve, cost_to_target, speedup_stat, study_target, within_budget
 
 __all__ = ["write_report", "study_stats"]
@@ -23,7 +22,7 @@ _METRICS = ("measurements", "seconds", "final best", "regret area")
 
 
 def _name(study: dict[str, Any]) -> str:
-    return str(study.get("workload") or os.path.basename(study.get("log", "?")).removesuffix(".jsonl"))
+    return str(study.get("workload") or os.path.basename(sweep_stem(study.get("log", "?"))))
 
 
 def _costs(study: dict[str, Any], scheme: str, target: float) -> dict[int, dict[str, Any]]:
@@ -304,8 +303,7 @@ def write_report(out: str, title: str, meta: dict[str, Any], studies: list[dict[
     os.makedirs(out, exist_ok=True)
     raw, studies = studies, [within_budget(s) for s in studies]  # results.json keeps every trial
     rows = study_stats(studies, meta["schemes"], meta["baseline"], meta["target_fraction"])
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "studies": raw, "stats": rows}, f)
+    write_json(os.path.join(out, "results.json"), {"meta": meta, "studies": raw, "stats": rows}, indent=None)
     run_rows = []
     for s in studies:
         target = study_target(s, meta["target_fraction"])

@@ -20,11 +20,12 @@ import numpy as np
 
 import adatune
 from adatune.measure import MeasureInput, MeasureOption, MeasureResult, ReplayRunner
-from adatune.records import group_by_workload, load_from_file
+from adatune.records import group_by_workload
 from adatune.task import TuningTask
 from adatune.tuners import Tuner
 from adatune.workloads import get as get_workload
 
+from .._common import load_records
 from .schemes import SCHEMES, make_tuner
 
 __all__ = [
@@ -156,13 +157,13 @@ def restrict_to_table(task: TuningTask, table: dict) -> int:
 
 
 def load_sweep_tasks(patterns: Sequence[str]) -> list[tuple[str, TuningTask, dict]]:
-    """(log path, task, replay table) for every workload in the sweep logs the globs match."""
+    """(log path, task, replay table) for every workload in the sweep logs the globs match (.jsonl or .jsonl.gz)."""
     out = []
     paths = sorted({p for pat in patterns for p in glob.glob(pat)})
     if not paths:
         raise FileNotFoundError(f"no sweep log matches {list(patterns)}")
     for path in paths:
-        for recs in group_by_workload(load_from_file(path)).values():
+        for recs in group_by_workload(load_records(path)).values():
             out.append((path, recs[0].create_task(), ReplayRunner.from_records(recs).table))
     return out
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any
 
@@ -12,18 +11,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .._common import (
-    write_csv,  # noqa: E402
-    write_summary,
-)
+from .._common import write_csv, write_json, write_summary  # noqa: E402
 from .run import ModelRun  # noqa: E402
 
 __all__ = ["plot", "time_to_latency", "write_markdown", "write_results"]
 
 
 def write_results(out: str, meta: dict[str, Any], runs: list[ModelRun]) -> None:
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "models": [dataclasses.asdict(r) for r in runs]}, f, indent=1)
+    write_json(os.path.join(out, "results.json"), {"meta": meta, "models": [dataclasses.asdict(r) for r in runs]})
     rows = [{"model": r.model, "arm": a.arm, **t} for r in runs for a in r.arms for t in a.tasks]
     write_csv(os.path.join(out, "tasks.csv"), rows)
 

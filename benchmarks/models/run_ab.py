@@ -6,15 +6,12 @@ was tuned with, checked against each other's outputs, and timed in turns with on
 ``--rounds`` rounds, each engine once per round (the order reversed every other round, a pause after each),
 framed by the noise gate. Runs tuned at different times on a noisy host cannot be compared by their own final
 latencies; here every ratio comes from latencies taken together. Ratios over seeds: geometric mean with a
-Student-t 95% interval on the log ratios. Without ``--b`` the A runs alone are timed with the engines;
-``--b-scalar-libm`` makes B the A runs themselves built with TVM's scalar exp/erf/tanh calls
-(``build(vector_math=False)``) instead of ``adatune.vector_math``'s libmvec calls.
+Student-t 95% interval on the log ratios. Without ``--b`` the A runs alone are timed with the engines.
 
 The gate's probe is also timed before every engine of a round and after the last (``benchmarks.host_state``),
-so every ratio is also reported per host state: the 2-core Zen 4 host alternates, in spells of seconds to
-minutes, between a state in which two-thread TVM kernels run at full speed and one in which they run 1.4-1.7x
-slower while onnxruntime's ResNet-18 moves about 4%, and a ratio over all rounds mixes the two in whatever
-proportion the run saw.
+so every ratio is also reported per host state: some hosts alternate, in spells of seconds to minutes, between a
+state in which multi-threaded TVM kernels run at full speed and one in which they run much slower while the
+other engines barely move, and a ratio over all rounds mixes the two in whatever proportion the run saw.
 
     python -m benchmarks.models.run_ab --a RUN0 RUN1 --b RUN0' RUN1' --labels NCHW NCHW8c --out DIR
 """
@@ -39,12 +36,11 @@ import numpy as np  # noqa: E402
 
 import adatune  # noqa: E402
 import adatune.models as am  # noqa: E402
-from adatune.models._latency import compiled_latency  # noqa: E402
+from adatune.models import compiled_latency  # noqa: E402
 
-from .._common import load_now, run_meta, settled, write_summary  # noqa: E402
+from .._common import geomean_interval, load_now, run_meta, settled, write_json, write_summary  # noqa: E402
 from ..host_state import STATES, HostStates, State, interleaved_with_state, state_probe  # noqa: E402
 from ..noise_gate import NoiseGate, Timer  # noqa: E402
-from .seeds import ratio_interval  # noqa: E402
 
 ENGINES = ("onnxruntime", "pytorch")
 
@@ -67,7 +63,7 @@ def log_target(log: str) -> Any:
         return adatune.target.create(json.loads(f.readline())["target"])
 
 
-#: the Winograd tiles of runs recorded before the table was (2026-11-29: 14x14 maps and larger, F(4x4, 3x3))
+#: the Winograd tiles of runs recorded before the table was (14x14 maps and larger, F(4x4, 3x3))
 WINOGRAD_TILES_BEFORE = ((196, 4),)
 
 
@@ -86,12 +82,9 @@ def tuned_model(name: str, config: dict[str, Any], log: str) -> am.Model:
     return am.load_builtin(name, fast_math=bool(config.get("fast_math")), conv_layout=layout, winograd=winograd)
 
 
-def compare(
-    runs: dict[str, str], rounds: int, repeats: int, probe: Timer, builds: dict[str, dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """Build each labelled run's tuned model (with ``builds[label]`` as ``build``'s options), check their outputs
-    agree, and time them with the engines in turns, the probe around every engine (``host_state``)."""
-    builds = builds or {}
+def compare(runs: dict[str, str], rounds: int, repeats: int, probe: Timer) -> dict[str, Any]:
+    """Build each labelled run's tuned model, check their outputs agree, and time them with the engines in turns,
+    the probe around every engine (``host_state``)."""
     labels = list(runs)
     configs = {k: run_config(d) for k, d in runs.items()}
     names = {c[0] for c in configs.values()}
@@ -104,7 +97,7 @@ def compare(
     inputs = models[a].random_inputs(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # untuned tasks use their fallback in both builds alike
-        built = {k: am.build(m, logs[k], log_target(logs[k]), **builds.get(k, {})) for k, m in models.items()}
+        built = {k: am.build(m, logs[k], log_target(logs[k])) for k, m in models.items()}
     outs = {k: c.run(*inputs)[0] for k, c in built.items()}
     diff = max((float(np.abs(outs[a] - outs[k]).max()) for k in labels[1:]), default=0.0)
     if diff > 1e-3 * max(1.0, float(np.abs(outs[a]).max())):
@@ -119,7 +112,6 @@ def compare(
         "arm": arm,
         "labels": labels,
         "runs": runs,
-        "builds": builds,
         "max_abs_diff": diff,
         "rounds_s": times,
         "host_state": states.to_json(),
@@ -158,7 +150,7 @@ def ratios(
             out["steady"] = states.steady(state, [num, den])
         if not idx:
             return out | {"median_ratio": math.nan, "geomean": math.nan, "lo": math.nan, "hi": math.nan}
-        g, lo, hi = ratio_interval([times[num][i] / times[den][i] for i in idx])
+        g, lo, hi = geomean_interval([times[num][i] / times[den][i] for i in idx])
         num_med, den_med = (statistics.median(times[k][i] for i in idx) for k in (num, den))
         return out | {"median_ratio": num_med / den_med, "geomean": g, "lo": lo, "hi": hi}
 
@@ -251,7 +243,7 @@ def _over_seeds(results: list[dict[str, Any]], keys: list[tuple[str, Any]], stat
         if not used:
             lines.append(f"- {state} state, {name}: no round in any seed")
             continue
-        g, lo, hi = ratio_interval([p["geomean"] for p in used])
+        g, lo, hi = geomean_interval([p["geomean"] for p in used])
         interval = f"95% t-interval [{lo:.3f}, {hi:.3f}]" if len(used) > 1 else "one seed: no interval"
         if state is None:
             head = "all rounds"
@@ -292,12 +284,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.models.run_ab", description=__doc__)
     ap.add_argument("--a", nargs="+", help="benchmarks.models output dirs, one per seed")
     ap.add_argument("--b", nargs="+", help="the same seeds tuned the other way (omit to time A with the engines)")
-    ap.add_argument(
-        "--b-scalar-libm",
-        action="store_true",
-        help="B: the A runs built with TVM's scalar libm calls (vector_math=False); labels default to 'vector math' "
-        "and 'scalar libm'",
-    )
     ap.add_argument("--labels", nargs="+", default=None, help="names of the ways (one per --a/--b given)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--repeats", type=int, default=20)
@@ -308,11 +294,6 @@ def main(argv: list[str] | None = None) -> int:
         return report(args.out)
     if not args.a:
         ap.error("--a is required (or --report)")
-    if args.b_scalar_libm:
-        if args.b is not None:
-            ap.error("--b-scalar-libm builds B from the A runs: give no --b")
-        args.b = list(args.a)
-        args.labels = args.labels or ["vector math", "scalar libm"]
     args.labels = args.labels or ["A", "B"]
     if args.b is not None and len(args.a) != len(args.b):
         ap.error("give one B run per A run")
@@ -325,16 +306,14 @@ def main(argv: list[str] | None = None) -> int:
     gate.probe("before")
     probe = state_probe(timer=gate.compute_timer)
     pairs = zip(args.a, args.b) if args.b is not None else ((a,) for a in args.a)
-    builds = {labels[1]: {"vector_math": False}} if args.b_scalar_libm else {}
-    results = [compare(dict(zip(labels, dirs)), args.rounds, args.repeats, probe, builds) for dirs in pairs]
+    results = [compare(dict(zip(labels, dirs)), args.rounds, args.repeats, probe) for dirs in pairs]
     gate.probe("after")
     meta = run_meta("benchmarks.models.run_ab", argv, started, t0, load_before) | {
         "host": adatune.target.describe_host(),
         "noise_gate": gate.to_json(),
     }
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
+    write_json(os.path.join(args.out, "results.json"), {"meta": meta, "results": results})
     _write_summary(args.out, meta, results, gate)
     return 0
 
@@ -369,8 +348,7 @@ def report(out: str) -> int:
 
         r |= ratios(times, labels, all_rounds)
         r["by_state"] = {s: state_ratios(times, labels, states, s) for s in STATES}
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
+    write_json(path, data)
     _write_summary(out, data["meta"], data["results"], NoiseGate.from_json(data["meta"]["noise_gate"]))
     return 0
 

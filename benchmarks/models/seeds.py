@@ -17,7 +17,6 @@ import argparse
 import json
 import math
 import os
-import shlex
 import statistics
 import sys
 from dataclasses import asdict, dataclass
@@ -27,12 +26,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from scipy import stats  # noqa: E402
 
-from .._common import (
-    write_csv,  # noqa: E402
-    write_summary,
-)
+from .._common import command_line, geomean_interval, write_csv, write_json, write_summary  # noqa: E402
 from .report import time_to_latency  # noqa: E402
 
 __all__ = ["SeedSummary", "ratio_interval", "summarize"]
@@ -40,17 +35,7 @@ __all__ = ["SeedSummary", "ratio_interval", "summarize"]
 ENGINES = ("onnxruntime", "pytorch")
 
 
-def ratio_interval(ratios: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Geometric mean of ``ratios`` and its Student-t interval on the log scale; one ratio gives no interval
-    (its bounds are NaN)."""
-    if not ratios or min(ratios) <= 0:
-        raise ValueError(f"ratios must be positive and non-empty, got {ratios}")
-    logs = [math.log(r) for r in ratios]
-    mean = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(mean), math.nan, math.nan
-    half = stats.t.ppf(0.5 + confidence / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+ratio_interval = geomean_interval  # the name benchmarks.gpu.dietcode_report imports
 
 
 @dataclass
@@ -102,7 +87,7 @@ def summarize(results: list[dict[str, Any]]) -> list[SeedSummary]:
     for cell in cells.values():
         for e in ENGINES:
             ok = [r for r in cell.speedup[e] if not math.isnan(r)]
-            cell.geomean[e] = ratio_interval(ok) if ok else (math.nan, math.nan, math.nan)
+            cell.geomean[e] = geomean_interval(ok) if ok else (math.nan, math.nan, math.nan)
     return list(cells.values())
 
 
@@ -198,9 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         print("no run has a final comparison (killed before it?)", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
-    command = "python -m benchmarks.models.seeds " + shlex.join(sys.argv[1:] if argv is None else argv)
-    with open(os.path.join(args.out, "seeds.json"), "w", encoding="utf-8") as f:
-        json.dump({"command": command, "runs": args.runs, "cells": [asdict(c) for c in cells]}, f, indent=1)
+    command = command_line("benchmarks.models.seeds", argv)
+    write_json(
+        os.path.join(args.out, "seeds.json"),
+        {"command": command, "runs": args.runs, "cells": [asdict(c) for c in cells]},
+    )
     rows = [
         {
             "model": c.model,

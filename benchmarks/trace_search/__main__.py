@@ -1,7 +1,7 @@
 """``python -m benchmarks.trace_search``: trace search against TVM's own MetaSchedule on four CPU workloads.
 
 Arms, all with the same trial budget and seeds: stock ``ms.tune_tir`` (XGB, evolutionary search, LocalRunner;
-its LocalBuilder skips the tensor-intrinsic import unless ``--stock-builder default``), ``ms.tune_tir`` with
+its LocalBuilder skips the tensor-intrinsic import, which nothing here needs), ``ms.tune_tir`` with
 each of adatune's plug-ins alone (``ms+builder``: FastBuilder, ``ms+runner``: AdaptiveRunner, ``ms+cost-model``:
 RFEICostModel, ``ms+search``: ContextualEvolutionarySearch) and with all four (``ms-adatune``),
 ``TraceSearchTuner`` with XGB and with RFEI + contextual exploration + the adaptive evaluator, and on dense and
@@ -12,8 +12,7 @@ seeds are interleaved (seed s of every arm before seed s+1, the arm order rotati
 done, every arm's best program is re-timed in turns (``--retime-rounds`` rounds, the median), so a comparison
 of best latencies is not a comparison of the minutes at which the arms ran.
 
-Full run (4 workloads, 10 arms, 32 trials, 1 seed; not timed as a whole: at 32 trials one arm took 17-55 s on
-bmm-bert-nt and, at 16 trials, 30-140 s on dense-1024, so expect most of an hour on a 2-core machine)::
+Full run (4 workloads, every arm, 32 trials, 1 seed; expect most of an hour on a 2-core machine)::
 
     python -m benchmarks.trace_search
 
@@ -40,7 +39,7 @@ from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, run_meta
 from ..noise_gate import NoiseGate
-from .report import plot, summarise, write_json, write_markdown
+from .report import plot, summarise, write_markdown, write_results
 from .run import ARMS, ArmResult, RunConfig, retime, run_arm
 from .workloads import WORKLOADS, make
 
@@ -68,7 +67,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--min-converge-coef", type=float, default=0.1, help="adaptive evaluator's CoV threshold")
     p.add_argument("--n-parallel", type=int, default=2, help="build processes")
     p.add_argument("--timeout", type=float, default=30.0, help="build and run timeout per candidate (s)")
-    p.add_argument("--stock-builder", choices=("no-intrin", "default"), default="no-intrin")
     p.add_argument(
         "--max-minutes",
         type=float,
@@ -105,7 +103,7 @@ def resummarise(out: str) -> int:
     ]
     rows = summarise(results)
     figures = sorted(f for f in os.listdir(out) if f.endswith(".png"))
-    write_json(os.path.join(out, "results.json"), stored["meta"], results, rows)
+    write_results(os.path.join(out, "results.json"), stored["meta"], results, rows)
     write_markdown(os.path.join(out, "summary.md"), stored["meta"], rows, figures)
     print(f"rewrote {out}/summary.md from its results.json")
     return 0
@@ -130,7 +128,6 @@ def main(argv: list[str] | None = None) -> int:
         min_converge_coef=args.min_converge_coef,
         n_parallel=args.n_parallel,
         timeout=args.timeout,
-        stock_builder=args.stock_builder,
         work_dir=tempfile.mkdtemp(prefix="adatune-trace-search-"),  # meta_schedule logs, not results
     )
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
@@ -159,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             "noise_sentence": gate.sentence() if gate.readings else None,
             "retime_rounds": args.retime_rounds,
         }
-        write_json(os.path.join(args.out, "results.json"), meta, results, rows)
+        write_results(os.path.join(args.out, "results.json"), meta, results, rows)
         made = plot(args.out, results, rows) if figures and results else []
         write_markdown(os.path.join(args.out, "summary.md"), meta, rows, made)
         return made

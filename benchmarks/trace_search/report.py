@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from .._common import load_sentence
+from .._common import geomean_interval, load_sentence, write_json
 from .run import ArmResult
 
-__all__ = ["geomean_interval", "summarise", "write_json", "write_markdown", "plot"]
+__all__ = ["summarise", "write_results", "write_markdown", "plot"]
 
 
 def _time_to_reach(curve: list[tuple[float, float]], goal: float) -> float:
     """Wall seconds until the curve's best latency is at most ``goal`` (inf if never)."""
     return next((t for t, best in curve if best <= goal), math.inf)
-
-
-def geomean_interval(ratios: list[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Geometric mean of per-seed ratios and its t-interval (on the logs; nan bounds under two seeds)."""
-    logs = np.log(np.asarray(ratios, dtype=float))
-    centre = float(np.exp(logs.mean()))
-    if len(logs) < 2:
-        return centre, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs)))
-    return centre, float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
 
 
 def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
@@ -91,9 +79,8 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def write_json(path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(_clean({"meta": meta, "summary": rows, "runs": [r.to_json() for r in results]}), f, indent=1)
+def write_results(path: str, meta: dict[str, Any], results: list[ArmResult], rows: list[dict[str, Any]]) -> None:
+    write_json(path, _clean({"meta": meta, "summary": rows, "runs": [r.to_json() for r in results]}))
 
 
 def _fmt(value: Any, digits: int = 3) -> str:

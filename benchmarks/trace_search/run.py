@@ -26,8 +26,7 @@ from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 import adatune
 import adatune.vector_math
 from adatune.measure import Builder, MeasureInput, MeasureResult
-from adatune.tuners import RFEITuner, Tuner, XGBTuner
-from adatune.tuners._trace import TraceSearchTuner
+from adatune.tuners import RFEITuner, TraceSearchTuner, Tuner, XGBTuner
 
 from .workloads import BenchWorkload
 
@@ -40,7 +39,7 @@ MS_ARMS: dict[str, frozenset[str]] = {
     **{f"ms+{p}": frozenset({p}) for p in PLUGINS},
     "ms-adatune": frozenset(PLUGINS),
 }
-# trace-*-vector: TraceSearchTuner in the ``vector`` rule set (adatune.trace._rules) of the same program
+# trace-*-vector: TraceSearchTuner in the ``vector`` rule set (adatune.trace.RULE_SETS) of the same program
 # trace-*-packed: the same in the ``packed`` rule set (vector rules + the vectorised operand packed into panels)
 ARMS = (
     *MS_ARMS,
@@ -65,7 +64,6 @@ class RunConfig:
     min_converge_coef: float = 0.1
     n_parallel: int = 2
     timeout: float = 30.0
-    stock_builder: str = "no-intrin"  # or "default": TVM's default_build, with its tensor-intrinsic import
     work_dir: str = "/tmp/adatune-trace-search"
 
 
@@ -90,8 +88,8 @@ class ArmResult:
 
 # -- TVM meta_schedule arms ----------------------------------------------------------------------------
 def build_without_intrinsics(mod: tvm.IRModule, target: tvm.target.Target, _params: Any) -> Any:
-    """TVM's default_build minus its ``import tvm.s_tir.tensor_intrin`` (15-24 s in every fresh build
-    process, which makes the stock LocalBuilder time out); valid because nothing here tensorizes."""
+    """TVM's default_build minus its ``import tvm.s_tir.tensor_intrin`` (long enough in every fresh build
+    process to make the stock LocalBuilder time out); valid because nothing here tensorizes."""
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
     return tvm.tirx.build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target)
@@ -143,12 +141,10 @@ def _run_ms(
     if "builder" in plugins:
         builder = _TimedBuilder(FastBuilder(max_workers=cfg.n_parallel, timeout_sec=cfg.timeout))
     else:
-        f_build = build_without_intrinsics if cfg.stock_builder == "no-intrin" else None
-        builder = _TimedBuilder(
-            ms.builder.LocalBuilder(
-                max_workers=cfg.n_parallel, timeout_sec=cfg.timeout, **({"f_build": f_build} if f_build else {})
-            )
+        stock = ms.builder.LocalBuilder(
+            max_workers=cfg.n_parallel, timeout_sec=cfg.timeout, f_build=build_without_intrinsics
         )
+        builder = _TimedBuilder(stock)
     runner: Any
     if "runner" in plugins:
         runner = AdaptiveRunner(min_converge_coef=cfg.min_converge_coef, timeout_sec=cfg.timeout)
