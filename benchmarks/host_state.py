@@ -1,11 +1,8 @@
 """Ratios taken inside one state of the host: the noise gate's probe timed between every two measurements.
 
-The 2-core Zen 4 host runs two-thread TVM kernels at two speeds, in spells of 10-45 s: the gate's peak-FMA probe
-0.115 or 0.19-0.21 ms, a tuned ResNet-18 12.4 or 17.8 ms, with the calling thread and TVM's worker each on its
-own CPU, neither waiting for its CPU (``/proc/<tid>/schedstat``, a scratch probe), while one-thread matmuls pinned
-to the two CPUs at the same time run at full speed (``benchmarks.thread_placement``) and onnxruntime's ResNet-18
-moves by about 4% (its BERT-base by 13%; ``benchmarks.models.run_ab``). What the hypervisor does is not visible
-from inside. A study's before/after gate then
+Some virtual hosts run multi-threaded TVM kernels at two speeds, in spells of seconds, with every thread on its
+own CPU and none waiting for it, while one-thread kernels pinned to each CPU keep their speed and the other
+engines barely move; what the hypervisor does is not visible from inside. A study's before/after gate then
 fails on drift although every ratio was taken in turns, and a ratio over all rounds mixes the two states in
 whatever proportion the run saw. Here the probe is timed before every measurement of a round and after the last,
 so each measurement is known to have run in the fast state (the readings before and after it within
@@ -43,8 +40,8 @@ __all__ = [
     "state_probe",
 ]
 
-#: a probe reading within this fraction of the run's fast reference is the fast state (the two states measured
-#: 1.75-1.9x apart; repeat noise in the fast state is 1-3%)
+#: a probe reading within this fraction of the run's fast reference is the fast state (the two states lie far
+#: further apart than the repeat noise within one)
 STATE_TOLERANCE = 0.10
 #: which of a run's probe readings, fastest first, stands for the fast state (robust to a stray fast reading)
 REFERENCE_QUANTILE = 0.02
@@ -57,8 +54,8 @@ STATES: tuple[State, ...] = ("fast", "slow", "mixed")
 
 def fast_reference(readings: Iterable[float]) -> float:
     """The host's fast state: the probe reading at the ``REFERENCE_QUANTILE`` (the fastest of under 50 readings).
-    Not the fastest outright: on a host whose fast state read 0.128-0.142 ms one reading of 0.116 would have put
-    nearly every fast reading outside the tolerance (seen 2026-11-27)."""
+    Not the fastest outright: one stray fast reading would put nearly every reading of the fast state outside
+    the tolerance."""
     return _reference_of_sorted(sorted(readings))
 
 
@@ -220,7 +217,7 @@ class HostStates:
 
 
 def state_probe(calls: int = 3, timer: Timer | None = None) -> Timer:
-    """The noise gate's peak-FMA probe as one reading: the median of ``calls`` calls (about 7 ms in all); pass a
+    """The noise gate's peak-FMA probe as one reading: the median of ``calls`` calls (a few ms in all); pass a
     gate's ``compute_timer`` to reuse its built kernel."""
     probe = timer or probe_timer()
     return lambda: statistics.median(probe() for _ in range(calls))

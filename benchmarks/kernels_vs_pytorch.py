@@ -307,7 +307,11 @@ def write_summary(path: str, results: list[dict[str, Any]], meta: dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.kernels_vs_pytorch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--workloads", nargs="+", default=DEFAULT_WORKLOADS)
     p.add_argument("--tuner", default="xgb", help="tuner name (adatune tuners lists them)")
     p.add_argument("--trials", type=int, default=128, help="configs measured per workload and seed")

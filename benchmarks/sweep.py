@@ -194,8 +194,8 @@ def append_records(sweep: str, pairs: Iterable[tuple[MeasureInput, MeasureResult
 
 
 def check_same_host(records: list, target: dict, sweep: str) -> None:
-    """A sweep is one machine's table: refuse to add records made for another target (a Zen 4 session resuming
-    a Zen 5 sweep would mix two machines' speeds into one ranking)."""
+    """A sweep is one machine's table: refuse to add records made for another target (a session on another CPU
+    resuming it would mix two machines' speeds into one ranking)."""
     other = {json.dumps(r.target, sort_keys=True) for r in records} - {json.dumps(target, sort_keys=True)}
     if other:
         raise SystemExit(

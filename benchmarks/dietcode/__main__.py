@@ -5,8 +5,7 @@ largest shape's kernel padded to every T, buckets of 16, torch and numpy, and on
 range; then the latency of every T in the range for each. Writes results.json, summary.md and one
 latency-vs-T PNG per workload to ``--out``.
 
-The QKV dense (768 -> 2304) alone took 4 minutes on this 2-core machine, all six GEMMs 23 minutes (run it under
-the bench lock)::
+All six GEMMs take the better part of half an hour on a 2-core machine (run it under the bench lock)::
 
     flock /tmp/bench.lock .venv/bin/python -m benchmarks.dietcode --workloads qkv
 

@@ -193,7 +193,7 @@ class StaticTuner:
 
 
 Retimer = Callable[[int], float]
-BLAS_SPIN_S = 0.25  # pause after every numpy timing (see ``run_vendor``)  # an arm's latency (s) at T, timed again
+BLAS_SPIN_S = 0.25  # pause after every numpy timing (see ``run_vendor``)
 
 
 def serve_padded(tuner: StaticTuner, name: str, kernels_at: list[int], tuned: list[int]) -> tuple[ArmResult, Retimer]:
@@ -246,8 +246,8 @@ def run_vendor(wl: DynamicWorkload, library: str, cfg: BenchConfig) -> tuple[Arm
     def at(t: int) -> float:
         with threadpool_limits(limits=threads):
             seconds = _time_vendor(wl, library, t, cfg)
-        if library == "numpy":  # OpenBLAS's threads busy-wait ~2^28 cycles after a call: let them go idle, or
-            time.sleep(BLAS_SPIN_S)  # the next TVM kernel waits 4-5 ms for its second thread (seen: 0.07 -> 4 ms)
+        if library == "numpy":  # OpenBLAS's threads busy-wait after a call: let them go idle, or the next TVM
+            time.sleep(BLAS_SPIN_S)  # kernel waits for its worker threads
         return seconds
 
     latency = {t: at(t) for t in range(lo, hi + 1)}

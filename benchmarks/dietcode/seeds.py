@@ -56,7 +56,7 @@ def _fmt(entry: dict[str, Any] | None, digits: int = 2) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.dietcode.seeds", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--runs", nargs="+", required=True, help="output folders of benchmarks.dietcode, one per seed")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)

@@ -20,7 +20,9 @@ def run_preset(
     prog: str, doc: str, schemes: Sequence[str], workloads: Sequence[str], out: str, argv: Sequence[str] | None
 ) -> None:
     """Parse the preset's flags and run its hardware study, then its replay study."""
-    p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=f"python -m {prog}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_run_args(p, schemes, out, baseline=schemes[0])
     add_hardware_args(p, workloads)
     p.add_argument("--sweeps", nargs="+", default=["benchmarks/data/*.jsonl*"], help="sweep logs for the replay")

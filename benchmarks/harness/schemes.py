@@ -15,7 +15,7 @@ RFEI-plugin+CSA+AE  full AdaTune with plug-in EI
 RFEI-recal+SA       RFEI+SA with sigma recalibrated on held-out measurements (unit z-scores on the picked configs)
 RFEI-recal+CSA+AE   full AdaTune with sigma recalibrated on held-out measurements
 RFEI-trees+CSA      RFEI+CSA with the per-tree spread (contextual exploration without the adaptive evaluator)
-RFEI-trees+CSA+AE   full AdaTune with the per-tree spread as EI's uncertainty (the ablation's winner, end to end)
+RFEI-trees+CSA+AE   full AdaTune with the per-tree spread as EI's uncertainty
 RL                  ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
 SA+AS               XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
 RL+AS               PPO agent + adaptive sampling: full ReLeASE

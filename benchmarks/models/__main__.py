@@ -8,7 +8,7 @@ scheduler, the model is compiled and timed at ``--checkpoints`` points along the
 end every engine is timed again back to back. Writes results.json, tasks.csv (per-task breakdown),
 latency_<model>.png and summary.md to ``--out``.
 
-The default (10 minutes per arm and model) takes under an hour on the 2-core machine; run it under the lock::
+The default (10 minutes per arm and model) takes under an hour; run it under the lock::
 
     flock /tmp/bench.lock .venv/bin/python -m benchmarks.models
 

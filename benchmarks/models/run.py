@@ -70,7 +70,7 @@ class ModelRun:
 
 def _option(coef: float | None, number: int, repeat: int, timeout: float, cold: bool = False) -> adatune.MeasureOption:
     """The runner of a tuning arm. ``cold``: caches flushed before every run (weights and output cold, the input
-    hot, as inside a model: ``benchmarks.models.gap_probe``); TVM flushes once per repeat, so every run is a repeat
+    hot, as inside a model); TVM flushes once per repeat, so every run is a repeat
     of one (``number * repeat`` runs in all, as without it)."""
     if cold:
         runner = adatune.LocalRunner(

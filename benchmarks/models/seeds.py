@@ -166,7 +166,7 @@ def _markdown(command: str, runs: list[str], results: list[dict[str, Any]], cell
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.models.seeds", description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="directories of benchmarks.models runs (one seed each)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)

@@ -258,8 +258,8 @@ def retime(
 
     Each program is built once and checked, then all are timed in ``rounds`` rounds, one timing of each per
     round, the order reversed every other round (``noise_gate.interleaved``): the arms' bests were found at
-    different minutes of a shared machine, and re-timing each right after its arm let the host's drift between
-    arms into the comparison (one seed's trace-XGB best read 49 ms by its runner and 95 ms re-timed)."""
+    different minutes of a shared machine, and re-timing each right after its arm would let the host's drift
+    between arms into the comparison."""
     from ..noise_gate import interleaved
 
     target = wl.trace_task.target
