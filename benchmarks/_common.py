@@ -28,6 +28,7 @@ __all__ = [
     "load_sentence",
     "open_text",
     "plot_latency_over_t",
+    "pyplot",
     "run_meta",
     "settled",
     "sweep_log",
@@ -148,6 +149,16 @@ def write_summary(out_dir: str, lines: list[str], echo: bool = False) -> None:
         f.write(text)
     if echo:
         print(text, end="")
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend: benchmarks run headless."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def plot_latency_over_t(ax: Any, rows: Sequence[dict], arms: Iterable[str], xlabel: str) -> None:

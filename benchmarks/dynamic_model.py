@@ -23,7 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from ._common import command_line, geomean, load_now, plot_latency_over_t, settled, write_csv, write_json, write_summary
+from ._common import (
+    command_line,
+    geomean,
+    load_now,
+    plot_latency_over_t,
+    pyplot,
+    settled,
+    write_csv,
+    write_json,
+    write_summary,
+)
 from .noise_gate import NoiseGate, interleaved
 
 
@@ -232,10 +242,7 @@ def _write(
     tuning_s: float, workloads: int, breakdown: str = "", static_fallback: Sequence[str] = (),
 ) -> None:  # fmt: skip
     """results.json, per_t.csv, latency.png and summary.md (engine speed ratios per T and their geomeans)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     import adatune
 

@@ -48,6 +48,7 @@ from ._common import (
     load_now,
     load_sentence,
     plot_latency_over_t,
+    pyplot,
     run_meta,
     settled,
     write_csv,
@@ -192,10 +193,7 @@ def _cell(r: dict[str, float] | None) -> str:
 
 
 def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     os.makedirs(out, exist_ok=True)
     rows = result["rows"]

@@ -50,7 +50,17 @@ from adatune.target import size_tvm_thread_pool
 from adatune.trace import RULE_SETS, TraceTask
 from adatune.tuners import TraceSearchTuner
 
-from ._common import geomean_interval, load_now, load_sentence, run_meta, settled, write_csv, write_json, write_summary
+from ._common import (
+    geomean_interval,
+    load_now,
+    load_sentence,
+    pyplot,
+    run_meta,
+    settled,
+    write_csv,
+    write_json,
+    write_summary,
+)
 from .noise_gate import NoiseGate, interleaved
 
 OPS = ("layer-norm", "softmax", "softmax-fast-exp", "depthwise-conv", "max-pool")
@@ -362,10 +372,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def write_outputs(
     out_dir: str, meta: dict[str, Any], rows: list[dict[str, Any]], summary: list[dict[str, Any]], gate: NoiseGate
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     write_json(
         os.path.join(out_dir, "results.json"),

@@ -36,7 +36,7 @@ import adatune
 from adatune.measure import MeasureInput
 from adatune.records import group_by_workload
 
-from ._common import load_now, load_records, run_meta, write_json
+from ._common import load_now, load_records, pyplot, run_meta, write_json, write_summary
 from .harness.run import host_record
 from .noise_gate import NoiseGate
 from .sweep import gated_keys, load_sessions, session_passed
@@ -154,10 +154,7 @@ def remeasured(in_order: list[Any], flop: float, target: float = 0.95) -> dict[s
 
 
 def _plot(out: str, name: str, flops: np.ndarray, gates: list[dict[str, Any]]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rel = np.sort(flops / flops.max())[::-1]
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -176,7 +173,7 @@ def _plot(out: str, name: str, flops: np.ndarray, gates: list[dict[str, Any]]) -
     return path
 
 
-def _summary(res: dict[str, Any]) -> str:
+def _summary(res: dict[str, Any]) -> list[str]:
     q, host = res["quality"], res["host"]
     lines = [
         f"# Tabular benchmark: {res['workload']}",
@@ -242,8 +239,7 @@ def _summary(res: dict[str, Any]) -> str:
         )
     else:
         verdict = "a study here cannot show the papers' gains: not run"
-    lines += ["", f"**Verdict: {verdict}.**", ""]
-    return "\n".join(lines)
+    return [*lines, "", f"**Verdict: {verdict}.**"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -313,10 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(args.out, exist_ok=True)
     res["plot"] = _plot(args.out, task.name, flops, res["room"])
     write_json(os.path.join(args.out, "results.json"), res, default=str)
-    summary = _summary(res)
-    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write(summary)
-    print(summary)
+    write_summary(args.out, _summary(res), echo=True)
 
 
 if __name__ == "__main__":

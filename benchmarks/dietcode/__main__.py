@@ -85,10 +85,6 @@ def _parser() -> argparse.ArgumentParser:
         "--verify-dispatch", action="store_true",
         help="DietCodeTuner(verify=True): time the deployed kernels at every T and give each T the fastest",
     )  # fmt: skip
-    p.add_argument(
-        "--tail-twins", action="store_true",
-        help="DietCodeTuner(tail_twins=True): after the rounds, time the column-tail twins of the best kernels",
-    )  # fmt: skip
     p.add_argument("--dispatch-tolerance", type=float, default=0.01, help="predicted loss allowed for fewer kernels")
     p.add_argument(
         "--dispatch-costs",
@@ -129,7 +125,7 @@ def _config(args: argparse.Namespace) -> BenchConfig:
         args.dietcode_per_round, args.dietcode_max_kernels, args.repeat, args.min_repeat_ms, args.vendor_repeats,
         args.vendor_threads, args.seed, args.timeout, args.n_parallel, args.static_converge, args.dietcode_search,
         args.dietcode_features, args.dispatch_tolerance, args.rounds, args.dispatch_costs, args.host_state,
-        args.state_passes, args.verify_dispatch, args.tail_twins, list(args.gemm),
+        args.state_passes, args.verify_dispatch, list(args.gemm),
     )  # fmt: skip
 
 
@@ -323,7 +319,6 @@ def main(argv: list[str] | None = None) -> int:
                 "dispatch_tolerance": cfg.dispatch_tolerance,
                 "dispatch_costs": cfg.dispatch_costs,
                 "verify": cfg.dietcode_verify,
-                "tail_twins": cfg.dietcode_tail_twins,
             },
             "config": vars(args),
             "failed": failed,

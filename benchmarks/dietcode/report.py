@@ -7,14 +7,12 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from .._common import geomean, load_sentence, pyplot, write_json
+from .run import DIETCODE_ARMS, ArmResult
 
-from .._common import geomean, load_sentence, write_json  # noqa: E402
-from .run import DIETCODE_ARMS, ArmResult  # noqa: E402
+plt = pyplot()
 
 __all__ = ["goals", "summarise", "write_results", "write_markdown", "plot"]
 
@@ -54,7 +52,7 @@ def _num(row: dict[str, Any], key: str, fmt: str = ".2f", unit: str = "") -> str
 
 
 def goals(results: list[ArmResult]) -> list[dict[str, Any]]:
-    """Per workload, the issue's goals as measured: DietCode's speed over torch's (geomean over T and the worst
+    """Per workload, DietCode's goals as measured: DietCode's speed over torch's (geomean over T and the worst
     T), its latency over converged per-shape kernels at the T they were tuned for, and its tuning time over
     per-shape tuning extrapolated to every T of the range (per-shape seconds per shape x range size)."""
     out = []

@@ -89,7 +89,6 @@ class BenchConfig:
     host_state: bool = True  # read the probe around every timing of the interleaved pass (``retime``)
     state_passes: int = 2  # further passes over the T short of fast-state rounds
     dietcode_verify: bool = False  # DietCodeTuner's ``verify``: deployed kernels timed at every T, each T the fastest
-    dietcode_tail_twins: bool = False  # DietCodeTuner's ``tail_twins``: the best kernels' column-tail twins timed too
     gemms: list[tuple[str, str, int, int]] = field(
         default_factory=list
     )  # ``--gemm``: (name, kind, A, B) besides BERT's
@@ -289,7 +288,6 @@ def run_dietcode(
         dispatch_tolerance=cfg.dispatch_tolerance,
         dispatch_costs=cfg.dispatch_costs,
         verify=cfg.dietcode_verify or arm == "dietcode-verified",
-        tail_twins=cfg.dietcode_tail_twins,
         log_file=log_file,
         repeat=3,
         min_repeat_ms=10,

@@ -1,4 +1,4 @@
-"""The issue's DietCode goals over several seeds: runs of ``benchmarks.dietcode`` (one ``--seed`` each) combined.
+"""DietCode's goals over several seeds: runs of ``benchmarks.dietcode`` (one ``--seed`` each) combined.
 
     python -m benchmarks.dietcode.seeds --runs DIR [DIR ...] --out DIR
 

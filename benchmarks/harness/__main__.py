@@ -62,11 +62,6 @@ def add_hardware_args(p: argparse.ArgumentParser, workloads: Sequence[str]) -> N
     )
 
 
-def _module_name() -> str:
-    """``harness``, ``ablation`` or ``release``: the package whose ``__main__`` is running."""
-    return os.path.basename(os.path.dirname(sys.argv[0])) or "harness"
-
-
 def _meta(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     return {
         "mode": mode,

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .._common import load_sentence, sweep_stem, write_csv, write_json
-from .stats import SpeedupStat, best_curve, cost_to_target, speedup_stat, study_target, within_budget
+from .._common import load_sentence, pyplot, sweep_stem, write_csv, write_json
+from .stats import best_curve, cost_to_target, speedup_stat, study_target, within_budget
 
 __all__ = ["write_report", "study_stats"]
 
@@ -244,10 +244,7 @@ def _held_out_lines(studies: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _plot(out: str, studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     files = []
     for s in studies:
@@ -328,8 +325,3 @@ def write_report(out: str, title: str, meta: dict[str, Any], studies: list[dict[
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(_summary(title, meta, studies, rows))
     return {"stats": rows, "plots": _plot(out, studies, rows)}
-
-
-def stat_line(st: SpeedupStat) -> str:
-    """One human-readable line (for logs)."""
-    return f"{st.scheme} {st.metric}: {st.median:.2f}x [{st.ci_low:.2f}, {st.ci_high:.2f}] p={st.p_value:.3g}"

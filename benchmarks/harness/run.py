@@ -50,12 +50,7 @@ def host_record() -> dict[str, Any]:
         info.update(adatune.target.describe_host())
     except Exception as err:  # noqa: BLE001 - a host description must never stop a benchmark
         info["describe_host_error"] = f"{type(err).__name__}: {err}"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        info["cpu_model"] = names[0] if names else platform.processor()
-    except OSError:
-        info["cpu_model"] = platform.processor()
+    info["cpu_model"] = info.get("model") or platform.processor()
     info["target"] = str(adatune.target.host())
     return info
 

@@ -6,13 +6,10 @@ import dataclasses
 import os
 from typing import Any
 
-import matplotlib
+from .._common import pyplot, write_csv, write_json, write_summary
+from .run import ModelRun
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from .._common import write_csv, write_json, write_summary  # noqa: E402
-from .run import ModelRun  # noqa: E402
+plt = pyplot()
 
 __all__ = ["plot", "time_to_latency", "write_markdown", "write_results"]
 

@@ -28,19 +28,17 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import adatune
+import adatune.models as am
+from adatune.models import compiled_latency
 
-import adatune  # noqa: E402
-import adatune.models as am  # noqa: E402
-from adatune.models import compiled_latency  # noqa: E402
+from .._common import geomean_interval, load_now, pyplot, run_meta, settled, write_json, write_summary
+from ..host_state import STATES, HostStates, State, interleaved_with_state, state_probe
+from ..noise_gate import NoiseGate, Timer
 
-from .._common import geomean_interval, load_now, run_meta, settled, write_json, write_summary  # noqa: E402
-from ..host_state import STATES, HostStates, State, interleaved_with_state, state_probe  # noqa: E402
-from ..noise_gate import NoiseGate, Timer  # noqa: E402
+plt = pyplot()
 
 ENGINES = ("onnxruntime", "pytorch")
 

@@ -22,13 +22,10 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import matplotlib
+from .._common import command_line, geomean_interval, pyplot, write_csv, write_json, write_summary
+from .report import time_to_latency
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from .._common import command_line, geomean_interval, write_csv, write_json, write_summary  # noqa: E402
-from .report import time_to_latency  # noqa: E402
+plt = pyplot()
 
 __all__ = ["SeedSummary", "ratio_interval", "summarize"]
 

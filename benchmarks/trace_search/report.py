@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._common import geomean_interval, load_sentence, write_json
+from .._common import geomean_interval, load_sentence, pyplot, write_json
 from .run import ArmResult
 
 __all__ = ["summarise", "write_results", "write_markdown", "plot"]
@@ -38,7 +38,7 @@ def summarise(results: list[ArmResult]) -> list[dict[str, Any]]:
             return float(np.mean(finite)) if finite else math.inf
 
         bests = [r.best * 1e3 for r in ok if math.isfinite(r.best)]
-        # the issue's yardstick: the knob template's best (XGB, same trials and seed) over the arm's, per seed
+        # the yardstick: the knob template's best (XGB, same trials and seed) over the arm's, per seed
         vs_knob = [
             knob[(r.workload, r.seed)] / r.best
             for r in ok
@@ -154,10 +154,7 @@ def write_markdown(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], 
 
 def plot(out_dir: str, results: list[ArmResult], rows: list[dict[str, Any]]) -> list[str]:
     """best latency vs wall-clock per workload, and the re-timed best and build time per arm."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     workloads = list(dict.fromkeys(r.workload for r in results))
     arms = list(dict.fromkeys(r.arm for r in results))
