@@ -266,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     sub.add_parser("workloads", help="list the built-in workloads").set_defaults(fn=cmd_workloads)
     tn = sub.add_parser("tuners", help="list the tuners and their options")
-    tn.add_argument("--markdown", action="store_true", help="as the README's Markdown table")
+    tn.add_argument("--markdown", action="store_true", help="as the Markdown table of docs/tuners.md")
     tn.set_defaults(fn=cmd_tuners)
     t = sub.add_parser("tune", help="tune a built-in workload or a workload spec", epilog=epilog, formatter_class=raw)
     t.add_argument("--workload", required=True, help="built-in name or spec, e.g. dense:M=128,N=3072,K=768")

@@ -165,16 +165,6 @@ def test_malformed_specs_are_refused(options: tuple, message: str) -> None:
     assert "bad-spec" not in TUNER_NAMES
 
 
-def test_readme_tuner_table_is_the_generated_one() -> None:
-    """The README's options table is `python -m adatune.tuners.docs` verbatim, so docs and defaults cannot drift."""
-    from pathlib import Path
-
-    from adatune.tuners.docs import markdown_table
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert markdown_table().strip() in readme
-
-
 def test_constructors_check_the_one_declaration(matmul_task: adatune.task.Task) -> None:
     """An option shared by tuners and cost models is one declaration, enforced by every constructor alike."""
     from adatune.cost_models import RFEICostModel

@@ -1,4 +1,4 @@
-"""The tuner table of the README and the CLI's help, generated from the registry so they cannot go stale.
+"""The tuner table of docs/tuners.md and the CLI's help, generated from the registry so they cannot go stale.
 
 ``python -m adatune.tuners.docs`` (or ``adatune tuners --markdown``) prints the Markdown table.
 """
