@@ -8,7 +8,7 @@ import logging
 import math
 import statistics
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +19,12 @@ from ..measure import MeasureBatch, MeasureInput, MeasureOption, MeasureResult
 from ..options import Configurable
 from ..records import CONFIRM, as_records
 from ..task import TuningTask
-from .callback import Callback
 
-__all__ = ["Tuner", "TrialLog", "RoundLog", "RandomStreams", "VisitedKeys", "model_seed"]
+__all__ = ["Tuner", "Callback", "TrialLog", "RoundLog", "RandomStreams", "VisitedKeys", "model_seed"]
+
+#: what ``Tuner.tune`` calls after every batch, ``f(tuner, inputs, results)``; defined beside the tuner it receives
+#: (``tuners.callback`` holds the built-in ones) so the two modules do not import each other
+Callback = Callable[["Tuner", Sequence[MeasureInput], Sequence[MeasureResult]], None]
 
 logger = logging.getLogger("adatune.tuner")
 

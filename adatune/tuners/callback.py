@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import IO, Any
 
 from tqdm.auto import tqdm
 
 from ..measure import MeasureInput, MeasureResult
 from ..records import CONFIRM, save_to_file
-
-if TYPE_CHECKING:
-    from ._base import Tuner
+from ._base import Callback, Tuner
 
 __all__ = ["Callback", "log_to_file", "progress_bar"]
-
-Callback = Callable[["Tuner", Sequence[MeasureInput], Sequence[MeasureResult]], None]
 
 
 def log_to_file(file_out: str | os.PathLike | IO[str]) -> Callback:
