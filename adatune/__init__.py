@@ -13,7 +13,7 @@ An AutoTVM script runs with one changed line, ``import adatune as autotvm``: Aut
 or runner.
 """
 
-from . import records, space, target, task, templates  # templates: the built-in ones register on import
+from . import _moved, records, space, target, task, templates  # templates: the built-in ones register on import
 from .dispatch import apply_history_best
 from .measure import (
     LocalBuilder,
@@ -79,9 +79,12 @@ _LAZY = {
 }
 
 
+_moved.install()  # old paths of moved modules and names keep working, deprecated
+
+
 def __getattr__(name: str):  # heavy subpackages load on first use, keeping worker start-up light
-    if name in _LAZY:
+    if name in _LAZY and not _moved.is_moved(f"{__name__}.{name}"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'adatune' has no attribute {name!r}")
+    return _moved.old_attribute(__name__, name, stacklevel=3)
