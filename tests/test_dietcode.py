@@ -9,22 +9,23 @@ run writes, the CUDA micro-kernels through nvcc (sm_80) and a BERT encoder layer
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
 import shutil
 import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 import tvm
-from dietcode_choices import two_kernel_choices
 
 import adatune
 from adatune.dietcode import (
     SM80_LIMITS,
-    BertEncoderLayer,
+    CompiledDispatcher,
     DietCodeResult,
     DietCodeTuner,
     DynamicKernel,
@@ -32,26 +33,24 @@ from adatune.dietcode import (
     MicroKernel,
     MicroKernelSpace,
     RangeTask,
+    ShapeDispatcher,
     aligned_name,
-    bert_layer_reference,
     bert_workloads,
     f_occ,
     f_pad,
     fit_occupancy_k,
     microkernel_func,
     num_tiles,
-    random_bert_weights,
     sample_shapes,
     schedule_microkernel,
     select_kernels,
     validate_range,
 )
 from adatune.dietcode._range_task import seconds_at
-from adatune.dietcode._schedule import _schedule_cpu, padding_units, split_k_error
+from adatune.dietcode._schedule import padding_units, split_k_error
 from adatune.dietcode._select import calibrated_costs
 from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
-from adatune.dispatch import CompiledDispatcher, ShapeDispatcher
 from adatune.records import load_from_file
 from adatune.templates._x86 import ACCUMULATOR_SCOPE
 
@@ -78,10 +77,11 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[DietCodeR
     for kind, wl in WORKLOADS.items():
         log = str(tmp_path_factory.mktemp("dietcode") / f"{kind}.jsonl")
         tuner = DietCodeTuner(
-            wl, HOST, n_shapes=4, rounds=2, kernels_per_round=3, max_kernels=3, seed=1, log_file=log,
+            wl, HOST, n_shapes=4, rounds=2, kernels_per_round=3, max_kernels=3, seed=1,
             number=1, repeat=1, min_repeat_ms=1, population=24, generations=1,
         )  # fmt: skip  # a small search: what is tested is the deployed kernels, not how they were found
-        out[kind] = (tuner.tune(), log)
+        tuner.tune(callbacks=[adatune.callback.log_to_file(log)])
+        out[kind] = (tuner.result(), log)
     return out
 
 
@@ -206,12 +206,6 @@ def test_padded_copies_are_placed_where_they_are_made_once(kind: str) -> None:
     else:
         with pytest.raises(ValueError, match="only bmm_nt kernels do"):
             schedule_microkernel(wl, dataclasses.replace(mk, crop="tile"))
-    fresh = lambda: tvm.s_tir.Schedule(wl.prim_func(packed=False))  # noqa: E731
-    with pytest.raises(ValueError, match="a_pad must be one of"):
-        _schedule_cpu(fresh(), wl, mk, a_pad="everywhere")
-    if columns_padded:
-        with pytest.raises(ValueError, match="cropped per tile"):
-            _schedule_cpu(fresh(), wl, mk, crop="direct")
 
 
 def test_a_neighbour_differs_from_its_kernel_in_exactly_one_field() -> None:
@@ -587,25 +581,6 @@ def test_cuda_microkernels_run_correctly(kind: str) -> None:
         assert _close(dk(t, a, b), wl.reference(a, b)), f"T={t}"
 
 
-# ---------------------------------------------------------------------- the encoder layer
-def test_bert_encoder_layer_matches_numpy_for_several_lengths() -> None:
-    hidden, heads, ffn = 64, 4, 128
-    weights = random_bert_weights(np.random.default_rng(0), hidden, ffn)
-    wls = bert_workloads(T_RANGE, hidden, heads, ffn)
-    choices = two_kernel_choices(wls, HOST, T_RANGE)  # the choice is not what is tested
-    layer = BertEncoderLayer(weights, choices, T_RANGE, HOST, heads)
-    rng = np.random.default_rng(1)
-    for t in (1, 7, 12, 13, 29, 40):
-        x = rng.standard_normal((t, hidden)).astype(np.float32)
-        got = layer(x)
-        assert got.shape == (t, hidden)
-        np.testing.assert_allclose(got, bert_layer_reference(x, weights, heads), rtol=2e-3, atol=2e-3)
-    with pytest.raises(ValueError, match="input must be"):
-        layer(np.zeros((5, hidden + 1), np.float32))
-    with pytest.raises(ValueError, match="no DietCode kernels"):
-        BertEncoderLayer(weights, {k: v for k, v in choices.items() if k != "qkv"}, T_RANGE, HOST, heads)
-
-
 def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
     """TVM's time evaluator keeps the number of runs it grew to for min_repeat_ms; one evaluator reused from a
     small T to a large one ran the large T thousands of times (seconds per measurement, most of a tuning run).
@@ -670,11 +645,48 @@ def test_dietcode_tunes_on_the_shared_loop_over_rpc_with_the_adaptive_evaluator(
         option = measure_option(LocalBuilder(n_parallel=1), runner, min_converge_coef=0.1)
         tuner = DietCodeTuner(wl, HOST, n_shapes=3, rounds=2, kernels_per_round=2, max_kernels=2, seed=3)
         try:
-            res = tuner.tune(measure_option=option)
+            tuner.tune(measure_option=option)
         finally:
             option.close()
+    res = tuner.result()
     assert isinstance(tuner, Tuner) and len(tuner.trials) == 4 and len(tuner.rounds) == 2
     assert all(t.error_no == 0 for t in tuner.trials), [t.error_no for t in tuner.trials]
     ok = [m for m in res.measurements if np.isfinite(m.seconds)]
     assert len(ok) == 4 * len(res.shapes)
     assert res.build()(5, *wl.random_inputs(5, np.random.default_rng(0))).shape == wl.shapes(5)[2]
+
+
+# ---------------------------------------------------------------------- the tuner's contract and the deployed kernel
+def test_the_result_comes_from_a_method_and_log_file_still_logs_with_a_warning(tmp_path: os.PathLike) -> None:
+    """``tune()`` follows the shared Tuner signature (returns None); ``result()`` gives what it chose, and the old
+    ``log_file=`` keeps writing the log, with a DeprecationWarning naming ``log_to_file``."""
+    wl = WORKLOADS["dense"]
+    small = dict(n_shapes=2, rounds=1, kernels_per_round=1, seed=0, number=1, repeat=1, min_repeat_ms=1)
+    with pytest.raises(RuntimeError, match="finished tune"):
+        DietCodeTuner(wl, HOST, **small).result()  # type: ignore[arg-type]
+    log = os.path.join(str(tmp_path), "old.jsonl")
+    with pytest.warns(DeprecationWarning, match="log_to_file"):
+        tuner = DietCodeTuner(wl, HOST, log_file=log, check_versions=False, **small)  # type: ignore[arg-type]
+    assert tuner.tune() is None  # type: ignore[func-returns-value]
+    res = tuner.result()
+    assert isinstance(res, DietCodeResult) and res.kernels
+    assert [r.input.config.key for r in load_from_file(log)] == [t.key for t in tuner.trials]
+
+
+def test_a_built_kernel_runs_on_every_usable_core_in_a_fresh_process() -> None:
+    """TVM alone starts hardware_concurrency() / 2 threads; what ``result.build()`` returns sizes the pool first, as
+    ``adatune.models.CompiledModel`` does, so a user timing it gets every usable core."""
+    code = (
+        "import json, numpy as np, tvm, adatune\n"
+        "from adatune.dietcode import DynamicKernel, DynamicWorkload, MicroKernelSpace, ShapeDispatcher\n"
+        "host, usable = adatune.target.host(), adatune.target._usable_cores()  # before TVM pins any thread\n"
+        "wl = DynamicWorkload('d', 'dense', (8, 16), (1, 8))\n"
+        "mk = MicroKernelSpace(host, 'float32', 8).kernels[0]\n"
+        "dk = DynamicKernel(wl, [mk], ShapeDispatcher.fit([1, 8], [mk.key] * 2, (1, 8)), host)\n"
+        "out = dk(3, *wl.random_inputs(3, np.random.default_rng(0)))\n"
+        "print(json.dumps([tvm.runtime.num_threads(), usable, out.shape[0]]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    threads, usable, rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rows == 3 and threads == usable == int(HOST.attrs["num-cores"])

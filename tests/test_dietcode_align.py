@@ -16,13 +16,13 @@ from adatune.dietcode import (
     DynamicKernel,
     DynamicWorkload,
     MicroKernel,
+    ShapeDispatcher,
     aligned_name,
     aligned_tile,
     aligned_versions,
     alignment,
     schedule_microkernel,
 )
-from adatune.dispatch import ShapeDispatcher
 from adatune.target import cpu_info
 
 HOST = adatune.target.host()

@@ -178,7 +178,8 @@ def test_any_dynamic_gemm_tunes_once_and_is_correct_over_its_range(wl: DynamicWo
         wl, HOST, n_shapes=3, rounds=2, kernels_per_round=3, seed=2, number=1, repeat=1, min_repeat_ms=1,
         population=32, generations=2,
     )  # fmt: skip
-    res = tuner.tune()
+    tuner.tune()
+    res = tuner.result()
     lo, hi = wl.t_range
     assert res.compression is not None and res.compression.ts == list(range(lo, hi + 1))
     measured = {m.kernel.key for m in res.measurements}
@@ -226,7 +227,8 @@ def test_sampled_t_vote_on_their_measured_seconds_and_the_rest_on_the_model() ->
             dispatch_costs=costs, population=16, generations=1,
         )  # fmt: skip
         table = _random_table(tuner, np.random.default_rng(7))
-        res = tuner.tune(measure_option=adatune.measure_option(runner=ReplayRunner(table)))
+        tuner.tune(measure_option=adatune.measure_option(runner=ReplayRunner(table)))
+        res = tuner.result()
         measured = list({m.kernel.key: m.kernel for m in res.measurements}.values())
         seconds = {(m.kernel.key, m.t): m.seconds for m in res.measurements}
         ts = list(range(1, 17))

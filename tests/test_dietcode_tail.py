@@ -129,32 +129,3 @@ def test_a_tail_kernel_compiled_for_one_t_is_exact_from_one_register_tile_and_na
         np.testing.assert_allclose(c.numpy(), SCORES.reference(a, b), rtol=1e-4, atol=1e-4, err_msg=f"T={t}")
     with pytest.raises(ValueError, match="runs only its column tail"):
         MicroKernelTask(SCORES, mk.nr - 1, HOST).scheduled_module(mk)
-
-
-@pytest.mark.parametrize("twins", [True, False])
-def test_the_tuner_measures_the_best_kernels_tail_twins_after_its_rounds(twins: bool, tmp_path: object) -> None:
-    """``tail_twins``: after the rounds, one batch holds the twin of each measured kernel that has one (best first,
-    at most a round's worth; a one-vector tile and a per-tile crop have none), measured at the sampled T and logged
-    like a round; off, nothing more."""
-    from adatune.dietcode import DietCodeTuner
-    from adatune.records import load_from_file
-
-    log = str(tmp_path) + "/twins.jsonl"  # type: ignore[operator]
-    tuner = DietCodeTuner(
-        SCORES, HOST, n_shapes=2, rounds=1, kernels_per_round=4, seed=4, log_file=log, number=1, repeat=1,
-        min_repeat_ms=1, check_versions=False, tail_twins=twins,
-    )  # fmt: skip
-    small = [k for k in tuner.micro_space.kernels if k.mt * k.nt <= 1024 and not k.unroll and not k.tail]
-    two = next(k for k in small if k.nr == 2 * LANES and not k.crop and not k.pack)
-    column = next(k for k in small if k.nr == 2 * LANES and not k.crop and k.pack)
-    one = next(k for k in small if k.nr == LANES)
-    cropped = next(k for k in small if k.nr == 2 * LANES and k.crop)
-    tuner.plan = [two, one, column, cropped]  # the round's kernels, as the exploration policy would give them
-    res = tuner.tune()
-    keys = list(dict.fromkeys(m.kernel.key for m in res.measurements))
-    assert keys[:4] == [two.key, one.key, column.key, cropped.key]
-    order = [k.key for k in tuner._measured_best_first() if k.key in keys[:4]]
-    wanted = [dataclasses.replace(MicroKernel.from_key(k), tail=LANES).key for k in order if k in (two.key, column.key)]
-    assert keys[4:] == (wanted if twins else [])
-    assert len(res.measurements) == len(keys) * len(res.shapes)
-    assert [rec.input.config.key for rec in load_from_file(log)] == keys

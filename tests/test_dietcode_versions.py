@@ -11,10 +11,17 @@ import numpy as np
 import pytest
 
 import adatune
-from adatune.dietcode import DietCodeTuner, DynamicKernel, DynamicWorkload, MicroKernel, aligned_name, aligned_versions
+from adatune.dietcode import (
+    DietCodeTuner,
+    DynamicKernel,
+    DynamicWorkload,
+    MicroKernel,
+    ShapeDispatcher,
+    aligned_name,
+    aligned_versions,
+)
 from adatune.dietcode._range_task import RangeTask
 from adatune.dietcode._select import kept_versions
-from adatune.dispatch import ShapeDispatcher
 from adatune.measure import LocalBuilder, LocalRunner, MeasureBatch, MeasureInput, measure_option
 from adatune.target import cpu_info
 
@@ -106,13 +113,13 @@ def test_the_tuner_keeps_the_faster_version_and_logs_both_timings(tmp_path: os.P
     from adatune.dietcode._tune import DietCodeResult
 
     log = str(tmp_path / "versions.jsonl")
-    tuner = DietCodeTuner(NN, HOST, n_shapes=2, rounds=1, kernels_per_round=2, seed=0, log_file=log)
+    tuner = DietCodeTuner(NN, HOST, n_shapes=2, rounds=1, kernels_per_round=2, seed=0)
     disp = _dispatcher()
     kernels = [{SMALL.key: SMALL, LARGE.key: LARGE}[label] for label in disp.labels]
     result = DietCodeResult(NN, HOST, kernels, disp, tuner.model, [], [], 0.0)
     option = _ScaledVersions({SMALL.key: 100.0, LARGE.key: 0.01})
     try:
-        result = tuner._versions_checked(result, option)  # type: ignore[arg-type]
+        result = tuner._versions_checked(result, option, [adatune.callback.log_to_file(log)])  # type: ignore[arg-type]
     finally:
         option.close()
     units = dict(zip(disp.labels, aligned_versions(NN, kernels)))

@@ -63,9 +63,10 @@ def test_verify_times_the_deployed_kernels_at_every_t_and_serves_each_with_the_f
 
     wl = DynamicWorkload("v_context", "bmm_nn", (2, 16), (1, 12))
     log = str(tmp_path / "v.jsonl")
-    tuner = DietCodeTuner(wl, adatune.target.host(), n_shapes=3, rounds=2, kernels_per_round=4, seed=2, log_file=log,
+    tuner = DietCodeTuner(wl, adatune.target.host(), n_shapes=3, rounds=2, kernels_per_round=4, seed=2,
                           number=1, repeat=1, min_repeat_ms=1, verify=True, population=24, generations=1)  # fmt: skip
-    res = tuner.tune()
+    tuner.tune(callbacks=[adatune.callback.log_to_file(log)])
+    res = tuner.result()
     v = res.verification
     assert v["kernels_timed"] >= v["kernels_kept"] == len(res.kernels) >= 1 and v["seconds"] > 0
     records = [json.loads(line) for line in open(log, encoding="utf-8")]

@@ -21,8 +21,7 @@ from tvm import relax
 import adatune.models as am
 from adatune import target as _target
 from adatune import vector_math
-from adatune.dietcode import MicroKernel, MicroKernelSpace
-from adatune.dispatch._dietcode import ShapeDispatcher
+from adatune.dietcode import MicroKernel, MicroKernelSpace, ShapeDispatcher
 from adatune.generic_schedule import vectorise_tails
 from adatune.stack_bounds import upper_bounds
 
@@ -560,3 +559,23 @@ def test_generic_schedule_keeps_the_innermost_loop_out_of_the_parallel_fusion(hi
 def test_dynamic_workloads_needs_a_dynamic_model() -> None:
     with pytest.raises(TypeError, match="DynamicModel"):
         am.dynamic_workloads(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "module, name",
+    [
+        ("adatune.models", "dietcode_bert"),
+        ("adatune.models", "bert_layer_weights"),
+        ("adatune.dietcode", "BertEncoder"),
+        ("adatune.dietcode", "BertEncoderLayer"),
+        ("adatune.dietcode", "bert_layer_reference"),
+        ("adatune.dietcode", "random_bert_weights"),
+    ],
+)
+def test_the_hand_built_dynamic_bert_names_say_what_replaced_them(module: str, name: str) -> None:
+    import importlib
+
+    with pytest.raises(AttributeError, match=r"removed: .*from_torch\(module, inputs, dynamic=\.\.\.\)"):
+        getattr(importlib.import_module(module), name)
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        importlib.import_module(module).no_such_name  # noqa: B018

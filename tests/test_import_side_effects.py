@@ -39,5 +39,5 @@ def test_import_adatune_writes_no_environment_and_loads_no_learning_library() ->
 
 def test_heavy_libraries_load_when_used() -> None:
     """The lazy imports still work: the DietCode dispatcher's fit loads scikit-learn."""
-    got = _loaded_after("import adatune.dispatch\nadatune.dispatch.ShapeDispatcher.fit([1, 2, 3, 4], 'aabb')")
+    got = _loaded_after("import adatune.dietcode\nadatune.dietcode.ShapeDispatcher.fit([1, 2, 3, 4], 'aabb')")
     assert "sklearn" in got["heavy"]

@@ -9,17 +9,20 @@
 - ``propose_kernels``: evolutionary search on that model (or every kernel scored) for the next kernels to measure.
 - ``compress_votes``: every T votes over all measured kernels; the smallest decision tree within a predicted-latency
   tolerance picks the kernels deployed.
-- ``DietCodeTuner(...).tune()`` -> ``DietCodeResult`` (kernels + decision-tree dispatcher); ``.build()`` gives a
-  ``DynamicKernel`` that runs any T, dispatching through C code compiled with the system compiler.
-- ``BertEncoderLayer`` / ``BertEncoder``: a BERT encoder layer (a stack of them) with a symbolic sequence
-  length on DietCode kernels, compiled once for the whole range.
+- ``ShapeDispatcher``: that decision tree, emitted by one walk as Python, as C (``CompiledDispatcher``, compiled
+  with the system compiler) or as Relax ``If``s (``ShapeDispatcher.to_relax``).
+- ``DietCodeTuner(...).tune()``, then ``tuner.result()`` -> ``DietCodeResult`` (kernels + dispatcher); ``.build()``
+  gives a ``DynamicKernel`` that runs any T, dispatching through the compiled C dispatcher.
+- ``build_relax``: a Relax graph with symbolic extents compiled once for their whole ranges, its GEMMs
+  (``gemm_workloads``) on DietCode kernels (what ``adatune.models.build_dynamic`` wraps).
 """
 
-from ._bert import BertEncoder, BertEncoderLayer, bert_layer_reference, random_bert_weights
 from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels
+from ._dispatch import CompiledDispatcher, ShapeDispatcher, check_extent
 from ._kernel import DynamicKernel
 from ._program import FEATURE_KINDS, HandFeatures, ProgramFeatures, unit_extent
 from ._range_task import RANGE_PREFIX, RangeTask
+from ._relax_build import RelaxBuild, build_relax, gemm_workloads
 from ._schedule import (
     aligned_name,
     aligned_tile,
@@ -38,6 +41,12 @@ from ._tune import DISPATCH_COSTS, DietCodeResult, DietCodeTuner, Measurement
 from ._workloads import GEMM_KINDS, DynamicWorkload, bert_workloads, validate_range
 
 __all__ = [
+    "CompiledDispatcher",
+    "ShapeDispatcher",
+    "check_extent",
+    "RelaxBuild",
+    "build_relax",
+    "gemm_workloads",
     "DISPATCH_COSTS",
     "FEATURE_KINDS",
     "GEMM_KINDS",
@@ -50,8 +59,6 @@ __all__ = [
     "unit_extent",
     "PREFIX",
     "SM80_LIMITS",
-    "BertEncoder",
-    "BertEncoderLayer",
     "DietCodeResult",
     "DietCodeTuner",
     "DynamicKernel",
@@ -61,7 +68,6 @@ __all__ = [
     "MicroKernelCostModel",
     "MicroKernelSpace",
     "MicroKernelTask",
-    "bert_layer_reference",
     "bert_workloads",
     "f_occ",
     "f_pad",
@@ -76,10 +82,22 @@ __all__ = [
     "serving_name",
     "versioned_funcs",
     "num_tiles",
-    "random_bert_weights",
     "sample_shapes",
     "schedule_microkernel",
     "select_kernels",
     "validate_range",
     "weight_panel",
 ]
+
+#: names removed with the hand-built dynamic BERT, and what replaces them
+_REMOVED = dict.fromkeys(
+    ("BertEncoder", "BertEncoderLayer", "bert_layer_reference", "random_bert_weights"),
+    "a BERT (any PyTorch module) with a symbolic sequence length compiles through "
+    "adatune.models.from_torch(module, inputs, dynamic=...), tune_dynamic and build_dynamic",
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _REMOVED:
+        raise AttributeError(f"adatune.dietcode.{name} was removed: {_REMOVED[name]}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,9 +4,11 @@
 Every micro-kernel pads locally, so any positive T gets a correct answer; a T outside the tuned range only
 warns, since the choice was not tuned there. A bmm kernel ships with its aligned version
 (``aligned_versions``) where the tuner timed it faster (the dispatcher's ``aligned``): at a T that is a multiple of
-its padding unit the module runs the version that pads nothing (1.01-1.31x faster there in the Zen 4 kernel probes,
-up to 2x slower for some Zen 3 kernels, hence the timing). ``export(directory)`` writes what a deployment loads: the
-kernels' shared library, the dispatcher's C source and shared library and a JSON manifest.
+its padding unit the module runs the version that pads nothing (not always faster, hence the timing).
+``export(directory)`` writes what a deployment loads: the kernels' shared library, the dispatcher's C source and
+shared library and a JSON manifest. Its kernels run in this process, so it sizes TVM's thread pool as
+``adatune.models.CompiledModel`` does (``adatune.target.size_tvm_thread_pool``): every usable core, as when the
+kernels were measured.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import tvm
 
 from .. import target as _target
 from .. import vector_math
-from ..dispatch._dietcode import CompiledDispatcher, ShapeDispatcher, check_extent
+from ._dispatch import CompiledDispatcher, ShapeDispatcher, check_extent
 from ._schedule import aligned_versions, serving_name, versioned_funcs
 from ._space import MicroKernel, device_of
 from ._workloads import DynamicWorkload
@@ -50,6 +52,7 @@ class DynamicKernel:
         self.kernels = list(kernels)
         self.dispatcher = dispatcher
         self.target = _target.create(target)
+        _target.size_tvm_thread_pool()  # before its kernels first run: TVM sizes its pool once, when it starts
         self.names = [kernel_name(workload, i) for i in range(len(kernels))]
         self.aligns = aligned_versions(workload, self.kernels, dispatcher.aligned)
         mod = tvm.IRModule(versioned_funcs(workload, self.kernels, self.names, self.aligns))

@@ -50,16 +50,6 @@ def _blocks(sch: tvm.s_tir.Schedule) -> set[str]:
     return {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
 
 
-#: where a padded copy is made: A's in every tile or once per call; the output cropped from a padded tile, written
-#: straight to C by the accumulators, or cropped from the whole padded output once per call, rows in parallel (no
-#: guard: its loops run over C's own extents) (``pad_places`` gives the shipped choice)
-A_PAD_PLACES = ("tile", "call")
-CROP_PLACES = ("tile", "direct", "call", "call-serial")
-#: what a T axis is padded to a multiple of on x86: the register tile (shipped) or the whole tile (the paper's local
-#: padding, kept for ``benchmarks.dietcode.pad_extent_probe``)
-PAD_TO = ("register", "tile")
-
-
 def padding_units(wl: DynamicWorkload, mk: MicroKernel) -> tuple[int, int, int]:
     """What ``mk`` pads each GEMM axis of ``wl`` (rows, columns, reduction) to a multiple of: on x86 a T axis
     to the register tile, a static axis to the tile (it divides the static extents the space offers), the
@@ -212,24 +202,11 @@ def pad_places(wl: DynamicWorkload, mk: MicroKernel, cols_padded: bool | None = 
     return a_pad, "tile"
 
 
-def _schedule_cpu(
-    sch: tvm.s_tir.Schedule,
-    wl: DynamicWorkload,
-    mk: MicroKernel,
-    a_pad: str | None = None,
-    crop: str | None = None,
-    pad_to: str = "register",
-) -> None:
-    """``a_pad`` / ``crop`` / ``pad_to``: placements and padding other than the shipped ones, for the probes
-    ``benchmarks.dietcode.pad_probe`` and ``pad_extent_probe``."""
-    if a_pad not in (None, *A_PAD_PLACES) or crop not in (None, *CROP_PLACES) or pad_to not in PAD_TO:
-        raise ValueError(
-            f"a_pad must be one of {A_PAD_PLACES}, crop one of {CROP_PLACES} and pad_to one of {PAD_TO}, "
-            f"got {a_pad!r}, {crop!r}, {pad_to!r}"
-        )
+def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel) -> None:
+    """The x86 schedule: register-tile padding, A's copy and the crop where ``pad_places`` puts them."""
     blk = sch.get_sblock("C")
     *batch, i, j, k = sch.get_loops(blk)
-    units = padding_units(wl, mk) if pad_to == "register" else (mk.mt, mk.nt, mk.kt)
+    units = padding_units(wl, mk)
     extent = sch.get(j).extent
     cols_padded = not _divides(extent, units[1])  # an aligned version's columns may be left unpadded
     if wl.kind == "bmm_nt" and isinstance(extent, tvm.tirx.IntImm):
@@ -237,9 +214,8 @@ def _schedule_cpu(
         # bound and rows padded to 27, TVM 0.27's build corrupted the heap (the aligned, symbolic version is exact
         # at every multiple: tests/test_dietcode_align.py)
         cols_padded = True
-    shipped_a_pad, shipped_crop = pad_places(wl, mk, cols_padded)
-    a_pad_per_tile = (a_pad or shipped_a_pad) == "tile"
-    crop_place = crop or shipped_crop
+    a_pad, crop_place = pad_places(wl, mk, cols_padded)
+    a_pad_per_tile = a_pad == "tile"
     sch.pad_einsum(blk, [1] * len(batch) + list(units))
     names = _blocks(sch)
     if wl.b_panel:  # pad the einsum first (it needs plain indices), then read B from its packed panels
@@ -269,8 +245,6 @@ def _schedule_cpu(
     acc = sch.cache_write(blk, 0, _x86.ACCUMULATOR_SCOPE)  # the mr x nr accumulators, in registers for the reduction
     sch.reverse_compute_at(acc, iio)
     if "C_pad" in names and crop_place == "direct":
-        if cols_padded:
-            raise ValueError(f"{mk} pads {wl.name}'s columns: its output must be cropped per tile")
         # only the rows are padded: the accumulators write the real rows straight to C, one guard per row,
         # instead of through a padded tile and a guarded element-by-element copy (bmm_nt pads its columns too:
         # a guard per lane would keep the store from being vectorised)
@@ -329,11 +303,11 @@ def _vectorize_columns(sch: tvm.s_tir.Schedule, loop: tvm.s_tir.LoopRV, wl: Dyna
 
 def _place_crop(sch: tvm.s_tir.Schedule, place: str, tile: tvm.s_tir.LoopRV) -> None:
     """The padded output's crop into C: inside each tile (``tile``), or once per call over C, rows in parallel
-    (``call``) or on one thread (``call-serial``: no second parallel launch, which costs microseconds at small T)."""
+    (``call``)."""
     crop = sch.get_sblock("C_pad")
     if place == "call":
         sch.parallel(sch.fuse(*sch.get_loops(crop)[:-1]))
-    elif place == "tile":
+    else:
         sch.reverse_compute_at(crop, tile)
 
 

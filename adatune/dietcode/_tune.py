@@ -7,28 +7,24 @@ fit the joint cost model (f_MK on the kernels' program features by default); pro
 evolutionary search on the model (each sampled shape's predicted best unmeasured kernel first, see
 ``_search``), plus the exploration policy's random share. At the end the model predicts every measured kernel
 at every T of the range, each T votes for its best among all of them, and the smallest decision tree whose
-latency loss is within ``dispatch_tolerance`` compresses the votes (``_select``). At the sampled T, where every
-kernel was timed, the votes read the measured seconds: the model is there to fill the T nobody timed, not to
-overrule a timing (on the H200 replay the model's vote at T=128 was up to 1.6x slower than the best kernel measured
-there). Between the sampled T the default, ``dispatch_costs="calibrated"``, anchors each kernel's prediction to its
-timings at the neighbouring sampled T (``_select.calibrated_costs``): replayed on 41 Zen 4 logs with each interior
-sampled T held out, the chosen kernel's regret fell from 1.045 to 1.025 (geomean; T with regret > 1.1: 17% to 7%;
-context 1.106 to 1.067, scores 1.049 to 1.020, dense level; ``benchmarks.dietcode.vote_replay``).
-Each deployed kernel's aligned version (bmm kernels on x86, ``_schedule.alignment``) is then timed against the kernel
-at the aligned T it serves and deployed only where faster (``check_versions``, on by default; the dispatcher's
-``aligned``): on the Zen 3 one context kernel ran its row-aligned version 1.9-2.0x slower than itself.
-``"measured"`` votes on the bare model between timings, ``"predicted"`` on the model everywhere. ``verify=True`` then
-times the deployed kernels at every T of the range through the same runner and gives each T the fastest of them
-(``_select.verified_labels``); one Zen 4 A/B on a mostly slow host showed no gain from it, so it is off by default.
-``tail_twins=True`` measures, after the rounds, the column-tail twins of the best measured bmm_nt kernels
-(``_tail``); off by default for the same reason.
+latency loss is within ``dispatch_tolerance`` compresses the votes (``_select``); ``tuner.result()`` returns them.
+
+At the sampled T, where every kernel was timed, the votes read the measured seconds: the model is there to fill
+the T nobody timed, not to overrule a timing. Between the sampled T the default, ``dispatch_costs="calibrated"``,
+anchors each kernel's prediction to its timings at the neighbouring sampled T (``_select.calibrated_costs``), so a
+kernel the model misjudges by a constant factor is judged by its timings; ``"measured"`` votes on the bare model
+between timings, ``"predicted"`` on the model everywhere. Each deployed kernel's aligned version (bmm kernels on
+x86, ``_schedule.alignment``) is then timed against the kernel at the aligned T it serves and deployed only where
+faster (``check_versions``, on by default; the dispatcher's ``aligned``): not every version is. ``verify=True``
+then times the deployed kernels at every T of the range through the same runner and gives each T the fastest of
+them (``_select.verified_labels``); it costs a timing of every T and is off by default.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,14 +32,14 @@ import numpy as np
 import tvm
 
 from .. import target as _target
-from ..dispatch._dietcode import ShapeDispatcher
-from ..measure import LocalBuilder, LocalRunner, MeasureInput, MeasureOption, MeasureResult
+from ..measure import LocalBuilder, LocalRunner, MeasureBatch, MeasureInput, MeasureOption, MeasureResult
 from ..measure import measure_option as adatune_measure_option
 from ..optimizers import ExplorationPolicy
 from ..options import Option
 from ..tuners import Tuner
 from ..tuners.callback import Callback, log_to_file
 from ._cost import MicroKernelCostModel, sample_shapes
+from ._dispatch import ShapeDispatcher
 from ._program import FEATURE_KINDS
 from ._range_task import RangeTask, seconds_at
 from ._schedule import aligned_versions
@@ -90,19 +86,14 @@ class DietCodeResult:
     def kernel_for(self, t: int) -> MicroKernel:
         return self.kernels[self.dispatcher.index(t)]
 
-    @property
-    def choice(self) -> tuple[list[MicroKernel], ShapeDispatcher]:
-        """(kernels, dispatcher): what a program on several DietCode GEMMs (``BertEncoder``) takes per GEMM."""
-        return self.kernels, self.dispatcher
-
     def build(self, directory: str | None = None) -> Any:
         from ._kernel import DynamicKernel
 
         return DynamicKernel(self.workload, self.kernels, self.dispatcher, self.target, directory)
 
 
-#: ``DietCodeTuner``'s rounds when none are given: on x86 the budget its figures used, on CUDA the one where
-#: replays on an H200's timings of whole spaces came within 1.015-1.031x of the per-shape best (README)
+#: ``DietCodeTuner``'s rounds when none are given: a CUDA space is several times an x86 one (split-K, shared-memory
+#: layouts) and its kernels cost far less to time, so it gets more rounds
 CPU_ROUNDS = 3
 CUDA_ROUNDS = 12
 
@@ -118,8 +109,8 @@ class DietCodeTuner(Tuner):
     ``ExplorationPolicy``, ``explore`` as its epsilon); all of them random before the first fit.
     ``max_kernels=None`` deploys as many kernels as the ``dispatch_tolerance`` needs.
     ``number``/``repeat``/``min_repeat_ms`` time every T when ``tune`` makes its own runner; pass
-    ``measure_option`` to measure elsewhere (RPC, the adaptive evaluator). ``log_file`` gets one record per
-    kernel, each T's timings in its ``extra["points"]``.
+    ``measure_option`` to measure elsewhere (RPC, the adaptive evaluator). A ``log_to_file`` callback gets one
+    record per kernel, each T's timings in its ``extra["points"]`` (``log_file=`` is its deprecated spelling).
     """
 
     OPTIONS = (
@@ -127,8 +118,7 @@ class DietCodeTuner(Tuner):
         Option.declare(
             "rounds",
             int,
-            "proposal rounds, the model refit after each (none: 3 on x86, 12 on CUDA, where 96 kernels came within "
-            "1.015-1.031x of BERT's dense GEMMs' per-shape best on an H200 and 48 within 1.04-1.07x)",
+            "proposal rounds, the model refit after each (none: CPU_ROUNDS on x86, CUDA_ROUNDS on CUDA)",
             minimum=1,
         ),
         Option.declare("kernels_per_round", int, "micro-kernels measured per round", minimum=1),
@@ -172,13 +162,6 @@ class DietCodeTuner(Tuner):
             "time each deployed kernel's aligned version against the kernel at the aligned T it serves and deploy the "
             "version only where it ran faster",
         ),
-        Option.declare(
-            "tail_twins",
-            bool,
-            "x86 bmm_nt: after the rounds, measure in one more batch the column-tail twin of each of the best measured "
-            "kernels that has one (MicroKernel.tail), so that each T's vote can take it (off: no whole-range change "
-            "resolved over three Zen 1 seeds)",
-        ),
         Option.declare("population", int, "evolutionary search population", minimum=2),
         Option.declare("generations", int, "evolutionary search generations per round", minimum=0),
     )
@@ -207,7 +190,6 @@ class DietCodeTuner(Tuner):
         smem: tuple[str, ...] | None = None,
         verify: bool = False,
         check_versions: bool = True,
-        tail_twins: bool = False,
     ):
         self.workload = workload
         self.target = _target.create(target) if target is not None else _target.host()
@@ -221,13 +203,21 @@ class DietCodeTuner(Tuner):
         self.kernels: list[MicroKernel] = task.space.kernels
         self.micro_space = task.space  # what ``verify``'s task over the whole range measures in
         self.exploration = ExplorationPolicy(eps_greedy=explore)
+        if log_file is not None:
+            warnings.warn(
+                "DietCodeTuner(log_file=...) is deprecated: pass callbacks=[adatune.callback.log_to_file(path)] "
+                "to tune()",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.log_file = log_file
         self.timing = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
         self.model = MicroKernelCostModel(task.space, workload, seed, features)
         self.search, self.population, self.generations = search, population, generations
         self.dispatch_tolerance, self.dispatch_costs = dispatch_tolerance, dispatch_costs
-        self.verify, self.check_versions, self.tail_twins = verify, check_versions, tail_twins
+        self.verify, self.check_versions = verify, check_versions
         self.measurements: list[Measurement] = []
+        self._result: DietCodeResult | None = None
         self.plan: list[MicroKernel] = []
         self._fitted = False
 
@@ -283,7 +273,7 @@ class DietCodeTuner(Tuner):
         return bool(ok)
 
     # -- the one tuning loop, then the dispatcher -----------------------------------------------------
-    def tune(  # type: ignore[override]
+    def tune(
         self,
         n_trial: int | None = None,
         measure_option: MeasureOption | None = None,
@@ -292,79 +282,59 @@ class DietCodeTuner(Tuner):
         batch_size: int | None = None,
         time_budget: float | None = None,
         target_flops: float | None = None,
-        callback: Callable[[int, list[Measurement]], None] | None = None,
-    ) -> DietCodeResult:
+    ) -> None:
         """``Tuner.tune`` over ``rounds * kernels_per_round`` kernels (or ``n_trial``), a round per batch, then the
-        dispatcher; ``callback(round, measurements)`` after each round (for progress bars)."""
+        dispatcher; ``tuner.result()`` returns what it chose. ``callbacks`` see every measured batch, the
+        aligned versions' and ``verify``'s timings too (``log_to_file`` keeps them all). Without a
+        ``measure_option`` the kernels are built and timed here (``number``/``repeat``/``min_repeat_ms``)."""
         start = time.time()
         own = measure_option is None
         option = measure_option or adatune_measure_option(
             LocalBuilder(), LocalRunner(**self.timing, timeout=60, check_correctness=True)
         )
-        extra: list[Callback] = [log_to_file(self.log_file)] if self.log_file else []
-        if callback is not None:
-
-            def after_round(tuner: Any, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
-                callback(len(tuner.rounds) - 1, tuner.measurements)
-
-            extra.append(after_round)
+        every = [*callbacks, *([log_to_file(self.log_file)] if self.log_file else [])]
         try:
             super().tune(
                 self.n_rounds * self.per_round if n_trial is None else n_trial,
                 option,
                 early_stopping,
-                [*callbacks, *extra],
+                every,
                 batch_size or self.per_round,
                 time_budget,
                 target_flops,
             )
             if not self._valid():
                 raise RuntimeError(f"no micro-kernel of {self.workload} compiled and ran correctly")
-            if self.tail_twins:
-                self._measure_tail_twins(option)
             self._fit()
             result = self._finish(self.shapes, 0.0)
             if self.check_versions:
-                result = self._versions_checked(result, option)
+                result = self._versions_checked(result, option, every)
             if self.verify:
-                result = self._verified(result, option)
+                result = self._verified(result, option, every)
         finally:
             if own:
                 option.close()
         result.tuning_seconds = time.time() - start
-        return result
+        self._result = result
 
-    def _measure_tail_twins(self, option: MeasureOption) -> None:
-        """``tail_twins``: the column-tail twins (``MicroKernel.tail``) of up to ``kernels_per_round`` of the best
-        measured kernels, measured at the sampled T in one batch, logged and learnt like a round.
+    def result(self) -> DietCodeResult:
+        """What the last ``tune`` chose: the kernels, their dispatcher, the model and every measurement."""
+        if self._result is None:
+            raise RuntimeError("DietCodeTuner.result() needs a finished tune() first")
+        return self._result
 
-        A tail pays only between multiples of the register tile (1.05-1.06x on scores at T = 97-104 on the Zen 1)
-        and costs elsewhere, and the program features, taken where the tail is empty, barely tell a kernel from its
-        twin: in three scores runs with the twins in the space but left to the search, 2-6 of the 24 measured
-        kernels had a tail and tail kernels served 0-4 of the 128 T
-        (``benchmarks/results/dietcode/zen1_scores_tail_seed*``). Timing the best kernels' twins puts the choice to
-        each T's vote: with it they served 46-55 T, for 3-6 more kernels measured, but scores' whole-range speed
-        against PyTorch moved from 1.14x [1.06, 1.22] to 1.12x [1.08, 1.16] over three seeds (``zen1_scores_twins_*``,
-        gates failed), no change resolved; hence off by default, as ``verify`` is."""
-        lanes = next((k.tail for k in self.micro_space.kernels if k.tail), 0)
-        if not lanes:
-            return
-        twins: list[MicroKernel] = []
-        for k in self._measured_best_first():
-            twin = dataclasses.replace(k, tail=lanes)
-            if not k.tail and twin.key in self.micro_space and twin.key not in self.visited:
-                twins.append(twin)
-            if len(twins) == self.per_round:
-                break
-        if not twins:
-            return
-        inputs = [MeasureInput(self.task, k) for k in twins]
+    def _measured_batch(
+        self, option: MeasureOption, inputs: list[MeasureInput], callbacks: Sequence[Callback]
+    ) -> MeasureBatch:
+        """One batch outside the rounds (aligned versions, ``verify``), passed to ``callbacks`` like a round."""
         batch = option.measure(inputs)
-        self.update(inputs, batch.results)  # visited, the best so far and the trial log, then ``learn``
-        if self.log_file:
-            log_to_file(self.log_file)(self, inputs, batch.results)
+        for cb in callbacks:
+            cb(self, inputs, batch.results)
+        return batch
 
-    def _versions_checked(self, result: DietCodeResult, option: MeasureOption) -> DietCodeResult:
+    def _versions_checked(
+        self, result: DietCodeResult, option: MeasureOption, callbacks: Sequence[Callback]
+    ) -> DietCodeResult:
         """``check_versions``: each deployed kernel with an aligned version timed as itself and as that version
         at up to ``VERSION_CHECK_TS`` of the aligned T it serves (one batch, logged like the rounds); the
         dispatcher's ``aligned`` keeps the versions that ran faster (``kept_versions``). A version that serves
@@ -385,9 +355,7 @@ class DietCodeTuner(Tuner):
             inputs.append(MeasureInput(RangeTask(self.workload, ts, self.target, self.micro_space), k))
             inputs.append(MeasureInput(RangeTask(self.workload, ts, self.target, self.micro_space, units[i]), k))
             rows.append(i)
-        batch = option.measure(inputs)
-        if self.log_file:
-            log_to_file(self.log_file)(self, inputs, batch.results)
+        batch = self._measured_batch(option, inputs, callbacks)
         width = max((len(ts) for ts in ts_of.values()), default=1)
         kernel = np.full((len(units), width), np.inf)
         version = np.full((len(units), width), np.inf)
@@ -407,7 +375,9 @@ class DietCodeTuner(Tuner):
         }
         return result
 
-    def _verified(self, result: DietCodeResult, option: MeasureOption) -> DietCodeResult:
+    def _verified(
+        self, result: DietCodeResult, option: MeasureOption, callbacks: Sequence[Callback]
+    ) -> DietCodeResult:
         """``verify``: the deployed kernels timed at every T of the range (one ``RangeTask`` over it, through the
         same builder and runner, logged like the rounds), each T given the fastest of them (``verified_labels``),
         and the dispatcher fitted again on those choices. A kernel that fails here gives up every T to the kernels
@@ -416,9 +386,7 @@ class DietCodeTuner(Tuner):
         ts = list(range(lo, hi + 1))
         task = RangeTask(self.workload, ts, self.target, self.micro_space)
         inputs = [MeasureInput(task, k) for k in result.kernels]
-        batch = option.measure(inputs)
-        if self.log_file:
-            log_to_file(self.log_file)(self, inputs, batch.results)
+        batch = self._measured_batch(option, inputs, callbacks)
         timed = np.array([[seconds_at(res).get(t, np.inf) for t in ts] for res in batch.results])
         row = {k.key: i for i, k in enumerate(result.kernels)}
         before = [row[result.kernel_for(t).key] for t in ts]

@@ -15,7 +15,6 @@ comes from the target (``weight_panel`` in ``_space``) so that every micro-kerne
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,7 +235,3 @@ def bert_workloads(
         DynamicWorkload("context", "bmm_nn", (heads, d), (lo, hi)),
     ]
     return {w.name: w for w in wl}
-
-
-def ceil_to(x: int, m: int) -> int:
-    return int(math.ceil(x / m) * m)

@@ -4,8 +4,6 @@
   workload on the current target (AutoTVM's ``ApplyHistoryBest``), with a fallback that warns once per workload.
 """
 
-from ._dietcode import CompiledDispatcher, ShapeDispatcher, check_extent
 from ._history import ApplyHistoryBest, DispatchContext, apply_history_best, query_config
 
 __all__ = ["DispatchContext", "ApplyHistoryBest", "apply_history_best", "query_config"]
-__all__ += ["ShapeDispatcher", "CompiledDispatcher", "check_extent"]  # DietCode shape dispatch

@@ -22,7 +22,6 @@ A symbolic extent (a sequence length) compiles once for its whole range, GEMMs o
 from ..generic_schedule import schedule_generic
 from ._breakdown import CallTime, KernelBreakdown, kernel_breakdown
 from ._build import CompiledModel, build
-from ._dynamic import bert_layer_weights, dietcode_bert
 from ._dynamic_build import build_dynamic, dynamic_workloads, tune_dynamic
 from ._dynamic_import import DynamicModel
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
@@ -44,8 +43,6 @@ __all__ = [
     "dynamic_workloads",
     "tune_dynamic",
     "schedule_generic",
-    "bert_layer_weights",
-    "dietcode_bert",
     "FRAMEWORKS",
     "compiled_latency",
     "framework_latency",
@@ -71,3 +68,17 @@ __all__ = [
     "model_tasks",
     "resnet18",
 ]
+
+#: names removed with the hand-built dynamic BERT, and what replaces them
+_REMOVED = {
+    "dietcode_bert": "from_torch(module, inputs, dynamic=...), tune_dynamic and build_dynamic compile any PyTorch "
+    "module with a symbolic extent, BERT included",
+    "bert_layer_weights": "from_torch(module, inputs, dynamic=...) reads a module's weights itself; see "
+    "adatune.models.build_dynamic",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _REMOVED:
+        raise AttributeError(f"adatune.models.{name} was removed: {_REMOVED[name]}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

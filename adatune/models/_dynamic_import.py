@@ -18,7 +18,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from ._frontend import InputSpec, Model, simplify, torch_reference
+from ._graph import InputSpec, Model, simplify, torch_reference
 
 __all__ = ["DynamicModel", "DynamicSpec", "import_dynamic", "validate_dynamic"]
 

@@ -10,115 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import tvm
 from tvm import relax
 
-from ._layout import convert_conv_layout, resolve_conv_layout
-from ._winograd import legalize_winograd, winograd_tiles
+from ._dynamic_import import import_dynamic
+from ._graph import InputSpec, Model, prepare, simplify, torch_reference
+from ._layout import resolve_conv_layout
 
-__all__ = ["Model", "InputSpec", "from_torch", "from_onnx", "load_builtin", "prepare"]
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """Name, static shape and dtype of one model input."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-
-@dataclass
-class Model:
-    """A model imported into Relax and fused: ``mod["main"]`` calls one PrimFunc per fused operator.
-
-    ``reference`` (when known) computes the framework's own outputs for numpy inputs, so compiled models can
-    be checked against it. ``source`` is what it was imported from (the ``torch.nn.Module`` or the
-    ``onnx.ModelProto``), so its latency can be measured beside TVM's (``adatune.models.latency_table``).
-    """
-
-    name: str
-    mod: tvm.IRModule
-    inputs: list[InputSpec]
-    reference: Any = field(default=None, repr=False)
-    source: Any = field(default=None, repr=False)
-
-    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Seeded standard-normal inputs of the model's shapes."""
-        rng = np.random.default_rng(seed)
-        return [rng.standard_normal(s.shape).astype(s.dtype) for s in self.inputs]
-
-    def check_inputs(self, arrays: Sequence[np.ndarray]) -> None:
-        """ValueError naming the input whose count, shape or dtype differs from the model's."""
-        if len(arrays) != len(self.inputs):
-            raise ValueError(f"model {self.name!r} takes {len(self.inputs)} inputs, got {len(arrays)}")
-        for spec, arr in zip(self.inputs, arrays):
-            if tuple(arr.shape) != spec.shape:
-                raise ValueError(
-                    f"input {spec.name!r} of model {self.name!r} has shape {spec.shape}, got {tuple(arr.shape)}"
-                )
-            if str(arr.dtype) != spec.dtype:
-                raise ValueError(f"input {spec.name!r} of model {self.name!r} is {spec.dtype}, got {arr.dtype}")
-
-
-def prepare(
-    mod: tvm.IRModule,
-    fast_math: bool = False,
-    conv_layout: str = "NCHW",
-    winograd: bool | Sequence[Sequence[int]] = False,
-) -> tvm.IRModule:
-    """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task. With ``fast_math``,
-    erf (GELU), exp and softmax, and tanh become TVM's vectorisable approximations (``FastMathTransform``)
-    first: the exact erf in a dense layer's GELU write-back is a scalar libm call per element. ``conv_layout``
-    ``"NCHW<b>c"`` (e.g. ``"NCHW8c"``) runs the convolutions on channel-blocked activations with kernels blocked
-    once, here (``_layout.convert_conv_layout``); ``"NCHW"`` keeps the model's layout. ``winograd`` runs the
-    3x3 stride-1 NCHW convolutions with large enough outputs as Winograd F(m x m, 3 x 3), m by the output map's
-    size (True: ``_winograd.WINOGRAD_TILE_BY_MAP``; or a table of one's own, ``_winograd.winograd_tiles``), their
-    kernels transformed here (``_winograd.legalize_winograd``)."""
-    tiles = winograd_tiles(winograd)
-    if tiles and conv_layout != "NCHW":
-        raise ValueError(f"winograd convolutions take NCHW activations, got conv_layout={conv_layout!r}")
-    mod = simplify(mod, fast_math)
-    mod = legalize_winograd(mod, tiles) if tiles else convert_conv_layout(mod, conv_layout)
-    return relax.get_pipeline("zero")(mod)
-
-
-def simplify(mod: tvm.IRModule, fast_math: bool = False) -> tvm.IRModule:
-    """``prepare``'s graph-level half (no legalisation): what a dynamic-shape model keeps, so that its GEMMs are
-    still ``R.matmul`` calls when ``build_dynamic`` replaces them."""
-    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
-    if fast_math:
-        passes += [_FastGelu(), relax.transform.FastMathTransform()]
-    return tvm.transform.Sequential(passes)(mod)
-
-
-@tvm.transform.module_pass(opt_level=0, name="FastGelu")
-class _FastGelu:
-    """``nn.gelu`` as ``0.5 x (1 + erf(x / sqrt 2))`` in Relax ops, so ``FastMathTransform`` (which rewrites
-    ``relax.erf``, not ``relax.nn.gelu``) reaches the erf that legalising GELU would emit."""
-
-    def transform_module(self, mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        @relax.expr_functor.mutator
-        class Rewrite(relax.PyExprMutator):
-            def visit_call_(self, call: relax.Call) -> relax.Expr:
-                call = super().visit_call_(call)
-                if isinstance(call, relax.Call) and getattr(call.op, "name", "") == "relax.nn.gelu":
-                    x = call.args[0]
-                    dtype = "float32"  # the models adatune tunes are float32 (the matchers check it)
-                    half, root = relax.const(0.5, dtype), relax.const(0.7071067811865476, dtype)
-                    erf = relax.op.erf(relax.op.multiply(x, root))
-                    return relax.op.multiply(relax.op.multiply(x, half), relax.op.add(relax.const(1.0, dtype), erf))
-                return call
-
-        rewrite = Rewrite(mod)
-        for gv, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                rewrite.builder_.update_func(gv, rewrite.visit_expr(func))
-        return rewrite.builder_.get()
+__all__ = ["Model", "InputSpec", "from_torch", "from_onnx", "load_builtin", "prepare", "simplify", "torch_reference"]
 
 
 def _input_specs(mod: tvm.IRModule) -> list[InputSpec]:
@@ -166,8 +68,6 @@ def from_torch(
     if dynamic is not None:
         if conv_layout != "NCHW" or winograd:
             raise ValueError("conv_layout and winograd apply to static-shape models; a dynamic model keeps NCHW")
-        from ._dynamic_import import import_dynamic  # it builds on this module: imported late
-
         return import_dynamic(module, example, dynamic, name, fast_math)
     with torch.no_grad():
         try:
@@ -180,19 +80,6 @@ def from_torch(
         mod = from_exported_program(exported, keep_params_as_input=False)
     fused = prepare(mod, fast_math, conv_layout, winograd)
     return Model(name or type(module).__name__, fused, _input_specs(fused), torch_reference(module), source=module)
-
-
-def torch_reference(module: Any) -> Any:
-    """numpy in, numpy out: the module's own outputs (a list), computed without gradients."""
-    import torch
-
-    def reference(*arrays: np.ndarray) -> list[np.ndarray]:
-        with torch.no_grad():
-            out = module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays])
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        return [o.detach().numpy() for o in outs]
-
-    return reference
 
 
 def from_onnx(

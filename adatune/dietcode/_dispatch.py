@@ -1,10 +1,11 @@
-"""Shape dispatch for dynamic-shape kernels: a decision tree from a runtime extent T to one of a few kernels.
+"""DietCode's dispatcher: a decision tree from a runtime extent T to one of a few kernels, and its emitters.
 
 DietCode tunes one small set of micro-kernels for a whole range of T; at run time each T must reach the
 kernel predicted best for it. Every T of the tuned range votes for its kernel, a scikit-learn
-``DecisionTreeClassifier`` learns the votes (grown until it reproduces every one), and the tree is exported
-as nested ``if``s: a Python function and a C function compiled with the system C compiler into a tiny
-shared library that deployments call. Data in, data out: kernels are named by plain string labels.
+``DecisionTreeClassifier`` learns the votes (grown until it reproduces every one), and the tree is emitted as
+nested ifs by one walk (``ShapeDispatcher.emit``) for three consumers: a Python function, a C function compiled
+with the system C compiler into a tiny shared library that deployments call, and Relax ``If`` expressions inside
+a compiled model (``to_relax``). Data in, data out: kernels are named by plain string labels.
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ import subprocess
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from tvm import relax, tirx
 
 if TYPE_CHECKING:
     from sklearn.tree import DecisionTreeClassifier
 
-__all__ = ["ShapeDispatcher", "CompiledDispatcher", "check_extent"]
+__all__ = ["ShapeDispatcher", "CompiledDispatcher", "check_extent", "relax_seq"]
+
+Emitted = TypeVar("Emitted")
 
 
 def check_extent(t: Any, t_range: tuple[int, int] | None = None, what: str = "T") -> int:
@@ -113,15 +117,27 @@ class ShapeDispatcher:
 
     @property
     def n_leaves(self) -> int:
-        def count(node: dict[str, Any]) -> int:
-            return 1 if "leaf" in node else count(node["left"]) + count(node["right"])
+        return self.emit(lambda _i: 1, lambda _le, left, right: left + right)
 
-        return count(self.tree)
+    # ---------------------------------------------------------------- emitters: one walk of the tree
+    def emit(self, leaf: Callable[[int], Emitted], split: Callable[[int, Emitted, Emitted], Emitted]) -> Emitted:
+        """The tree folded bottom-up: ``leaf(index)`` at a leaf, ``split(le, left, right)`` at a node whose
+        ``left`` serves ``t <= le``. The Python, C and Relax emitters are this one walk."""
 
-    # ---------------------------------------------------------------- exports
+        def walk(node: dict[str, Any]) -> Emitted:
+            if "leaf" in node:
+                return leaf(int(node["leaf"]))
+            return split(int(node["le"]), walk(node["left"]), walk(node["right"]))
+
+        return walk(self.tree)
+
     def to_python_source(self, name: str = "dispatch") -> str:
         """``def name(t) -> int`` as nested ifs (indices into ``labels``)."""
-        return f"def {name}(t):\n" + "\n".join(_python_ifs(self.tree, 1)) + "\n"
+        body = self.emit(
+            lambda i: [f"return {i}"],
+            lambda le, left, right: [f"if t <= {le}:", *_indented(left), "else:", *_indented(right)],
+        )
+        return f"def {name}(t):\n" + "\n".join(_indented(body)) + "\n"
 
     def to_python(self, name: str = "dispatch") -> Callable[[int], int]:
         """The exported Python source, compiled: ``fn(t) -> index``."""
@@ -134,10 +150,21 @@ class ShapeDispatcher:
     def to_c_source(self, name: str = "dispatch") -> str:
         """``int name(long long t)``: the kernel index, or -1 for a non-positive T."""
         labels = "\n".join(f"/* {i}: {label} */" for i, label in enumerate(self.labels))
-        body = _c_ifs(self.tree, 1)
+        body = self.emit(
+            lambda i: [f"return {i};"],
+            lambda le, left, right: [f"if (t <= {le}LL) {{", *_indented(left), "} else {", *_indented(right), "}"],
+        )
         return (
             f"/* DietCode dispatcher for T in [{self.t_range[0]}, {self.t_range[1]}] */\n{labels}\n"
-            f"int {name}(long long t) {{\n    if (t < 1) return -1;\n" + "\n".join(body) + "\n}\n"
+            f"int {name}(long long t) {{\n    if (t < 1) return -1;\n" + "\n".join(_indented(body)) + "\n}\n"
+        )
+
+    def to_relax(self, t: tirx.Var, leaf: Callable[[int], relax.Expr], out: relax.TensorType) -> relax.SeqExpr:
+        """The tree as nested Relax ``If``s on ``t`` (the extent, a TIR variable of the function's shapes), each
+        leaf ``leaf(index)`` (an expression of type ``out``): the dispatch as bytecode inside a compiled model."""
+        return self.emit(
+            lambda i: relax_seq(leaf(i), out),
+            lambda le, left, right: relax_seq(relax.If(relax.prim_value(t <= le), left, right), out),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -152,29 +179,14 @@ class ShapeDispatcher:
             raise ValueError(f"not a dispatcher description: {err}") from err
 
 
-def _python_ifs(node: dict[str, Any], depth: int) -> list[str]:
-    pad = "    " * depth
-    if "leaf" in node:
-        return [f"{pad}return {int(node['leaf'])}"]
-    return (
-        [f"{pad}if t <= {int(node['le'])}:"]
-        + _python_ifs(node["left"], depth + 1)
-        + [f"{pad}else:"]
-        + _python_ifs(node["right"], depth + 1)
-    )
+def _indented(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
 
 
-def _c_ifs(node: dict[str, Any], depth: int) -> list[str]:
-    pad = "    " * depth
-    if "leaf" in node:
-        return [f"{pad}return {int(node['leaf'])};"]
-    return (
-        [f"{pad}if (t <= {int(node['le'])}LL) {{"]
-        + _c_ifs(node["left"], depth + 1)
-        + [f"{pad}}} else {{"]
-        + _c_ifs(node["right"], depth + 1)
-        + [f"{pad}}}"]
-    )
+def relax_seq(value: relax.Expr, out: relax.TensorType) -> relax.SeqExpr:
+    """``value`` bound to a variable of type ``out`` in a sequence of its own (what a Relax ``If`` branch is)."""
+    var = relax.Var("c", out)
+    return relax.SeqExpr([relax.BindingBlock([relax.VarBinding(var, value)])], var)
 
 
 def _export(clf: DecisionTreeClassifier) -> dict[str, Any]:
