@@ -267,44 +267,6 @@ def test_builtin_models_import_into_tasks_with_templates() -> None:
     assert kinds.count("dense.x86") == 4 and kinds.count("batch_matmul.x86") == 2 and "trace" in kinds
 
 
-# ---------------------------------------------------------------------- dynamic sequence length (DietCode)
-def test_dietcode_bert_runs_every_length_like_the_pytorch_module() -> None:
-    """The zoo's PyTorch BERT encoder (2 small layers), compiled once on DietCode kernels, gives the module's
-    output at lengths on both sides of the dispatch split, at the range's ends and past it (with a warning);
-    malformed inputs and weights are refused by name."""
-    from dietcode_choices import two_kernel_choices
-
-    from adatune.dietcode import bert_workloads
-    from adatune.models._zoo import BertEncoder
-
-    hidden, heads, ffn, t_range = 64, 4, 128, (1, 40)
-    torch.manual_seed(0)
-    module = BertEncoder(layers=2, hidden=hidden, heads=heads, ffn=ffn).eval()
-    for p in module.parameters():
-        if p.dim() == 1:  # non-trivial biases and LayerNorm affine parameters
-            torch.nn.init.uniform_(p, -0.2, 0.2)
-    host = adatune.target.host()
-    choices = two_kernel_choices(bert_workloads(t_range, hidden, heads, ffn), host, t_range)
-    encoder = am.dietcode_bert(module, choices, t_range, host)
-    rng = np.random.default_rng(0)
-    for t in (1, 12, 13, 29, 40, 45):
-        x = rng.standard_normal((t, hidden)).astype(np.float32)
-        with torch.no_grad():
-            want = module(torch.from_numpy(x)[None])[0].numpy()
-        if t > t_range[1]:  # the documented fallback: nearest tuned extent's kernel, with a warning
-            with pytest.warns(RuntimeWarning, match="outside the tuned range"):
-                got = encoder(x)
-        else:
-            got = encoder(x)
-        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3, err_msg=f"T={t}")
-    with pytest.raises(ValueError, match="input must be"):
-        encoder(np.zeros((5, hidden + 1), np.float32))
-    with pytest.raises(ValueError, match="no .layers"):
-        am.dietcode_bert(nn.Linear(4, 4), choices, t_range, host)
-    with pytest.raises(ValueError, match="w_o"):
-        encoder.layer.upload({**am.bert_layer_weights(module)[0], "w_o": np.zeros((3, 3), np.float32)})
-
-
 def test_kernel_breakdown_times_every_call_of_the_vm(tiny: am.Model) -> None:
     """Each fused function appears with its calls per inference; kernels, builtins and the rest add up to the
     end-to-end latency."""
