@@ -47,6 +47,15 @@ from typing import Any
 
 import numpy as np
 
+from .measure.micro_batches import (
+    FLOOR_SHARE,
+    TRIM_FROM_BATCHES,
+    adaptive_runs,
+    adaptive_stop_index,
+    converge_cv,
+    micro_batch_size,
+    trimmed,
+)
 from .target import tvm_main_thread
 
 __all__ = [
@@ -67,11 +76,6 @@ __all__ = [
     "time_fn_for",
     "trimmed",
 ]
-
-#: from this many micro-batches on, the slowest and the fastest are dropped before the CV is taken
-TRIM_FROM_BATCHES = 5
-#: most of the cap the adaptive evaluator must spend before it may stop (the paper: 2 x 50 of 500 runs)
-FLOOR_SHARE = 0.2
 
 #: default warm-up before a kernel is timed, in milliseconds (see the module docstring)
 WARMUP_MS = 10.0
@@ -179,8 +183,7 @@ class EvaluatorConfig:
 
     def micro_batch_for(self, cap: int) -> int:
         """``micro_batch``, or less so that ``min_micro_batches`` of them stay within ``FLOOR_SHARE`` of ``cap``."""
-        room = int(FLOOR_SHARE * cap) // self.min_micro_batches
-        return max(1, min(self.micro_batch, room))
+        return micro_batch_size(self.micro_batch, self.min_micro_batches, cap)
 
     @classmethod
     def adatune_paper(cls, min_converge_coef: float = 0.1) -> EvaluatorConfig:
@@ -216,39 +219,6 @@ class EvalOutcome:
         return [1.0 / c if c > 0 else math.inf for c in self.costs]
 
 
-def trimmed(throughputs: Sequence[float] | np.ndarray) -> np.ndarray:
-    """The throughputs the CV is taken over: all of them, or without the min and the max from
-    ``TRIM_FROM_BATCHES`` batches on (so at least three remain)."""
-    values = np.asarray(throughputs, dtype=np.float64)
-    if len(values) >= TRIM_FROM_BATCHES:
-        values = np.sort(values)[1:-1]
-    return values
-
-
-def converge_cv(batch_seconds: Sequence[float], runs_per_batch: Sequence[int]) -> float:
-    """CV of the per-micro-batch throughputs (extremes dropped, see ``trimmed``); ``inf`` while it cannot
-    be judged (fewer than two batches, or a batch timed at zero seconds)."""
-    secs = np.asarray(batch_seconds, dtype=np.float64)
-    runs = np.asarray(runs_per_batch, dtype=np.float64)
-    if len(secs) != len(runs):
-        raise ValueError(f"{len(secs)} batch times but {len(runs)} run counts")
-    if len(secs) < 2 or not np.all(secs > 0):
-        return math.inf
-    perf = trimmed(runs / secs)
-    return float(perf.std() / perf.mean())
-
-
-def adaptive_stop_index(
-    batch_seconds: Sequence[float], runs_per_batch: Sequence[int], min_converge_coef: float, min_micro_batches: int
-) -> int | None:
-    """Number of micro-batches after which the adaptive evaluator stops on these timings, or None if it
-    never does (replays the rule on recorded batches)."""
-    for i in range(max(min_micro_batches, 1), len(batch_seconds) + 1):
-        if converge_cv(batch_seconds[:i], runs_per_batch[:i]) < min_converge_coef:
-            return i
-    return None
-
-
 def evaluate(time_fn: TimeFn, cfg: EvaluatorConfig) -> EvalOutcome:
     """Time a kernel. ``time_fn(number, repeat, min_repeat_ms)`` returns ``repeat`` mean seconds per run
     (TVM's ``time_evaluator``); this function decides how many runs to spend and counts every one."""
@@ -263,23 +233,16 @@ def evaluate(time_fn: TimeFn, cfg: EvaluatorConfig) -> EvalOutcome:
     if cfg.min_converge_coef is None:
         costs = _call(time_fn, number, cfg.repeat, 0.0)
         return EvalOutcome(costs, cap + len(first) * cfg.number, None, [number] * len(costs))
-    batch = cfg.micro_batch_for(cap)
-    costs = list(first)
-    runs: list[int] = [cfg.number] * len(first)
-    cv = math.inf
-    while sum(runs) < cap:
-        remaining = cap - sum(runs)
-        n = min(batch, remaining)
-        k = 1
-        if len(runs) < cfg.min_micro_batches and n == batch:  # no decision before the minimum: one call
-            k = max(1, min(cfg.min_micro_batches - len(runs), remaining // batch))
-        costs += _call(time_fn, n, k, 0.0)
-        runs += [n] * k
-        if len(runs) >= cfg.min_micro_batches:
-            cv = converge_cv([c * r for c, r in zip(costs, runs)], runs)
-            if cv < cfg.min_converge_coef:
-                break
-    return EvalOutcome(costs, int(sum(runs)), cv if math.isfinite(cv) else None, runs)
+    costs, runs, cv = adaptive_runs(
+        lambda n, k: _call(time_fn, n, k, 0.0),
+        cap,
+        cfg.micro_batch_for(cap),
+        cfg.min_micro_batches,
+        cfg.min_converge_coef,
+        first,
+        [cfg.number] * len(first),
+    )
+    return EvalOutcome(costs, int(sum(runs)), cv, runs)
 
 
 def grown_number(number: int, seconds_per_run: float, min_repeat_ms: float) -> int:

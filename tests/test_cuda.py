@@ -511,47 +511,6 @@ def test_a_cuda_record_recreates_its_task_on_the_gpu_target(tmp_path: os.PathLik
         assert made.kind.name == "cuda" and str(made.attrs["arch"]) == str(CUDA.attrs["arch"]), path
 
 
-def test_planted_faults_batch_for_the_gpu_machine(tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch) -> None:
-    """benchmarks.gpu.faults plants one fault per kernel in a copy of a real exported batch; every planted source
-    still holds the kernel and nvcc rejects only the one meant not to compile."""
-    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from benchmarks.gpu.faults import make_fault_batch
-
-    task = adatune.task.create("dense.cuda", (64, 64, 64), CUDA)
-    src = os.path.join(str(tmp_path), "src")
-    export_batch(task, select_candidates(task, 6, seed=2), src)
-    with pytest.raises(ValueError, match="faults need at least 5"):
-        make_fault_batch(_first_kernels(src, 3, str(tmp_path)), os.path.join(str(tmp_path), "x"))
-    dest = os.path.join(str(tmp_path), "faults")
-    expected = make_fault_batch(src, dest)
-    manifest = cupy_runner.load_manifest(os.path.join(dest, "batch"))
-    keys = [c["key"] for c in manifest["candidates"]]
-    assert list(expected) == keys[1:5] and list(expected.values()) == [4, 7, 3, 5]
-    assert os.path.exists(os.path.join(dest, "batch", manifest["reference"]))
-    with open(os.path.join(dest, "run.sh")) as f:
-        assert "--jobs 4" in f.read()
-    nvcc = shutil.which("nvcc")
-    for cand in manifest["candidates"][:5]:
-        path = os.path.join(dest, "batch", cand["source"])
-        with open(path) as f:
-            assert "main_kernel" in f.read()
-        if nvcc:
-            proc = subprocess.run([nvcc, "-arch=sm_90", "-c", path, "-o", os.devnull], capture_output=True, timeout=120)
-            assert (proc.returncode != 0) == (expected.get(cand["key"]) == 3), proc.stderr[-400:]
-
-
-def _first_kernels(src: str, n: int, tmp: str) -> str:
-    """A copy of batch ``src`` keeping its first ``n`` candidates."""
-    dest = os.path.join(tmp, f"first{n}")
-    shutil.copytree(src, dest)
-    with open(os.path.join(dest, "manifest.json")) as f:
-        manifest = json.load(f)
-    manifest["candidates"] = manifest["candidates"][:n]
-    with open(os.path.join(dest, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
-    return dest
-
-
 @pytest.mark.parametrize(
     "op,args",
     [
@@ -577,3 +536,51 @@ def test_pytorch_reference_computes_the_workloads_operator(
     by_shape = {tuple(t.shape): t.numpy() for t in inputs}
     (want,) = task.reference_outputs([by_shape[s] for s in shapes])
     np.testing.assert_allclose(fn().numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------- the one runner, alone on a machine
+_WITHOUT_ADATUNE = """
+import importlib.abc, json, sys
+class NotHere(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("adatune", "tvm", "cupy", "torch"):
+            raise ImportError(f"{name} is not on the GPU machine")
+sys.meta_path.insert(0, NotHere())
+sys.path.insert(0, sys.argv[1])
+import cupy_runner as r
+rng = [1e-4 * (1 + 0.3 * (i % 3)) for i in range(200)]
+calls = iter(rng)
+timed = lambda number, repeat, warm: [next(calls) for _ in range(repeat)]
+settings = r.EvalSettings(number=20, repeat=5, min_converge_coef=0.05, micro_batch=10, warmup_ms=0.0)
+print(json.dumps({
+    "rule_file": r._rule.__file__,
+    "rule": [r.TRIM_FROM_BATCHES, r.FLOOR_SHARE],
+    "evaluate": list(r.evaluate(timed, settings)),
+    "launches": r._launches({"launches": [{"grid": [1, 2], "block": [32, 1, 1], "params": ["A_ptr", "ws"]}]}),
+    "single": r._launches({"grid": [3], "block": [64, 1, 1]}),
+    "batch_without_cupy": r.main([sys.argv[1], "--out", sys.argv[1] + "/r.jsonl"]),
+}))
+"""
+
+
+def test_the_copied_runner_works_where_neither_adatune_nor_tvm_imports(tmp_path: os.PathLike) -> None:
+    """``copy_runner`` puts the runner and the one rule file beside each other; there, with adatune, TVM, CuPy and
+    PyTorch unimportable, the runner loads the copied rule, decides the adaptive evaluator's stop as adatune's
+    evaluator does, parses a plan's launches (split-K's several, an older batch's one) and says CuPy is missing."""
+    where = os.path.join(str(tmp_path), "gpu machine")
+    cupy_runner.copy_runner(where)
+    assert sorted(os.listdir(where)) == ["cupy_runner.py", "micro_batches.py"]
+    proc = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_ADATUNE, where], capture_output=True, text=True, timeout=120, cwd=where
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert os.path.dirname(got["rule_file"]) == where
+    assert got["rule"] == [evaluator.TRIM_FROM_BATCHES, evaluator.FLOOR_SHARE]
+    calls = iter([1e-4 * (1 + 0.3 * (i % 3)) for i in range(200)])
+    cfg = evaluator.EvaluatorConfig(number=20, repeat=5, min_converge_coef=0.05, micro_batch=10, warmup_ms=0.0)
+    want = evaluator.evaluate(lambda _n, repeat, _ms: [next(calls) for _ in range(repeat)], cfg)
+    assert got["evaluate"] == [want.costs, want.runs, want.cv, want.batch_runs]
+    assert got["launches"] == [[[1, 2], [32, 1, 1], ["A_ptr", "ws"]]]
+    assert got["single"] == [[[3], [64, 1, 1], ["A_ptr", "B_ptr", "C_ptr", "T"]]]
+    assert got["batch_without_cupy"] == 2 and "needs CuPy" in proc.stderr

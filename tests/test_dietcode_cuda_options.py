@@ -2,7 +2,7 @@
 kernel) and interleaved threads (a thread's outputs a thread-tile apart). Keys and records round-trip, the space
 offers them where they apply, bad requests are named, and the exporter hands the GPU runner every launch of a
 kernel with its grid per T and the workspace between them (nvcc builds them where installed). Their numerics are
-checked on the GPU by ``benchmarks/gpu/dietcode_runner.py`` against PyTorch."""
+checked on the GPU by the standalone runner's plan mode (``cupy_runner.py plan``) against PyTorch."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from benchmarks.gpu import dietcode_report as report
 from benchmarks.gpu.dietcode_export import export_workload, kernel_grid
 
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
-RUNNER = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "gpu", "dietcode_runner.py")
+RUNNER = os.path.join(os.path.dirname(__file__), "..", "adatune", "cuda_export", "cupy_runner.py")
 
 
 def _space(kind: str) -> MicroKernelSpace:
@@ -73,7 +73,7 @@ def runner(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     fake_cupy = types.ModuleType("cupy")
     fake_cupy.RawModule = lambda path: types.SimpleNamespace(get_function=lambda name: name)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    spec = importlib.util.spec_from_file_location("dietcode_runner_under_test", RUNNER)
+    spec = importlib.util.spec_from_file_location("cupy_runner_under_test", RUNNER)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -134,7 +134,7 @@ def test_runner_phases_time_every_kernel_then_the_best_at_every_t(
     runner: types.ModuleType, tmp_path: os.PathLike
 ) -> None:
     batch = _batch(tmp_path, 5)
-    runner.Bench = _fake_bench(runner)
+    runner.GemmBench = _fake_bench(runner)
     args = _args(tmp_path)
     runner.run_workload(batch, "w", {0: "m.cubin"}, args, start=__import__("time").time())
     out = os.path.join(tmp_path, "out")
@@ -154,7 +154,7 @@ def test_runner_records_a_kernel_that_kills_its_process_and_resumes_after_it(
 ) -> None:
     batch = _batch(tmp_path, 4)
     args = _args(tmp_path)
-    runner.Bench = _fake_bench(runner, crash_at=("k1", 3))
+    runner.GemmBench = _fake_bench(runner, crash_at=("k1", 3))
     pid = os.fork()
     if pid == 0:  # the child dies on k1 at T = 3, as run_workload's process would
         runner.run_workload(batch, "w", {0: "m.cubin"}, args, start=__import__("time").time())
@@ -167,7 +167,7 @@ def test_runner_records_a_kernel_that_kills_its_process_and_resumes_after_it(
         phase = f.read().strip()
     with open(os.path.join(args.work, "w.crashed"), "a") as f:  # what main() writes before it starts again
         f.write(f"crash {phase} {row} {col}\n")
-    runner.Bench = _fake_bench(runner)
+    runner.GemmBench = _fake_bench(runner)
     runner.run_workload(batch, "w", {0: "m.cubin"}, args, start=__import__("time").time())
     with np.load(os.path.join(args.work, "w.npz")) as z:
         err = z["p1_error"]
@@ -251,7 +251,7 @@ def test_runner_calls_every_launch_of_a_kernel_and_times_the_kernels_asked_for_a
             seen.append([(fn, grid, params) for fn, grid, _, params in launches])
             return super().kernel(launches)
 
-    runner.Bench = Recording
+    runner.GemmBench = Recording
     keys = os.path.join(tmp_path, "p2.json")
     with open(keys, "w") as f:
         json.dump({"w": ["cuda:k4"]}, f)  # the slowest kernel, which --top 2 alone would not time everywhere
@@ -267,7 +267,7 @@ def test_runner_killed_by_sigterm_keeps_what_its_workloads_saved(
     runner: types.ModuleType, tmp_path: os.PathLike
 ) -> None:
     batch = _batch(tmp_path, 3)
-    runner.Bench = _fake_bench(runner)
+    runner.GemmBench = _fake_bench(runner)
     args = _args(tmp_path)
     runner.run_workload(batch, "w", {0: "m.cubin"}, args, start=__import__("time").time())  # its scratch file
     out = os.path.join(tmp_path, "out")

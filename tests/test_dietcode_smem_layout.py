@@ -1,8 +1,8 @@
 """DietCode's CUDA shared-memory layouts without a GPU: bmm NT's B tile, read along its reduction, stored k-major,
 optionally with padded rows. Keys and records round-trip, the space offers the layouts when asked and only for
 bmm NT, bad requests are named, and the kernels' source stages the transposed (and padded) tile and reads a
-k-slice at neighbouring words. Their numerics are checked on the GPU by ``benchmarks/gpu/dietcode_runner.py``
-against PyTorch."""
+k-slice at neighbouring words. Their numerics are checked on the GPU by the standalone runner's plan mode
+(``adatune/cuda_export/cupy_runner.py plan``) against PyTorch."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from adatune.dietcode._space import DEFAULT_SMEM, SMEM_LAYOUTS
 from adatune.dietcode._task import microkernel_space
 from adatune.dietcode._workloads import DynamicWorkload
 from benchmarks.gpu.dietcode_export import export_workload
-from benchmarks.gpu.dietcode_options import layout_pairs
 from benchmarks.gpu.dietcode_report import tuners_kernels
 
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
@@ -99,15 +98,6 @@ def test_k_major_b_puts_a_warps_k_slice_on_neighbouring_words() -> None:
     assert as_read and all("threadIdx.x) * 32)" in r for r in as_read)  # a thread's next column nr * kt words on
     assert transposed and all("threadIdx.x) * 4)" in r for r in transposed)  # nr words on: neighbours
     assert _reads(data["modules"][0], "A_pad") == _reads(data["modules"][1], "A_pad")  # A as it was
-
-
-def test_the_options_report_pairs_each_layout_with_its_kernel_as_read() -> None:
-    keys = ["cuda:32x64x8/2x4", "cuda:32x64x8/2x4/kmajor", "cuda:32x64x8/2x4/kmajor-pad", "cuda:16x64x8/2x4/kmajor"]
-    med = np.array([[4.0, 8.0], [2.0, 2.0], [1.0, np.nan], [1.0, 1.0]])  # seconds at two T
-    pairs = layout_pairs(keys, med)
-    assert pairs["kmajor"] == {"kernels": 1, "median": pytest.approx(np.sqrt(2 * 4)), "q10": pytest.approx(np.sqrt(8)),
-                               "q90": pytest.approx(np.sqrt(8))}  # fmt: skip  # the 16-row kernel has no partner
-    assert pairs["kmajor-pad"]["median"] == pytest.approx(4.0)  # the T it failed at left out
 
 
 def test_the_tuner_replay_drops_the_interleaved_kernels_its_space_never_holds() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -148,5 +147,5 @@ def export_batch(
     }
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
-    shutil.copyfile(cupy_runner.__file__, os.path.join(out, "cupy_runner.py"))
+    cupy_runner.copy_runner(out)
     return manifest

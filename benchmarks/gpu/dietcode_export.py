@@ -8,9 +8,10 @@ that nvcc builds a few dozen modules there instead of thousands. Written (``--ou
 
 - ``plan.json``: target, device profile, the T the tuner samples for each seed (phase 1 measures every kernel at
   their union), the range, and the workloads;
-- ``<workload>.json.gz``: the kernels (key, block, grid per T, module index) and the modules' sources.
+- ``<workload>.json.gz``: the kernels (key, block, grid per T, module index) and the modules' sources;
+- ``cupy_runner.py`` and the rule file it loads: adatune's one standalone GPU runner (``copy_runner``).
 
-Run there: ``python benchmarks/gpu/dietcode_runner.py BATCH --out $OUT`` (``dietcode_runner``'s docstring);
+Run there: ``python BATCH/cupy_runner.py plan BATCH --out $OUT`` (the runner's docstring says what it times);
 then here ``python -m benchmarks.gpu.dietcode_report``.
 """
 
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 import tvm
 
+from adatune.cuda_export import cupy_runner
 from adatune.cuda_export._kernel import parse_kernels
 from adatune.devices import profile
 from adatune.dietcode import MicroKernel
@@ -172,7 +174,7 @@ def export_workload(
 
 
 def best_keys(results: str, name: str, top: int) -> list[str]:
-    """The kernels among the ``top`` fastest at any phase-1 T of an earlier run (``dietcode_runner``'s
+    """The kernels among the ``top`` fastest at any phase-1 T of an earlier run (the runner's plan mode's
     ``results.npz``), in the space's order: where a new option (split-K) is tried on kernels known to be good."""
     with np.load(os.path.join(results, "results.npz")) as z:
         keys = [str(k) for k in z[f"{name}/keys"]]
@@ -256,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     with open(os.path.join(args.out, "plan.json"), "w") as f:
         json.dump(plan, f, indent=1)
+    cupy_runner.copy_runner(args.out)
     jobs = [
         {"out": args.out, "workload": wls[n].to_json(), "target": target, "profile": args.device_profile,
          "per_module": args.per_module, "split_k": split_k, "interleave": interleave, "smem": smem,

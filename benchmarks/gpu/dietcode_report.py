@@ -1,4 +1,4 @@
-"""DietCode on a GPU, from the timings ``dietcode_runner`` took there: the tuner replayed here, then judged at every T.
+"""DietCode on a GPU, from the timings the standalone runner took there: the tuner replayed here, judged at every T.
 
     python -m benchmarks.gpu.dietcode_report --batch BATCH --results DIR --out DIR [--seeds 0,1,2]
 
@@ -150,7 +150,8 @@ def tune_replayed(
         raise ValueError(f"{wl.name}: the exported space and this space differ in {len(missing)} kernels")
     table = replay_table(tuner.task, d, d["ts1"])
     t0 = time.time()
-    res = tuner.tune(measure_option=measure_option(runner=ReplayRunner(table)))
+    tuner.tune(measure_option=measure_option(runner=ReplayRunner(table)))
+    res = tuner.result()
     return {
         "chosen": [res.kernel_for(t).key for t in d["ts"]],
         "deployed": [k.key for k in res.kernels],

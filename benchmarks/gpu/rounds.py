@@ -116,7 +116,7 @@ def write_round(root: str, shapes: dict, lines: list[str]) -> None:
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "shapes.json"), "w") as f:
         json.dump(shapes, f, indent=1)
-    shutil.copyfile(cupy_runner.__file__, os.path.join(root, "cupy_runner.py"))
+    cupy_runner.copy_runner(root)
     shutil.copyfile(torch_reference.__file__, os.path.join(root, "torch_reference.py"))
     with open(os.path.join(root, "run.sh"), "w") as f:
         f.write("\n".join(lines) + "\n")

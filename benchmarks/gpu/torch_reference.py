@@ -1,17 +1,17 @@
 """cuBLAS / cuDNN reference times through PyTorch, for the shapes a round exported (``shapes.json``).
 
-Standalone (needs only torch with CUDA): ``python torch_reference.py ROUND_DIR --out torch_reference.json``.
-TF32 is off (float32 as the candidates compute it). Each operator is warmed up, ``--number`` calls are
-captured in a CUDA graph, and the graph is replayed ``--repeat`` times between CUDA events; the median seconds
-per call is written per workload.
+Standalone (torch with CUDA, and ``cupy_runner.py`` beside it):
+``python torch_reference.py ROUND_DIR --out torch_reference.json``. TF32 is off (float32 as the candidates compute
+it). Each operator is warmed up, ``--number`` calls are captured in a CUDA graph, and the graph is replayed
+``--repeat`` times between CUDA events; the median seconds per call is written per workload.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,30 +43,24 @@ def operator_for(op: str, args: list, torch: Any, dev: str = "cuda") -> Callable
 
 
 def time_op(fn: Callable[[], Any], number: int, repeat: int, torch: Any) -> float:
-    """Median seconds per call: ``number`` calls captured once in a CUDA graph, the graph replayed ``repeat``
-    times between CUDA events (as the CuPy runner times candidates: Python's launch path left out)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):  # warm-up on a side stream, as graph capture asks (library handles, workspaces)
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(number):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / 1e3 / number)
-    return statistics.median(times)
+    """Median seconds per call, timed as the standalone runner times cuBLAS (its ``time_op``: ``number`` calls
+    captured once in a CUDA graph, the graph replayed ``repeat`` times between CUDA events)."""
+    return float(_runner().time_op(fn, number, repeat, torch))
+
+
+def _runner() -> Any:
+    """The standalone runner: beside this file in an exported round (``rounds.write_round`` copies both), else
+    adatune's own."""
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupy_runner.py")
+    if not os.path.exists(beside):
+        from adatune.cuda_export import cupy_runner
+
+        return cupy_runner
+    spec = importlib.util.spec_from_file_location("cupy_runner", beside)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: Sequence[str] | None = None) -> int:
