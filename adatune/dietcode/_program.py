@@ -7,7 +7,7 @@ cost models use) describes its buffer stores, pooled to one row by ``aggregate_s
 does. Rows are cached per kernel: the evolutionary search scores the same kernels many times.
 
 ``HandFeatures`` is the baseline (the space's tile arithmetic: sizes, intensities, panel bytes), kept so the two
-can be compared (``benchmarks.dietcode.fmk_features``).
+can be compared (``DietCodeTuner(features="hand")``).
 """
 
 from __future__ import annotations

@@ -3,18 +3,14 @@
 ``pad_einsum`` pads every axis the tile does not divide (the T axes). On x86 a T axis is padded only to a
 multiple of the register tile (``mr`` rows, ``nr`` columns), not of the whole tile: a tile that T leaves part-full
 runs just the register tiles that hold real rows or columns, behind one guard per register tile, outside the
-unrolled and vectorised loops (``padding_units``). Padding to the whole tile computed up to 3.4x the real work
-(a 16x128 tile at T = 49: 64 x 128 for 49 x 49); against it, register-tile padding ran faster in 67 of 69 kernel x
-T cells between tile multiples (geomean 1.44x) and cost 0.91-1.07x at multiples, geomean 0.976x, where the guards
-are all it adds (``benchmarks.dietcode.pad_extent_probe``, one run, gate failed; see the README). CUDA pads to the
-thread block's tile. On x86, a dense
-kernel makes A's padded copy once per call, rows in parallel, before the GEMM (a bmm kernel inside each tile);
-where only the rows are padded the accumulators write the real rows straight to C (one guard per row); bmm_nt's
-padded T x T output is cropped into C once per call or inside each tile, as its kernel's ``crop`` says, and any
-other padded output inside each tile (``reverse_compute_at``); B's padded copy (bmm) is its packing
-stage. The register-blocked inner loops run full tiles with no predicate (measured 1.7x faster than predicating
-the compute on this CPU; see the project's dynamic-shape notes). Earlier, A's copy and the crop sat inside every
-tile, which made A again for every column tile (``benchmarks.dietcode.pad_probe`` times the placements).
+unrolled and vectorised loops (``padding_units``). Padding to the whole tile computes up to several times the real
+work between tile multiples (a 16x128 tile at T = 49: 64 x 128 for 49 x 49), while the guards are all register-tile
+padding adds at the multiples. CUDA pads to the thread block's tile. On x86, a dense kernel makes A's padded copy
+once per call, rows in parallel, before the GEMM (a bmm kernel inside each tile); where only the rows are padded
+the accumulators write the real rows straight to C (one guard per row); bmm_nt's padded T x T output is cropped
+into C once per call or inside each tile, as its kernel's ``crop`` says, and any other padded output inside each
+tile (``reverse_compute_at``); B's padded copy (bmm) is its packing stage. The register-blocked inner loops run
+full tiles with no predicate: a predicate on the compute would guard every FMA of the innermost loops.
 """
 
 from __future__ import annotations
@@ -73,18 +69,13 @@ def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
     it is never padded, on CUDA and on dense GEMMs. The version leaves every T axis whose unit divides it unpadded
     too (the rows of a 4 x 64 register tile at 64).
 
-    A shape-generic kernel pads and crops even at a T that needs no padding. Aligned, bmm NT kernels ran 1.01-1.20x
-    faster at multiples of 16 (all 24 kernel x T cells; 1.04-1.16x in an earlier run) and bmm NN kernels 1.08-1.31x
-    (all 16 cells), the latter within 0.99-1.19x of the same kernels compiled with T bound
-    (``benchmarks/results/dietcode/zen4_align_probe_*``); a dense kernel, which pads only A's rows (one copy per call),
-    ran 2.2-2.4x slower aligned on QKV (not explained), so dense GEMMs get none.
+    Why: a shape-generic kernel pads and crops even at a T that needs no padding; the version at a multiple does
+    neither. A dense kernel pads only A's rows (one copy per call) and measured slower aligned, so dense GEMMs get
+    none.
 
     Where that axis is never padded (a bmm NN kernel with ``kt = 1``, a one-column bmm NT tile) the rows still are:
     the version then aligns the rows' unit ``mr`` instead, so a T that ``mr`` divides runs without the padded copy of
-    A and the guarded write-back (before, such kernels had no version at all, and those kernels served most T of
-    the context GEMM in the runs where it stayed 1.07-1.14x behind per-shape tuning at T >= 81). Row-aligned, they ran
-    1.09-1.25x faster than generic in all 12 kernel x T cells of one interleaved probe
-    (``benchmarks/results/dietcode/zen4_context_rows_aligned``; gate failed on drift, 1.09x)."""
+    A and the guarded write-back."""
     if mk.device != "cpu" or wl.kind == "dense":
         return 1
     units = padding_units(wl, mk)
@@ -98,9 +89,8 @@ def aligned_versions(
     range): a module runs ``<name>_a<u>`` (``aligned_name``) instead of ``<name>`` wherever ``T % u == 0``.
 
     ``kept`` (a dispatcher's ``aligned``: the versions the tuner timed faster than their kernels) overrides that
-    default per kernel; each entry must be 0 or the kernel's own alignment. Not every version is faster: on the
-    Zen 3 a bmm NN kernel with ``kt = 1`` ran its row-aligned version 1.9-2.0x slower than itself at T = 84, 90, 96
-    (``benchmarks/results/dietcode/zen3_align_probe_context``)."""
+    default per kernel; each entry must be 0 or the kernel's own alignment. Not every version is faster than its
+    kernel on every host, hence the tuner's timing (``check_versions``)."""
     default = [u if 1 < u <= wl.t_range[1] else 0 for u in (alignment(wl, k) for k in kernels)]
     if kept is None:
         return default
@@ -116,11 +106,9 @@ def aligned_tile(wl: DynamicWorkload, mk: MicroKernel, align: int) -> MicroKerne
     kernel whose register tile is not a power-of-two number of columns (three vectors, split by
     ``vectorize_columns``) takes its register tile as its column tile when its columns are aligned.
 
-    With its own wider column tile such a version ran 1.27-1.51x slower than with ``nt = nr`` at every multiple of
-    24 probed (T = 24-120, 3 x 24 and 4 x 24 tiles in 72- and 144-column tiles; 10 of 10 cells, gate passed), even at
-    T = 72, a whole 72-column tile (not explained); with ``nt = nr`` it ran within 0.95-1.05x of the wide-tile kernel
-    compiled with T bound. Two-vector (16-column) tiles went the other way, 0.82-0.90x at T >= 32 with their wide
-    column tile kept (``benchmarks/results/dietcode/zen1_aligned_column_tile_probe``, Zen 1, AVX2)."""
+    Why: with its own wider column tile such a version measured slower than with ``nt = nr``, and as fast as the
+    wide-tile kernel compiled with T bound with it; power-of-two tiles keep their column tile, which measured
+    faster for them."""
     units = padding_units(wl, mk)
     pow2 = mk.nr & (mk.nr - 1) == 0
     if align <= 1 or wl.kind != "bmm_nt" or pow2 or mk.nt == mk.nr or align % units[1]:
@@ -177,19 +165,15 @@ def _rows_only(wl: DynamicWorkload, mk: MicroKernel, cols_padded: bool | None = 
 def pad_places(wl: DynamicWorkload, mk: MicroKernel, cols_padded: bool | None = None) -> tuple[str, str]:
     """Where the shipped x86 schedule makes A's padded copy and crops the output of ``mk`` on ``wl``.
 
-    A dense GEMM's padded A is made once per call, rows in parallel: placed in each tile it was made again for
-    every column tile (N / nt times); with the direct write, faster in 27 of 30 kernel x T cells on BERT's dense
-    shapes (0.975-1.17x). The bmm kernels have one or two column tiles (D = 64), and a copy per call made bmm_nn
-    1.6-2.8x slower (``benchmarks.dietcode.pad_probe``: a gated run and a second one, Xeon).
+    A dense GEMM's padded A is made once per call, rows in parallel: placed in each tile it would be made again for
+    every column tile (N / nt times). The bmm kernels have one or two column tiles, so their copy stays in the tile
+    (made at most twice, each time just before it is read), which measured faster than a separate pass.
 
-    bmm_nt pads both axes of its T x T output. Cropped inside each tile, the copy ran element by element behind a
+    bmm_nt pads both axes of its T x T output. Cropped inside each tile, the copy runs element by element behind a
     guard on both indices that TVM cannot vectorise; cropped once per call, rows in parallel, its loops run over C's
-    own extents with no guard: in two runs of ``pad_probe --kinds bmm_nt`` (Zen 3, both gates failed) faster at
-    every T >= 64 (1.09-1.29x, 33 kernel x T cells, six kernels), while at T <= 16 its extra parallel launch
-    (about a microsecond) made it 0.79-1.07x of the per-tile crop on calls of 5-50 us; cropping once on one thread
-    (``call-serial``) kept small T level but lost up to 1.2x at T = 128 on two kernels. So the crop is the
-    kernel's own field (``mk.crop``: ``""`` once per call, ``"tile"`` in each tile), and each T votes for the kernel
-    that times fastest there, crop included."""
+    own extents with no guard, but cost one more parallel launch, which weighs on the short calls of small T. So
+    the crop is the kernel's own field (``mk.crop``: ``""`` once per call, ``"tile"`` in each tile), and each T
+    votes for the kernel that times fastest there, crop included."""
     a_pad = "call" if wl.kind == "dense" else "tile"
     if mk.crop and wl.kind != "bmm_nt":
         raise ValueError(
@@ -210,7 +194,7 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
     extent = sch.get(j).extent
     cols_padded = not _divides(extent, units[1])  # an aligned version's columns may be left unpadded
     if wl.kind == "bmm_nt" and isinstance(extent, tvm.tirx.IntImm):
-        # with T bound (the probes' ``@T`` builds) bmm_nt keeps its crop: written straight to C with T = 16 .. 64
+        # with T bound (a ``MicroKernelTask``'s build) bmm_nt keeps its crop: written straight to C with T = 16 .. 64
         # bound and rows padded to 27, TVM 0.27's build corrupted the heap (the aligned, symbolic version is exact
         # at every multiple: tests/test_dietcode_align.py)
         cols_padded = True
@@ -236,8 +220,7 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         raise ValueError(f"{mk} is one column wide: it reads B's rows as they are, nothing to pack per column tile")
     # a pre-packed dense weight is walked column tile by column tile, each tile's row tiles in turn, so a
     # B panel is read from memory once and reused from cache by every row tile (rows-first read all of B once
-    # per row tile); with 12 distinct weights, as in a 12-layer model, 11-21% faster in 5 of 6 kernel x BERT
-    # shape cells and 6% slower in one (benchmarks.dietcode.cold_weights, two alternating A/B runs, Xeon)
+    # per row tile), which matters when a model's many distinct weights leave none of them in cache
     # (not when B itself is padded: its pad is computed per column tile, which leaves nothing to fuse)
     col_first = column or (wl.kind == "dense" and bool(wl.b_panel) and "B_pad" not in names)
     outer, inner = (jo, io) if col_first else (io, jo)
@@ -264,8 +247,8 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
         nr = mk.nr
         sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, jj // nr, kk, jj % nr))
-        # once per call, in parallel over (batch, panel): a per-tile pack repeats for every row tile (1.04-2.2x
-        # slower at T = 128, 0.55-1.7x at T = 8 in one run of benchmarks.dietcode.pack_probe --kind bmm_nt)
+        # once per call, in parallel over (batch, panel): a per-tile pack repeats for every row tile (the space's
+        # pack="column" kernels pack per column tile instead, and each T's vote picks)
         sch.parallel(sch.fuse(*sch.get_loops(panel)[:2]))
     elif "B_pad" in names:
         sch.compute_at(sch.get_sblock("B_pad"), jo)
@@ -356,7 +339,7 @@ def split_k_error(wl: DynamicWorkload, mk: MicroKernel) -> str:
 
 def smem_error(kind: str, mk: MicroKernel) -> str:
     """Why ``mk``'s shared-memory layout does not apply to a GEMM of ``kind`` ('' where it does): only bmm NT reads
-    B along its reduction; A's tile transposed ran 0.78-0.97x as fast on an H200 (dense and bmm NN kernels, median)."""
+    B along its reduction; A's tile, read across its rows by a warp, measured slower transposed."""
     if not mk.smem or kind == "bmm_nt":
         return ""
     return f"a {kind} GEMM's B tile is k-major as read; smem={mk.smem!r} applies to bmm_nt only ({mk})"

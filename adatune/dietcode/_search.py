@@ -3,16 +3,13 @@
 A kernel's fitness is its predicted quality on the sampled shape it serves best: for each T, the best predicted
 cost among the kernels measured so far divided by the kernel's predicted cost there (1 = as good as the
 best measured; above 1 = predicted better), the largest over T, since the dispatcher gives every T its own kernel.
-Averaged over T instead, a kernel that only one T needs (the narrow tiles of T = 1) scored low and was lost from
-the population: on the 600-kernel AVX2 dense space of ``tests/test_dietcode_search.py`` (a synthetic model), the
-pick for T = 1 came 1.24x off that T's best predicted kernel with the mean, where the test allows 1.1x on each of
-three seeds, which the best-T fitness passes (and on the 1924-kernel AVX-512 space, 1.00-1.08x over ten seeds with
-program features; the hand-feature forest's plateaus leave 1.00-1.35x). MetaSchedule's ``EvolutionarySearch`` (the
-one used by trace search) evolves a population seeded with the best measured kernels by this fitness, mutating one
-field of a kernel at a time. From every kernel it scored, each sampled T takes its predicted best (then its second
-best), then the rest of the batch goes by mean quality over T, so kernels that are best only on some shapes are
-still measured. ``search="exhaustive"`` scores the whole space instead (up to 14,688 kernels on bmm_nt; program features
-took 36 ms a kernel to extract on a Zen 4, so minutes for a whole space).
+Averaged over T instead, a kernel that only one T needs (the narrow tiles of T = 1) scores low and is lost from
+the population (``tests/test_dietcode_search.py`` bounds how far each T's pick may be from its best).
+MetaSchedule's ``EvolutionarySearch`` (the one used by trace search) evolves a population seeded with the best
+measured kernels by this fitness, mutating one field of a kernel at a time. From every kernel it scored, each
+sampled T takes its predicted best (then its second best), then the rest of the batch goes by mean quality over
+T, so kernels that are best only on some shapes are still measured. ``search="exhaustive"`` scores the whole space
+instead (tens of thousands of kernels on bmm_nt, each one's program features extracted: minutes for a space).
 """
 
 from __future__ import annotations

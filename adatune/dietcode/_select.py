@@ -145,9 +145,8 @@ def verified_labels(labels: Sequence[int], timed: np.ndarray, aligned: np.ndarra
     fastest there (an aligned rival is judged on its generic timing, an upper bound), and a T whose kernel runs its
     aligned version keeps it (its generic timing would overstate it). Returns the labels and how many T changed.
 
-    The vote sees timings at the sampled T only: in one Zen 4 run on scores (``zen4_scores_states``) the kernel
-    voted for T = 35-38 (27-row tiles, T padded to 54 rows) ran them in 34.6-37.2 us, while a deployed 13x8 kernel,
-    which pads T = 35-39 to the same 39 x 40, served T = 39 in 29.6 us."""
+    Why: the vote sees timings at the sampled T only, so between them a deployed kernel that pads a T less than
+    the voted one can be the faster, and only a timing at that T shows it."""
     t = np.asarray(timed, dtype=np.float64)
     al = np.asarray(aligned, dtype=bool)
     if t.ndim != 2 or t.shape != al.shape or t.shape[1] != len(labels):

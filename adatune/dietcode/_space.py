@@ -14,17 +14,15 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
   the panel is packed once; which pays depends on T and the tile, so the search chooses. Each is held twice
   again: the padded T x T output cropped into C once per call, rows in parallel over C's own extents
   (``crop=""``: vectorised, but one more parallel region), or inside each tile behind a guard on both indices
-  (``crop="tile"``: element by element, no extra launch). Once per call ran 1.09-1.29x faster at T >= 64 and
-  0.79-1.07x at T <= 16, where the extra launch weighs on 5-50 us calls (``benchmarks.dietcode.pad_probe``), so
-  each T's vote picks. Every bmm_nt kernel is held once more with ``unroll=64``: TVM's auto-unroll pragma on the
-  whole kernel (what the static template's ``auto_unroll_max_step`` knob sets; every per-shape best on scores set
-  it). Unrolled, three deployed scores kernels ran 1.05-1.27x faster at 8 T from 5 to 128 and one that packs per
-  column tile and crops per tile 0.52-0.91x as fast, while bmm NN and dense kernels moved by 0.91-1.04x
-  (``benchmarks/results/dietcode/zen4_unroll_probe_{scores,context,qkv}``, Zen 4): so it is a field the search and
-  each T's vote choose, on the kind where it matters. Every such kernel whose register tile is several vectors
-  wide and crops once per call is held once more with ``tail=lanes``: its tile runs the ``T // nr * nr``
-  columns it covers exactly and a one-vector tile the rest (``adatune.dietcode._tail``), so T pads to a vector
-  instead of the register tile; a tail costs a second, narrower GEMM, so again each T's vote picks.
+  (``crop="tile"``: element by element, no extra launch). Once per call pays at large T, where the extra launch
+  is small beside the call, and costs at small T, so each T's vote picks. Every bmm_nt kernel is held once more
+  with ``unroll=64``: TVM's auto-unroll pragma on the whole kernel (what the static template's
+  ``auto_unroll_max_step`` knob sets). Unrolling helps some bmm_nt kernels and slows others, while bmm NN and dense
+  kernels barely move: so it is a field the search and each T's vote choose, on the kind where it matters. Every
+  such kernel whose register tile is several vectors wide and crops once per call is held once more with
+  ``tail=lanes``: its tile runs the ``T // nr * nr`` columns it covers exactly and a one-vector tile the rest
+  (``adatune.dietcode._tail``), so T pads to a vector instead of the register tile; a tail costs a second,
+  narrower GEMM, so again each T's vote picks.
 - CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp, at most the block
   limit), each accumulating ``mr x nr`` outputs in registers; the ``mt x kt`` and ``kt x nt`` operand tiles
   staged in shared memory must fit it.
@@ -77,12 +75,11 @@ DEFAULT_SPLIT_K = SPLIT_K
 #: ``"kmajor"``: transposed, k outermost, so a warp reads neighbouring words; ``"kmajor-pad"``: transposed with each
 #: k-row padded 4 words past a multiple of 16, so the transposing stores also spread over the banks while rows
 #: stay 16-byte aligned. Only there: A's tile (and B of dense and bmm NN) is read across its rows by a warp, and
-#: transposing A ran 0.78-0.97x as fast on an H200.
+#: transposing A measured slower.
 SMEM_LAYOUTS = ("", "kmajor", "kmajor-pad")
-#: the layout a CUDA ``bmm_nt`` space offers by default. On an H200 the padded k-major tile held the best kernel
-#: without interleaved threads of BERT's scores space at all 19 timed T (best 0.645x cuBLAS as read, 0.892x with it;
-#: per kernel a median 1.17x), and the tuner replayed on the padded kernels alone came closer to that best than on
-#: both layouts (see the README), so it replaces the as-read tile rather than doubling the space.
+#: the layout a CUDA ``bmm_nt`` space offers by default: the padded k-major tile held the best kernel of BERT's
+#: scores space at every T timed on a GPU, and the tuner replayed on the padded kernels alone came closer to that
+#: best than on both layouts, so it replaces the as-read tile rather than doubling the space.
 DEFAULT_SMEM = ("kmajor-pad",)
 
 
@@ -217,13 +214,10 @@ def _register_tiles(info: CpuInfo) -> set[tuple[int, int]]:
 def _one_vector_tiles(info: CpuInfo) -> set[tuple[int, int]]:
     """(rows, 1) accumulator tiles with ``FMA_CHAINS`` rows or more, for GEMMs whose columns are T (``bmm_nt``).
 
-    ``register_tiles`` drops them (a k step loads one broadcast per FMA), and on an AVX2 Zen 3 they ran 1.1-1.9x
-    slower on scores (``benchmarks/results/dietcode/kernel_probe_one_vector``). But a T axis pads to the register
-    tile's width: on an AVX-512 Zen 4, where a two-vector tile pads T to 32 columns, the best one-vector tile
-    (12x16 or 16x16) ran 1.02-1.84x faster than the best two-vector one (14x32, 10x32) at 13 of 14 T between
-    multiples of 32, and the two-vector tiles took 0.97-1.15x its time where both pad T alike
-    (``benchmarks/results/dietcode/zen4_kernel_probe_one_vector*``). So the space holds them and the measured
-    votes decide per host."""
+    ``register_tiles`` drops them (a k step loads one broadcast per FMA), and on AVX2 they measured slower. But a T
+    axis pads to the register tile's width: on AVX-512, where a two-vector tile pads T to 32 columns, the best
+    one-vector tile measured faster than the best two-vector one at most T between multiples of 32. So the space
+    holds them and the measured votes decide per host."""
     return {(rows, 1) for rows in range(FMA_CHAINS, info.vector_registers) if fits_registers(rows, 1, info)}
 
 
@@ -232,12 +226,8 @@ def weight_panel(target: Any, dtype: str, n: int) -> int:
     so a register tile of ``v`` vectors reads ``v`` panels, each one contiguous vector per k step (``[N / W, K, W]``
     streams through memory in order); 0 (no packing) when it does not divide ``n`` or the target is not x86.
 
-    The panel was the least common multiple of every register-tile width (192 columns on AVX-512), so a 64-wide
-    tile read a third of each 768-byte panel row per k step. On 12 cold weights (as a 12-layer model calls a
-    kernel), one-vector panels ran seven deployed BERT kernels 1.12-1.64x faster at T = 1, 1.11-1.49x at T = 16,
-    0.95-1.24x at T = 64 and 0.99-1.09x at T = 128, and 0.91-1.08x (geomean 0.99x) of panels exactly as wide as
-    each tile, which one shared layout cannot give every kernel (``benchmarks.dietcode.panel_probe``, Zen 4, one
-    run, gate failed on drift)."""
+    Why one vector: one layout serves every kernel of the space, and a panel as wide as the least common multiple
+    of the register tiles' widths made a narrow tile read a fraction of each panel row per k step."""
     tgt = create_target(target)
     if str(tgt.kind.name) != "llvm":
         return 0  # CUDA kernels stage B through shared memory from its row-major layout
@@ -252,9 +242,8 @@ def _cpu_kernels(
     lanes = lanes or info.lanes(dtype)
     nbytes = tvm.DataType(dtype).bits // 8
     out = []
-    # tiles up to 128 rows and 3 or 6 register tiles wide: on a 2-core AVX-512 Xeon, 64x96 tiles of 8x32
-    # registers ran 225-280 GFLOPS on BERT's dense GEMMs at T = 64 and 128, where the best tiles of the
-    # earlier space (at most 64 rows, 1, 2 or 4 register tiles wide) ran 180-260 (one interleaved probe)
+    # tiles up to 128 rows and 3 or 6 register tiles wide: on AVX-512, wide tiles (64x96 of 8x32 registers) beat
+    # the best of a space of at most 64 rows and 1, 2 or 4 register tiles on BERT's dense GEMMs at large T
     for (mr, vecs), a, b, kt in itertools.product(sorted(tiles), (1, 2, 4, 8, 16), (1, 2, 3, 4, 6), (1, 2, 4, 8)):
         nr = vecs * lanes
         mt, nt = mr * a, nr * b
@@ -272,10 +261,8 @@ def _half_vector_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> lis
     one-vector tiles' rows; none where half a vector is narrower than 8 lanes (AVX2's would be 128-bit).
 
     A T axis pads to the register tile's width: at T = 17 a 16-lane tile computes 32 columns, an 8-lane one 24.
-    On a Zen 4, which executes a 512-bit FMA as two 256-bit halves, the best half-vector tile ran 1.05-1.23x as
-    fast as the best one-vector tile at T = 17, 20, 24, 34, 36 and 49 and 0.94x at T = 50 in one probe (gate
-    passed), 0.98-1.19x in a second (gate failed) (``benchmarks/results/dietcode/zen4_half_vector_probe*``); a core
-    with two full 512-bit FMA units halves its throughput with them, so the measured votes decide per host."""
+    A core that executes a 512-bit FMA as two 256-bit halves loses nothing on them, while a core with two full
+    512-bit FMA units halves its throughput with them, so the measured votes decide per host."""
     half = info.lanes(dtype) // 2
     if half < 8:
         return []
@@ -284,8 +271,8 @@ def _half_vector_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> lis
 
 def _small_kernels(info: CpuInfo, dtype: str) -> list[MicroKernel]:
     """Tiles narrower than a vector for GEMMs whose columns are T too (``bmm_nt``): at T = 1 a full-vector tile
-    pads the work 128-fold (4 x 32 on AVX-512), and a 5 x 5 scalar tile of the static template ran in a third of
-    the time (``benchmarks/results/dietcode/paper-search``). Latency-bound, so only the search's pick at small T."""
+    pads the work 128-fold (4 x 32 on AVX-512), where a scalar tile of the static template runs far faster.
+    Latency-bound, so only the search's pick at small T."""
     lanes = info.lanes(dtype)
     widths = sorted({w for w in (1, 2, 4, lanes // 2) if 1 <= w < lanes})
     return [
@@ -335,11 +322,10 @@ class MicroKernelSpace(CandidateSpace):
     A CUDA space fits the GPU's limits: ``device_limits`` if given, else the live device's, else the profile of
     the target's ``arch`` (``adatune.devices``); its occupancy term counts that device's SMs. ``split_k``
     (CUDA): the parts each kernel may also split its reduction into; default each of ``DEFAULT_SPLIT_K`` where the
-    reduction is fixed (``static_k`` given, ``dense`` or ``bmm_nt``: on an H200 the best of BERT's dense GEMMs'
-    good kernels ran 1.02-1.24x cuBLAS with splits and 0.38-0.82x without; FFN2's 3,072-deep reduction gained
-    from 16 and 32 parts, the 768-deep ones peaked at 8; see the README), ``(1,)`` for none. ``interleave``:
+    reduction is fixed (``static_k`` given, ``dense`` or ``bmm_nt``: at small T a GEMM has too few output tiles to
+    fill a GPU, and deep reductions gain from more parts than shallow ones), ``(1,)`` for none. ``interleave``:
     whether kernels give each thread rows and columns a thread-tile apart (``(False,)``: adjacent only;
-    ``(False, True)``: both; +0.4-1.8% on the same H200, so not by default). ``smem`` (CUDA ``bmm_nt``): the
+    ``(False, True)``: both; a small gain for twice the space, so not by default). ``smem`` (CUDA ``bmm_nt``): the
     layouts of B's shared tile (``SMEM_LAYOUTS``; None: ``DEFAULT_SMEM``, the padded k-major tile; other kinds
     read B k-major already and take ``("",)``).
     """

@@ -1,26 +1,23 @@
 """A bmm_nt kernel whose last columns run as a narrow tail instead of padding (x86, ``MicroKernel.tail``).
 
 bmm_nt's columns are T. A register tile ``nr`` columns wide pads them to a multiple of ``nr``: a 3 x 24 tile
-computes 120 columns at T = 97, a 6 x 16 one 112, and the padded FMAs are most of why scores ran 0.82-0.87x
-PyTorch's speed at T just above a multiple (97-104, 116) in every Zen 1 seed. With a tail, the kernel's own tile
-runs the ``T // nr * nr`` columns it covers exactly (no column padding, written straight to its output) and a
-tile one vector wide (``tail`` lanes, with as many accumulators as the kernel's tile) runs the rest, padded only
-to the vector: 104 columns at T = 97. On the Zen 1 the best tail kernel ran 1.05-1.06x faster than the best of
-their twins at T = 97, 100 and 104 and 1.05x at T = 49, while at T = 17, 40, 68 and 116 a twin stayed fastest
-(``benchmarks/results/dietcode/zen1_tail_probe``, gate failed narrowly): a second, narrower GEMM costs too, so a
-tail kernel and its twin are different kernels of the space and each T votes.
+computes 120 columns at T = 97, a 6 x 16 one 112, and those padded FMAs are wasted work just above a multiple.
+With a tail, the kernel's own tile runs the ``T // nr * nr`` columns it covers exactly (no column padding,
+written straight to its output) and a tile one vector wide (``tail`` lanes, with as many accumulators as the
+kernel's tile) runs the rest, padded only to the vector: 104 columns at T = 97. A second, narrower GEMM costs
+too, so a tail kernel and its twin are different kernels of the space and each T votes.
 
 Its program: block ``C`` (the kernel's columns, scheduled as any kernel), ``Bt`` (B's tail rows packed k-major,
 zero past T), ``Ct`` (the tail GEMM over rows padded to its tile, reading A's last row for the padding rows,
 which are never copied out) and ``C_out`` (both parts into the output, one row per iteration). Guarding the last
 register tile's vectors instead (pad to a vector, skip vectors past T) kept the accumulators in memory (a load
-and a store around every FMA) and ran 2.9-3.9x slower at T = 96 and 97 (a scratch A/B on the Zen 1).
+and a store around every FMA).
 
 Below one register tile (T < nr) the kernel's own loops are empty: exact for the shape-generic kernel, but TVM
 cannot specialise it to such a T, folding the fused parallel index's division by their count to x // 0
-(``specialisable``). Putting those loops first in the fusion made the threads' chunks uneven (1.06-1.50x slower
-at T = 96, 97 and 128 on three kernels), and keeping one register tile there (``max(T // nr, 1) * nr`` columns)
-computed wrong rows and overran the heap in TVM 0.27, so that case stays an error with its reason.
+(``specialisable``). Putting those loops first in the fusion made the threads' chunks uneven, and keeping one
+register tile there (``max(T // nr, 1) * nr`` columns) computed wrong rows and overran the heap in TVM 0.27, so
+that case stays an error with its reason.
 """
 
 from __future__ import annotations

@@ -375,9 +375,7 @@ class DietCodeTuner(Tuner):
         }
         return result
 
-    def _verified(
-        self, result: DietCodeResult, option: MeasureOption, callbacks: Sequence[Callback]
-    ) -> DietCodeResult:
+    def _verified(self, result: DietCodeResult, option: MeasureOption, callbacks: Sequence[Callback]) -> DietCodeResult:
         """``verify``: the deployed kernels timed at every T of the range (one ``RangeTask`` over it, through the
         same builder and runner, logged like the rounds), each T given the fastest of them (``verified_labels``),
         and the dispatcher fitted again on those choices. A kernel that fails here gives up every T to the kernels

@@ -7,8 +7,7 @@ Relax's FoldConstant leaves them), ``bmm_nt`` (``S[B, T, T] = Q[B, T, D] @ K[B, 
 alone, and passing it keeps one calling convention for every kind.
 
 A dense workload may take its weight pre-packed (``b_panel = W``): ``B[K, N]`` stored as ``[N / W, K, W]``
-panels, so a register tile's k loop streams contiguous memory instead of striding N floats per step (1.3-3.5x
-on FFN2 over two runs of ``benchmarks.dietcode.pack_probe`` on a Zen 3 host, see the README). Weights are
+panels, so a register tile's k loop streams contiguous memory instead of striding N floats per step. Weights are
 constants of a model, so they are packed once when it loads (``pack_b``), as oneDNN reorders its weights; ``W``
 comes from the target (``weight_panel`` in ``_space``) so that every micro-kernel of the space reads one layout.
 """
