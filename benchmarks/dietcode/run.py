@@ -288,12 +288,12 @@ def run_dietcode(
         dispatch_tolerance=cfg.dispatch_tolerance,
         dispatch_costs=cfg.dispatch_costs,
         verify=cfg.dietcode_verify or arm == "dietcode-verified",
-        log_file=log_file,
         repeat=3,
         min_repeat_ms=10,
     )
     start = time.perf_counter()
-    res = tuner.tune()
+    tuner.tune(callbacks=[adatune.callback.log_to_file(log_file)])
+    res = tuner.result()
     dk = res.build()  # compiling the selected kernels and the C dispatcher is part of the tuning cost
     secs = time.perf_counter() - start
     return (*serve_dietcode(res, dk, secs, arm, cfg), res)
