@@ -188,6 +188,10 @@ class TuningTask(abc.ABC):
     def unscheduled_module(self) -> tvm.IRModule:
         """The computation with no schedule (the correctness reference when there is no numpy one)."""
 
+    def reference_module(self) -> tvm.IRModule:
+        """The program whose host build gives ``check_correctness`` its expected outputs: the unscheduled one."""
+        return self.unscheduled_module()
+
     def reference_outputs(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
         """Expected outputs for ``inputs`` from a numpy reference, or None to use the unscheduled program."""
         return None
@@ -261,6 +265,12 @@ def defining_module(func: Callable) -> dict[str, Any]:
     return {"imports": [], "script": str(getattr(main, "__file__", None) or "<interactive>")}
 
 
+def _arg_specs(tensors: list) -> list[ArgSpec]:
+    return [
+        ArgSpec(tuple(int(s) for s in t.shape), str(t.dtype), not isinstance(t.op, te.PlaceholderOp)) for t in tensors
+    ]
+
+
 class Task(TuningTask):
     """A knob template bound to arguments and a target, with its config space and FLOP count."""
 
@@ -278,10 +288,7 @@ class Task(TuningTask):
             sch, tensors = self.template.func(*self.args)
         self.config_space = space
         self.template_space = space
-        self.arg_specs = [
-            ArgSpec(tuple(int(s) for s in t.shape), str(t.dtype), not isinstance(t.op, te.PlaceholderOp))
-            for t in tensors
-        ]
+        self.arg_specs = _arg_specs(tensors)
         self._tensors = tensors
         self.flop = space.flop or self._estimate_flop(tensors)
 
@@ -299,6 +306,20 @@ class Task(TuningTask):
     def unscheduled_module(self) -> tvm.IRModule:
         """The task's computation with no schedule (a reference when the template has none)."""
         return tvm.IRModule({"main": te.create_prim_func(self._tensors)})
+
+    def reference_module(self) -> tvm.IRModule:
+        """The template's computation instantiated under the host CPU's target, unscheduled, as AutoTVM builds its
+        correctness reference: a template that computes differently for the task's target (a wrong branch for a
+        device) is then compared with the host's computation, not with itself. The task's own computation where
+        the template cannot run for the host or gives other arguments there."""
+        try:
+            with _target.host(), _ConfigScope(ConfigSpace()):
+                _, tensors = self.template.func(*self.args)
+        except Exception:  # noqa: BLE001 - a template only for its device: its own computation is the reference
+            return self.unscheduled_module()
+        if _arg_specs(tensors) != self.arg_specs:
+            return self.unscheduled_module()
+        return tvm.IRModule({"main": te.create_prim_func(tensors)})
 
     def instantiate(self, config: ConfigEntity | int | FallbackConfig) -> tuple[Any, list]:
         """Run the template with ``config`` and return ``(schedule, tensors)``."""

@@ -76,6 +76,30 @@ def test_check_correctness_compares_with_a_plain_host_build_as_autotvm_does():
     assert "output 1 differs from the reference (max abs error 1" in res[1].error_msg
 
 
+if "test/records_its_target" not in adatune.task.registered_templates():
+    SEEN_KEYS: list[tuple[str, ...]] = []
+
+    @adatune.template("test/records_its_target")
+    def records_its_target(n: int):
+        """A copy that notes the keys of the target it runs under."""
+        SEEN_KEYS.append(tuple(str(k) for k in tvm.target.Target.current().keys))
+        adatune.get_config().define_knob("unused", [0, 1])
+        A = te.placeholder((n,), "float32", name="A")
+        B = te.compute((n,), lambda i: A[i], name="B")
+        return tvm.s_tir.Schedule(te.create_prim_func([A, B])), [A, B]
+
+
+def test_a_template_runs_under_its_tasks_target_and_its_reference_under_the_hosts():
+    """AutoTVM's contract: ``Target.current()`` inside a template is the task's target when the space is collected
+    and when a candidate is instantiated; the correctness reference is the template instantiated for the host."""
+    SEEN_KEYS.clear()
+    task = adatune.task.create("test/records_its_target", (8,), {"kind": "llvm", "device": "bad_device"})
+    task.instantiate(1)
+    assert isinstance(task, adatune.task.Task)
+    task.reference_module()
+    assert [("bad_device" in keys) for keys in SEEN_KEYS] == [True, True, False]
+
+
 def test_worker_recovers_after_crash():
     task = adatune.task.create("test/faulty", (64,), adatune.target.host())
     option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(timeout=5, check_correctness=True))

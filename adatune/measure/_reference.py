@@ -1,8 +1,9 @@
 """Reference data for ``check_correctness``, computed as AutoTVM computes it.
 
 AutoTVM's runners build the task with its default schedule for the host CPU, run that build on random
-inputs and compare every candidate's outputs with it. Here the task's unscheduled program (TVM's default
-lowering, whatever the candidate kind) is built for the host once per task, on seeded inputs; the inputs and
+inputs and compare every candidate's outputs with it. Here the task's reference program (``reference_module``:
+unscheduled, so TVM's default lowering, whatever the candidate kind; a template's computation for the host target)
+is built for the host once per task, on seeded inputs; the inputs and
 its outputs go to an ``.npz`` file that the workers (local or RPC) read.
 """
 
@@ -55,9 +56,9 @@ class ReferenceData:
 def plain_host_outputs(
     task: TuningTask, inputs: list[np.ndarray], point: MeasurePoint | None = None
 ) -> list[np.ndarray]:
-    """The task's outputs on ``inputs`` (at ``point``'s scalars) from its unscheduled program built for the host
+    """The task's outputs on ``inputs`` (at ``point``'s scalars) from its reference program built for the host
     CPU (any ``target`` attribute of its functions dropped, so a CUDA task's program builds for the host too)."""
-    mod = task.unscheduled_module()
+    mod = task.reference_module()
     funcs = {gv: f.without_attr("target") if isinstance(f, tvm.tirx.PrimFunc) else f for gv, f in mod.functions.items()}
     lib = tvm.tirx.build(tvm.IRModule(funcs), _target.host())
     dev = tvm.cpu()

@@ -51,7 +51,8 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
     stage = ""
     try:
         target = tvm.target.Target(target_json, host=host_json) if host_json else tvm.target.Target(target_json)
-        lib = tvm.tirx.build(mod, target, pipeline=vector_math.tir_pipeline(target))
+        with target:  # passes that read ``Target.current()`` see the task's target, as its template did
+            lib = tvm.tirx.build(mod, target, pipeline=vector_math.tir_pipeline(target))
         stage = "export/link failed: "
         fd, path = tempfile.mkstemp(suffix=".so", dir=out_dir)
         os.close(fd)

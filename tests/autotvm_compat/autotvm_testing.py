@@ -1,8 +1,9 @@
 """adatune's ``tvm.testing.autotvm``: the sample task, records and dummy runner AutoTVM's own tests use.
 
-Ported from apache/tvm v0.18.0 ``python/tvm/testing/autotvm.py`` (Apache-2.0). What TVM 0.27 forces: the
-template schedules ``te.create_prim_func`` with ``tvm.s_tir.Schedule`` instead of a TE schedule, and is
-registered with ``@adatune.template``; the runner subclasses adatune's ``Runner`` and needs no build.
+Ported from apache/tvm v0.18.0 ``python/tvm/testing/autotvm.py`` (Apache-2.0), ``bad_matmul`` from an earlier
+release of it. What TVM 0.27 forces: the templates schedule ``te.create_prim_func`` with ``tvm.s_tir.Schedule``
+instead of a TE schedule, and are registered with ``@adatune.template``; the runner subclasses adatune's
+``Runner`` and needs no build.
 """
 
 from __future__ import annotations
@@ -63,6 +64,28 @@ if "testing/matmul" not in adatune.task.registered_templates():
             sch.reorder(yo, kk, yi, x)
 
         return sch, [A, B, C]
+
+
+if "testing/bad_matmul" not in adatune.task.registered_templates():
+
+    @adatune.template("testing/bad_matmul")
+    def bad_matmul(N: int, L: int, M: int, dtype: str):
+        if "bad_device" in tvm.target.Target.current().keys:
+            A = te.placeholder((N, L), name="A", dtype=dtype)
+            B = te.placeholder((L, M), name="B", dtype=dtype)
+
+            k = te.reduce_axis((0, L - 1), name="k")
+            C = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+            sch = tvm.s_tir.Schedule(te.create_prim_func([A, B, C]))
+
+            # schedule
+            y, x, _ = sch.get_loops(sch.get_sblock("C"))
+            cfg = adatune.get_config()
+            cfg.define_split("tile_y", sch.get(y), num_outputs=2)
+            cfg.define_split("tile_x", sch.get(x), num_outputs=2)
+            return sch, [A, B, C]
+
+        return adatune.task.registered_templates()["testing/matmul"].func(N, L, M, dtype)
 
 
 def get_sample_task(n: int = 128) -> tuple[adatune.task.TuningTask, tvm.target.Target]:

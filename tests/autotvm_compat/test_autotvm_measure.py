@@ -7,7 +7,8 @@ tuners and ``measure_option``. Not ported: ``GATuner`` (adatune has no genetic-a
 variants of this and the index-tuner and XGBoost tests, which rerun a test in a ``multiprocessing`` spawn
 child: adatune's builders and runners are ``PopenPoolExecutor`` workers, not ``multiprocessing`` children, and
 each spawn paid a fresh ``import tvm`` (70 s on the loaded shared machine), past this folder's 2-minute budget.
-``DummyRunner`` needs no build.
+``DummyRunner`` needs no build. ``test_check_correctness`` comes from an earlier release of the same file; its
+target ``"llvm -device=bad_device"`` is written as the JSON dict TVM 0.27 takes.
 """
 
 import logging
@@ -15,6 +16,7 @@ import logging
 from autotvm_testing import DummyRunner, get_sample_task
 
 import adatune
+from adatune.measure import MeasureErrorNo
 
 
 def test_task_tuner_without_measurement():
@@ -33,3 +35,30 @@ def test_task_tuner_without_measurement():
         tuner = tuner_class(task)
         tuner.tune(n_trial=10, measure_option=measure_option)
         assert tuner.best_flops > 1
+
+
+def test_check_correctness():
+    task, target = get_sample_task()
+
+    measure_option = adatune.measure_option(
+        builder=adatune.LocalBuilder(), runner=adatune.LocalRunner(check_correctness=True)
+    )
+
+    def _callback_correct(tuner, measure_inputs, measure_results):
+        for _, res in zip(measure_inputs, measure_results):
+            assert res.error_no == 0
+
+    tuner = adatune.tuners.RandomTuner(task)
+    tuner.tune(n_trial=2, measure_option=measure_option, callbacks=[_callback_correct])
+
+    # a bad template
+    n = 128
+    target = {"kind": "llvm", "device": "bad_device"}
+    task = adatune.task.create("testing/bad_matmul", args=(n, n, n, "float32"), target=target)
+
+    def _callback_wrong(tuner, measure_inputs, measure_results):
+        for _, res in zip(measure_inputs, measure_results):
+            assert res.error_no == MeasureErrorNo.WRONG_ANSWER
+
+    tuner = adatune.tuners.RandomTuner(task)
+    tuner.tune(n_trial=2, measure_option=measure_option, callbacks=[_callback_wrong])
