@@ -56,7 +56,7 @@ from .measure.micro_batches import (
     micro_batch_size,
     trimmed,
 )
-from .target import tvm_main_thread
+from .target import size_tvm_thread_pool, tvm_main_thread
 
 __all__ = [
     "ADATUNE_PAPER",
@@ -274,7 +274,9 @@ def _call(time_fn: TimeFn, number: int, repeat: int, min_repeat_ms: float) -> li
 
 
 def time_fn_for(module: Any, device: Any, args: list, cache_flush: bool, func_name: str | None = None) -> TimeFn:
-    """Adapter from a TVM runtime module (its entry function, or ``func_name``) to ``time_fn``."""
+    """Adapter from a TVM runtime module (its entry function, or ``func_name``) to ``time_fn``; sizes TVM's thread
+    pool first (``adatune.target.size_tvm_thread_pool``), so the kernel is timed on every core, as adatune measures."""
+    size_tvm_thread_pool()
 
     def run(number: int, repeat: int, min_repeat_ms: float) -> list[float]:
         ev = module.time_evaluator(

@@ -74,7 +74,11 @@ class ApplyHistoryBest(DispatchContext):
 
 
 def apply_history_best(records: str | os.PathLike | Iterable[Any]) -> ApplyHistoryBest:
-    """Context manager applying the best records of a log (a path), of several, or of loaded records."""
+    """Context manager applying the best records of a log (a path), of several, or of loaded records.
+
+    The kernels built inside it run in this process, so TVM's thread pool is sized as ``CompiledModel`` sizes it
+    (``adatune.target.size_tvm_thread_pool``): every core, as when they were measured."""
+    _target.size_tvm_thread_pool()
     return ApplyHistoryBest(records)
 
 

@@ -58,6 +58,7 @@ def plain_host_outputs(
 ) -> list[np.ndarray]:
     """The task's outputs on ``inputs`` (at ``point``'s scalars) from its reference program built for the host
     CPU (any ``target`` attribute of its functions dropped, so a CUDA task's program builds for the host too)."""
+    _target.size_tvm_thread_pool()  # this run may start TVM's pool in the caller's process: size it as adatune does
     mod = task.reference_module()
     funcs = {gv: f.without_attr("target") if isinstance(f, tvm.tirx.PrimFunc) else f for gv, f in mod.functions.items()}
     lib = tvm.tirx.build(tvm.IRModule(funcs), _target.host())
