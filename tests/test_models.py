@@ -219,7 +219,7 @@ def test_latency_table_measures_every_engine_on_the_same_inputs(tiny: am.Model) 
     with pytest.warns(UserWarning, match="fallback schedule"):
         compiled = am.build(tiny, None)
     table = am.latency_table(compiled, repeats=3)
-    assert set(table) == {"adatune", "pytorch", "onnxruntime"}
+    assert set(table) == {"adatune", "pytorch", "onnxruntime"} and table.unavailable == {}
     assert all(v is not None and v > 0 for v in table.values())
     proto = am.onnx_proto(tiny)  # PyTorch's export of the source module computes what the module does
     import onnxruntime as ort
@@ -232,6 +232,27 @@ def test_latency_table_measures_every_engine_on_the_same_inputs(tiny: am.Model) 
         am.framework_latency(tiny, "tensorflow", x)
     no_source = am.Model(tiny.name, tiny.mod, tiny.inputs)
     assert am.framework_latency(no_source, "pytorch", x) is None
+
+
+def test_an_engine_that_cannot_run_the_model_is_reported_and_the_others_still_timed() -> None:
+    """An eval-mode TransformerEncoderLayer runs PyTorch's fused fast path, which torch.onnx cannot export: the
+    onnxruntime row is None with the exporter's reason, adatune's and PyTorch's rows are timed, and
+    ``compile-model --bench`` prints the reason."""
+    from adatune.models.cli import format_latency_table
+
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True).eval()
+    model = am.from_torch(layer, (torch.randn(1, 4, 16),), name="encoder-layer")
+    with pytest.warns(UserWarning, match="fallback schedule"):
+        compiled = am.build(model, None)
+    table = am.latency_table(compiled, repeats=2)
+    assert list(table) == ["adatune", "pytorch", "onnxruntime"]
+    assert table["adatune"] > 0 and table["pytorch"] > 0 and table["onnxruntime"] is None
+    assert list(table.unavailable) == ["onnxruntime"]
+    assert "_transformer_encoder_layer_fwd" in table.unavailable["onnxruntime"]
+    lines = format_latency_table(table, 2).splitlines()
+    assert "n/a (UnsupportedOperatorError: " in lines[2] and "_transformer_encoder_layer_fwd" in lines[2]
+    assert "adatune is" in lines[1]
 
 
 def test_model_tasks_are_timed_with_cold_caches_by_default() -> None:

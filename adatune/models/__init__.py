@@ -26,7 +26,7 @@ from ._dynamic_build import build_dynamic, dynamic_workloads, tune_dynamic
 from ._dynamic_import import DynamicModel
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
 from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
-from ._latency import FRAMEWORKS, compiled_latency, framework_latency, latency_table, onnx_proto
+from ._latency import FRAMEWORKS, LatencyTable, compiled_latency, framework_latency, latency_table, onnx_proto
 from ._layout import convert_conv_layout, resolve_conv_layout
 from ._scheduler import STRATEGIES, TuneSummary, model_runner, tune_model
 from ._zoo import BUILTIN_MODELS, bert_base, resnet18
@@ -44,6 +44,7 @@ __all__ = [
     "tune_dynamic",
     "schedule_generic",
     "FRAMEWORKS",
+    "LatencyTable",
     "compiled_latency",
     "framework_latency",
     "latency_table",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from ..reference import physical_cores, time_callable
 from ._build import CompiledModel
 from ._frontend import Model
 
-__all__ = ["FRAMEWORKS", "compiled_latency", "framework_latency", "latency_table", "onnx_proto"]
+__all__ = ["FRAMEWORKS", "LatencyTable", "compiled_latency", "framework_latency", "latency_table", "onnx_proto"]
 
 FRAMEWORKS = ("pytorch", "onnxruntime")
 
@@ -61,16 +61,20 @@ def onnx_proto(model: Model) -> Any:
         return onnx.load(path)
 
 
-def framework_latency(model: Model, framework: str, inputs: Sequence[np.ndarray], repeats: int = 30) -> float | None:
-    """Median seconds of one inference in ``framework`` (``pytorch`` or ``onnxruntime``) on all physical cores;
-    None when the model cannot run there (no PyTorch module, onnxruntime not installed)."""
+class _Unavailable(Exception):
+    """Why an engine cannot run the model here."""
+
+
+def _framework_timer(model: Model, framework: str, inputs: Sequence[np.ndarray]) -> Callable[[], Any]:
+    """One inference of the model in ``framework`` on all physical cores, ready to time (``_Unavailable`` when
+    the model cannot run there; an export or session error propagates)."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}: choose from {', '.join(FRAMEWORKS)}")
     model.check_inputs(inputs)
     if framework == "pytorch":
         module = _torch_module(model)
         if module is None:
-            return None
+            raise _Unavailable("the model has no PyTorch module")
         import torch
 
         torch.set_num_threads(physical_cores())
@@ -80,28 +84,62 @@ def framework_latency(model: Model, framework: str, inputs: Sequence[np.ndarray]
             with torch.inference_mode():
                 module(*tensors)
 
-        return time_callable(run_torch, repeats)
+        return run_torch
     try:
         import onnxruntime as ort
     except ImportError:
-        return None
+        raise _Unavailable("onnxruntime is not installed") from None
     proto = onnx_proto(model)
     if proto is None:
-        return None
+        raise _Unavailable("the model has no ONNX form (no ONNX or PyTorch source, or onnx is not installed)")
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = physical_cores()
     session = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     feed = {i.name: np.ascontiguousarray(a) for i, a in zip(session.get_inputs(), inputs)}
-    return time_callable(lambda: session.run(None, feed), repeats)
+    return lambda: session.run(None, feed)
+
+
+def framework_latency(model: Model, framework: str, inputs: Sequence[np.ndarray], repeats: int = 30) -> float | None:
+    """Median seconds of one inference in ``framework`` (``pytorch`` or ``onnxruntime``) on all physical cores;
+    None when the model cannot run there (no PyTorch module, onnxruntime not installed). An export or session
+    error raises (``latency_table`` reports it instead)."""
+    try:
+        run = _framework_timer(model, framework, inputs)
+    except _Unavailable:
+        return None
+    return time_callable(run, repeats)
+
+
+class LatencyTable(dict[str, float | None]):
+    """Median seconds per inference by engine (``adatune`` first); an engine that could not run the model is None,
+    with the reason in ``unavailable[engine]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unavailable: dict[str, str] = {}
 
 
 def latency_table(
     compiled: CompiledModel, repeats: int = 30, frameworks: Sequence[str] = FRAMEWORKS, seed: int = 0
-) -> dict[str, float | None]:
+) -> LatencyTable:
     """Median seconds per inference of the compiled model (key ``adatune``) and of each framework, on the same
-    seeded inputs."""
+    seeded inputs. A framework that cannot run the model (onnxruntime when ``torch.onnx`` cannot export one of its
+    operators) is None with its reason in ``.unavailable``; the other engines are still timed."""
+    unknown = [fw for fw in frameworks if fw not in FRAMEWORKS]
+    if unknown:
+        raise ValueError(f"unknown framework {unknown[0]!r}: choose from {', '.join(FRAMEWORKS)}")
     inputs = compiled.model.random_inputs(seed)
-    out: dict[str, float | None] = {"adatune": compiled_latency(compiled, inputs, repeats)}
+    out = LatencyTable()
+    out["adatune"] = compiled_latency(compiled, inputs, repeats)
     for fw in frameworks:
-        out[fw] = framework_latency(compiled.model, fw, inputs, repeats)
+        try:
+            out[fw] = time_callable(_framework_timer(compiled.model, fw, inputs), repeats)
+        except Exception as err:  # noqa: BLE001 - an engine that cannot run is a row of the table, not a failure
+            out[fw] = None
+            out.unavailable[fw] = str(err) if isinstance(err, _Unavailable) else _first_line(err)
     return out
+
+
+def _first_line(err: Exception) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0] if lines else ''}"

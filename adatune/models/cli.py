@@ -9,7 +9,7 @@ import sys
 from ._build import build
 from ._extract import extract_tasks, format_task_table, model_tasks
 from ._frontend import Model, from_onnx, load_builtin
-from ._latency import latency_table
+from ._latency import LatencyTable, latency_table
 from ._scheduler import STRATEGIES, tune_model
 from ._winograd import describe_tiles
 from ._zoo import BUILTIN_MODELS
@@ -164,15 +164,21 @@ def compile_model_main(args: argparse.Namespace) -> int:
     compiled = build(load_model(args), args.log)
     print(compiled.export_library(args.output))
     if args.bench:
-        table = latency_table(compiled, repeats=args.bench_repeats)
-        ours = table["adatune"]
-        for engine, seconds in table.items():
-            if seconds is None:
-                print(f"{engine:>12}: n/a (the model cannot run there)")
-            else:
-                ratio = "" if engine == "adatune" or not ours else f"  (adatune is {seconds / ours:.2f}x faster)"
-                print(f"{engine:>12}: {seconds * 1e3:9.3f} ms median of {args.bench_repeats}{ratio}")
+        print(format_latency_table(latency_table(compiled, repeats=args.bench_repeats), args.bench_repeats))
     return 0
+
+
+def format_latency_table(table: LatencyTable, repeats: int) -> str:
+    """``compile-model --bench``'s lines: each engine's median and adatune's speed-up over it, or why it could not
+    run the model."""
+    ours, lines = table["adatune"], []
+    for engine, seconds in table.items():
+        if seconds is None:
+            lines.append(f"{engine:>12}: n/a ({table.unavailable.get(engine, 'the model cannot run there')})")
+        else:
+            ratio = "" if engine == "adatune" or not ours else f"  (adatune is {seconds / ours:.2f}x faster)"
+            lines.append(f"{engine:>12}: {seconds * 1e3:9.3f} ms median of {repeats}{ratio}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
