@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import fixture_templates  # noqa: E402,F401  (registers test/matmul and test/faulty)
 import pytest
+import sklearn.cluster  # noqa: F401  (loads scikit-learn's OpenMP runtime, so the limit below reaches it)
+from threadpoolctl import threadpool_limits
 
 import adatune
 from adatune.measure import ReplayRunner
 from adatune.testing import KnobFixture, synthetic_cost, synthetic_replay_table
 
 __all__ = ["synthetic_cost"]
+
+# OpenMP on one thread in the test processes: make test runs two of them on two cores, and scikit-learn's k-means
+# (the adaptive sampler's) then spins its OpenMP threads against the other process's, each small fit many times
+# slower. Kernels run in runner workers (their own processes) and PyTorch sets its own thread count where it times.
+threadpool_limits(1, user_api="openmp")
 
 
 @pytest.fixture(scope="session")
