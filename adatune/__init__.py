@@ -52,8 +52,8 @@ __all__ = [
     "tuner",
     "record",
     "cost_models",
-    "optimizers",
     "templates",
+    "search",
 ]
 
 __version__ = "0.1.0"
@@ -62,20 +62,14 @@ _LAZY = {
     "callback",
     "tuners",
     "cost_models",
-    "optimizers",
-    "workloads",
-    "samplers",
-    "agents",
-    "features",
     "meta_schedule",
     "trace",
     "dispatch",
-    "devices",
-    "evaluator",
     "tuner",  # AutoTVM's spelling of tuners
     "record",  # AutoTVM's spelling of records, with AutoTVM's pick_best(in_file, out_file)
-    "report",
     "testing",
+    "search",
+    "codegen",
 }
 
 

@@ -21,10 +21,29 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 #: old module path -> new module path; a package's row covers its submodules
-MODULES: dict[str, str] = {}
+MODULES: dict[str, str] = {
+    "adatune.evaluator": "adatune.measure.evaluator",
+    "adatune.reference": "adatune.measure.vendor_reference",
+    "adatune.devices": "adatune.measure.device_limits",
+    "adatune.optimizers": "adatune.search.optimizers",
+    "adatune.agents": "adatune.search.agents",
+    "adatune.samplers": "adatune.search.samplers",
+    "adatune.vector_math": "adatune.codegen.vector_math",
+    "adatune.stack_bounds": "adatune.codegen.stack_bounds",
+    "adatune.tir_rebuild": "adatune.codegen.tir_rebuild",
+    "adatune.tensor_intrinsics": "adatune.codegen.tensor_intrinsics",
+    "adatune.generic_schedule": "adatune.codegen.generic_schedule",
+    "adatune.features": "adatune.cost_models.features",
+    "adatune.workloads": "adatune.templates.workloads",
+    "adatune.report": "adatune.records.report",
+}
 
 #: old ``module.name`` -> new ``module.name``, for a public name that moved to another module
-NAMES: dict[str, str] = {}
+NAMES: dict[str, str] = {
+    "adatune.dispatch.ShapeDispatcher": "adatune.dietcode.ShapeDispatcher",
+    "adatune.dispatch.CompiledDispatcher": "adatune.dietcode.CompiledDispatcher",
+    "adatune.dispatch.check_extent": "adatune.dietcode.check_extent",
+}
 
 _ROOT = "adatune"
 #: modules that get a ``__getattr__`` for old names: hosts of NAMES rows and parents of MODULES rows

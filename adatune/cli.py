@@ -114,7 +114,7 @@ def _describe(config: dict, key: str) -> str:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from .workloads import SPEC_FORMATS, get, list_workloads
+    from .templates.workloads import SPEC_FORMATS, get, list_workloads
 
     for name in list_workloads():
         print(f"{name:28s} {get(name).description}")
@@ -135,9 +135,9 @@ def _prepare_tune(args: argparse.Namespace) -> tuple[Any, Any, Any, list, Any]:
     """Everything ``tune`` needs, checked before anything runs: workload, target, task, tuner, history."""
     from . import measure_option
     from .measure import LocalBuilder, LocalRunner
+    from .templates.workloads import get as get_workload
     from .tuners import create_tuner
     from .tuners._registry import get_tuner_spec
-    from .workloads import get as get_workload
 
     options: dict[str, str] = {}
     for key, value in args.option:
@@ -204,7 +204,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     )
     print(f"trials: {len(tuner.trials)}, tuning clock: {tuner.clock:.1f} s")
     if args.reference:
-        from .reference import measure_reference
+        from .measure.vendor_reference import measure_reference
 
         for lib, gflops in measure_reference(wl).items():
             print(f"reference {lib}: {gflops:.1f} GFLOPS -> adatune reaches {tuner.best_flops / 1e9 / gflops:.2f}x")
@@ -230,7 +230,7 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import report, weights_from_csv
+    from .records.report import report, weights_from_csv
 
     records = _read_log(args.log)  # a missing or unreadable log is a usage error, as for ``best``
     try:
@@ -245,8 +245,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _epilog() -> str:
+    from .templates.workloads import SPEC_FORMATS
     from .tuners.docs import plain_text
-    from .workloads import SPEC_FORMATS
 
     specs = "\n".join(f"  {s}" for s in SPEC_FORMATS.values())
     return (

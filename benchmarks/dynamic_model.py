@@ -85,7 +85,7 @@ def _ort_session(module: Any, hidden: int, t: int, lo: int, hi: int) -> Any:
         import torch
     except ImportError:
         return None
-    from adatune.reference import physical_cores
+    from adatune.measure.vendor_reference import physical_cores
 
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import adatune.models as am
+    from adatune.measure.vendor_reference import physical_cores, time_callable
     from adatune.models import compiled_latency, framework_latency
-    from adatune.reference import physical_cores, time_callable
 
     lo, hi = args.t_range
     module = _encoder(args)

@@ -5,10 +5,10 @@ vector tails.
 every T. Its element-wise loops over T run whole vectors and a scalar remainder (the vector tails);
 ``vector_tails=False`` leaves them plain loops. Per operator
 (BERT-base's attention softmax over T, its layer norm and its exact GELU, each legalised from Relax with a symbolic
-T) and T, the generic schedule built both ways through ``adatune.vector_math``'s pipeline (as ``build_dynamic``
+T) and T, the generic schedule built both ways through ``adatune.codegen.vector_math``'s pipeline (as ``build_dynamic``
 builds it), the same schedule of the operator legalised with that T as a constant (``static``: what the symbolic
 extent costs), the vector tails with their buffers of symbolic size from TVM's workspace pool (``pool``: without
-``adatune.stack_bounds``, which ``build_dynamic`` gives every generic schedule with T's upper bound, ``--t-max``
+``adatune.codegen.stack_bounds``, which ``build_dynamic`` gives every generic schedule with T's upper bound, ``--t-max``
 here) and PyTorch's operator (on the physical cores) are timed in ``--rounds`` rounds of turns, the noise gate's
 probe read before every timing (``benchmarks.host_state``), each timing the mean of calls filling ``--min-ms``.
 Where the two schedules are the same function (no loop over T to split), only one is timed. Ratios per T: the
@@ -37,10 +37,10 @@ import tvm
 from tvm import relax
 
 import adatune
+import adatune.codegen.vector_math
 import adatune.models as am
-import adatune.vector_math
-from adatune.reference import physical_cores
-from adatune.stack_bounds import with_upper_bounds
+from adatune.codegen.stack_bounds import with_upper_bounds
+from adatune.measure.vendor_reference import physical_cores
 
 from ._common import (
     geomean,
@@ -129,7 +129,7 @@ def _ratios(times: dict[str, list[float]], rounds: list[int], num: str, den: str
 def run(args: argparse.Namespace) -> dict[str, Any]:
     target = adatune.target.host()
     lanes = adatune.target.cpu_info(target).lanes("float32")
-    pipeline = adatune.vector_math.tir_pipeline(target)
+    pipeline = adatune.codegen.vector_math.tir_pipeline(target)
     torch.set_num_threads(physical_cores())
     gate = NoiseGate()
     probe = state_probe(timer=gate.compute_timer)

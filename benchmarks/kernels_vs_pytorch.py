@@ -29,13 +29,13 @@ import torch
 import tvm
 
 import adatune
+from adatune.measure.vendor_reference import physical_cores, time_callable
 from adatune.records import load_from_file
-from adatune.reference import physical_cores, time_callable
 from adatune.target import one_blas_thread, size_tvm_thread_pool
+from adatune.templates.workloads import get as get_workload
+from adatune.templates.workloads import torch_reference
 from adatune.tuners import create_tuner
 from adatune.tuners.callback import log_to_file
-from adatune.workloads import get as get_workload
-from adatune.workloads import torch_reference
 
 from ._common import command_line, write_json
 from .noise_gate import CV_LIMIT, NoiseGate, interleaved, probe_timer, robust_cv

@@ -42,10 +42,10 @@ import tvm
 from tvm import te, topi
 
 import adatune
+import adatune.codegen.vector_math
 import adatune.models as am
 import adatune.trace
-import adatune.vector_math
-from adatune.reference import physical_cores
+from adatune.measure.vendor_reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 from adatune.trace import RULE_SETS, TraceTask
 from adatune.tuners import TraceSearchTuner
@@ -215,8 +215,8 @@ def tvm_timer(
     """A timer of the built program on ``inputs`` (TVM's ``time_evaluator``: the mean of calls filling ``min_ms``,
     looped in C++, as ``benchmarks.trace_search.run.retime`` and the tuner's runner time a program, so no Python
     call per run counts against TVM), and whether its output matches the numpy reference. Built as adatune's
-    builder builds it (``adatune.vector_math``'s pipeline)."""
-    lib = tvm.tirx.build(mod, task.target, pipeline=adatune.vector_math.tir_pipeline(task.target))
+    builder builds it (``adatune.codegen.vector_math``'s pipeline)."""
+    lib = tvm.tirx.build(mod, task.target, pipeline=adatune.codegen.vector_math.tir_pipeline(task.target))
     references = task.reference_outputs(inputs)
     if references is None:
         raise ValueError(f"task {task.name} has no numpy reference to check its programs against")

@@ -37,7 +37,7 @@ import adatune
 from adatune.measure import MeasureInput, MeasureOption, MeasureResult
 from adatune.records import save_to_file
 from adatune.target import to_json as target_json
-from adatune.workloads import get as get_workload
+from adatune.templates.workloads import get as get_workload
 
 from ._common import load_records, open_text, run_meta, sweep_log, sweep_stem, write_json
 from .harness.run import host_record

@@ -21,8 +21,8 @@ from tvm.script import tirx as T
 import adatune
 from adatune.cost_models import RFEICostModel, expected_improvement
 from adatune.measure import LocalBuilder, LocalRunner, MeasureInput, ReplayRunner
-from adatune.optimizers import ExplorationPolicy, SimulatedAnnealingOptimizer, exploration_rate
 from adatune.records import load_from_file
+from adatune.search.optimizers import ExplorationPolicy, SimulatedAnnealingOptimizer, exploration_rate
 from adatune.tuners import RFEITuner
 
 

@@ -14,7 +14,7 @@ import pytest
 import adatune
 from adatune.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from adatune.records import save_to_file
-from adatune.workloads import get as get_workload
+from adatune.templates.workloads import get as get_workload
 from benchmarks.harness.run import RunSpec, load_sweep_tasks, replay_study, restrict_to_table, study_task
 from benchmarks.harness.stats import best_curve
 from benchmarks.noise_gate import NoiseGate, ProbeReading

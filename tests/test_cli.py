@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import adatune
-from adatune import workloads
 from adatune.cli import _describe, main
+from adatune.templates import workloads
 from adatune.tuners import TUNER_NAMES
 from adatune.tuners._registry import tuner_specs
 

@@ -16,9 +16,9 @@ import pytest
 import tvm
 
 import adatune
-from adatune import devices, evaluator
 from adatune.cuda_export import cupy_runner, export_batch, export_candidate, select_candidates
-from adatune.measure import LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, _worker
+from adatune.measure import LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, _worker, evaluator
+from adatune.measure import device_limits as devices
 
 CUDA = adatune.target.cuda("sm_80")
 TEMPLATES = {

@@ -23,6 +23,7 @@ import pytest
 import tvm
 
 import adatune
+from adatune.codegen.x86 import ACCUMULATOR_SCOPE
 from adatune.dietcode import (
     SM80_LIMITS,
     CompiledDispatcher,
@@ -52,7 +53,6 @@ from adatune.dietcode._select import calibrated_costs
 from adatune.dietcode._space import weight_panel
 from adatune.dietcode._task import static_k
 from adatune.records import load_from_file
-from adatune.templates._x86 import ACCUMULATOR_SCOPE
 
 T_RANGE = (1, 40)
 HOST = adatune.target.host()
@@ -617,8 +617,9 @@ def test_every_t_is_timed_by_its_own_evaluator(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_cuda_space_takes_the_devices_profile_not_a_copy() -> None:
-    """A CUDA space's limits and SM count come from adatune.devices: the live GPU, else the target's arch."""
-    from adatune.devices import PROFILES, profile
+    """A CUDA space's limits and SM count come from adatune.measure.device_limits: the live GPU, else the target's
+    arch."""
+    from adatune.measure.device_limits import PROFILES, profile
 
     if tvm.cuda(0).exist:
         pytest.skip("a live GPU's own limits win over the arch profile")

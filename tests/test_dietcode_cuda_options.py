@@ -16,13 +16,13 @@ import pytest
 import tvm
 
 import adatune
-from adatune.devices import profile
 from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dietcode._cost import num_tiles
 from adatune.dietcode._schedule import schedule_microkernel, split_k_error
 from adatune.dietcode._space import DEFAULT_SPLIT_K
 from adatune.dietcode._workloads import DynamicWorkload
 from adatune.measure._worker import thread_bindings
+from adatune.measure.device_limits import profile
 from benchmarks.gpu.dietcode_export import export_workload, kernel_grid, kernel_launches, workspace_bytes
 
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 import tvm
 
-from adatune.devices import profile
 from adatune.dietcode import MicroKernelSpace
 from adatune.dietcode._range_task import RangeTask, seconds_at
 from adatune.dietcode._schedule import schedule_microkernel
 from adatune.dietcode._workloads import DynamicWorkload
 from adatune.measure import MeasureErrorNo
+from adatune.measure.device_limits import profile
 from benchmarks.gpu import dietcode_report as report
 from benchmarks.gpu.dietcode_export import export_workload, kernel_grid
 

@@ -13,12 +13,12 @@ import pytest
 import tvm
 
 import adatune
-from adatune.devices import profile
 from adatune.dietcode import MicroKernel, MicroKernelSpace
 from adatune.dietcode._schedule import schedule_microkernel
 from adatune.dietcode._space import DEFAULT_SMEM, SMEM_LAYOUTS
 from adatune.dietcode._task import microkernel_space
 from adatune.dietcode._workloads import DynamicWorkload
+from adatune.measure.device_limits import profile
 from benchmarks.gpu.dietcode_export import export_workload
 from benchmarks.gpu.dietcode_report import tuners_kernels
 

@@ -20,10 +20,10 @@ from tvm import relax
 
 import adatune.models as am
 from adatune import target as _target
-from adatune import vector_math
+from adatune.codegen import vector_math
+from adatune.codegen.generic_schedule import vectorise_tails
+from adatune.codegen.stack_bounds import upper_bounds
 from adatune.dietcode import MicroKernel, MicroKernelSpace, ShapeDispatcher
-from adatune.generic_schedule import vectorise_tails
-from adatune.stack_bounds import upper_bounds
 
 T_RANGE = (1, 24)
 CHECK_T = (1, 2, 7, 13, 16, 24)
@@ -128,7 +128,7 @@ def test_generic_schedules_get_the_range_top_as_upper_bound(
     block_compiled: am.CompiledModel, block: am.DynamicModel
 ) -> None:
     """Every shape-generic PrimFunc of the built module states T's top, so its buffers sized by T go on the stack
-    (``adatune.stack_bounds``; correctness at every T is the test above)."""
+    (``adatune.codegen.stack_bounds``; correctness at every T is the test above)."""
     top = {name: hi for name, (_, hi) in block.symbols.items()}
     generic = [name for name, how in block_compiled.applied.items() if how == "generic"]
     assert generic
@@ -496,7 +496,7 @@ def test_generic_schedule_runs_a_small_window_around_vectors_of_the_output_row(o
 def test_a_pad_its_window_does_not_take_is_inlined(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the window's schedule fails with its pad computed per plane, the pad is not left as a serial pass of
     its own at the root: it is inlined into the window, as before pads were staged, and the result stays right."""
-    import adatune.generic_schedule._schedule as generic
+    import adatune.codegen.generic_schedule._schedule as generic
 
     original = generic._window_outside
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import adatune
-from adatune.evaluator import (
+from adatune.measure.evaluator import (
     ADATUNE_PAPER,
     EVALUATOR_OPTIONS,
     FLOOR_SHARE,

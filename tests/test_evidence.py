@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import adatune
-from adatune.agents.ppo import Episode, PPOAgent
+from adatune.cost_models.features import FeatureExtractor
 from adatune.cost_models.rfei import RFEICostModel
-from adatune.features import FeatureExtractor
-from adatune.samplers import AdaptiveSampler
+from adatune.search.agents.ppo import Episode, PPOAgent
+from adatune.search.samplers import AdaptiveSampler
 from adatune.tuners import ReleaseTuner, RFEITuner, XGBTuner
 
 # -- AdaTune: forestci's calibrated infinitesimal jackknife ---------------------------------------------
@@ -208,7 +208,7 @@ def test_itervar_instantiation_error_is_reported_not_zeroed(caplog):
     good = next(space.get(i) for i in range(len(space)) if space.get(i)["mode"].val == "ok")
     assert "instantiate_fail" in MODES
     fx = FeatureExtractor(task, feature_type="itervar")
-    with caplog.at_level(logging.WARNING, logger="adatune.features"):
+    with caplog.at_level(logging.WARNING, logger="adatune.cost_models.features"):
         rows = fx([good, bad])
     assert rows.shape[0] == 2
     assert np.isfinite(rows[0]).all() and np.any(rows[0] != 0)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from adatune.optimizers import ExplorationPolicy, random_share
+from adatune.search.optimizers import ExplorationPolicy, random_share
 
 
 @pytest.mark.parametrize("eps, n", [(0.05, 16), (0.3, 10), (0.5, 8), (1.0, 7), (0.0, 9), (0.999, 3)])

@@ -11,7 +11,7 @@ from tvm import te
 
 import adatune
 from adatune.measure import MeasureErrorNo, MeasureInput
-from adatune.measure._reference import ReferenceData
+from adatune.measure._expected_outputs import ReferenceData
 from adatune.records import load_from_file
 from adatune.tuners import GridSearchTuner
 

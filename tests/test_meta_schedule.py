@@ -337,7 +337,7 @@ def test_trace_search_and_tune_tir_split_plans_by_one_rule(tuned, target):
     """The same seed through TraceSearchTuner and through ms.tune_tir with the plug-ins: both plan with the one
     ExplorationPolicy and every plan's model/random split is eps_t * n rounded stochastically."""
     from adatune.measure import MeasureInput, MeasureResult
-    from adatune.optimizers import ExplorationPolicy
+    from adatune.search.optimizers import ExplorationPolicy
     from adatune.trace import TraceTask
     from adatune.tuners import TraceSearchTuner
 

@@ -65,10 +65,10 @@ def test_fast_math_keeps_a_gelu_transformer_block_within_its_error_bound() -> No
 
 
 def test_exact_math_runs_through_libmvec_and_matches_the_scalar_build(tmp_path) -> None:
-    """Without fast math a model's erf and exp go through ``adatune.vector_math`` (libmvec) by default: the
+    """Without fast math a model's erf and exp go through ``adatune.codegen.vector_math`` (libmvec) by default: the
     block (its sequence length dynamic, so every function gets a vectorised generic schedule without tuning)
     stays within 1e-5 of PyTorch either way, and only the vector build calls libmvec and links it."""
-    from adatune import vector_math
+    from adatune.codegen import vector_math
 
     if not vector_math.available():
         pytest.skip("no libmvec (x86-64 glibc) in this process")

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from adatune.agents import PPOAgent
 from adatune.cost_models import CostModel
-from adatune.samplers import AdaptiveSampler, knee_kmeans
+from adatune.search.agents import PPOAgent
+from adatune.search.samplers import AdaptiveSampler, knee_kmeans
 from adatune.space import ConfigSpace
 from adatune.tuners import ReleaseTuner, XGBTuner
 

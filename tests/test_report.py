@@ -14,7 +14,7 @@ import adatune
 from adatune.cli import main
 from adatune.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from adatune.records import best_records, load_from_file, save_to_file
-from adatune.report import report, weights_from_csv
+from adatune.records.report import report, weights_from_csv
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results")
 KNOB_LOG = os.path.join(ROOT, "kernels_vs_pytorch", "records", "dense-1024-seed0.jsonl")

@@ -162,7 +162,7 @@ def test_task_space_features_and_flop(matmul_task):
     space = matmul_task.config_space
     assert matmul_task.flop == 2 * 32**3
     assert space.knob_names == ["tile_i", "tile_j", "tile_k", "vec"]
-    from adatune.features import FeatureExtractor
+    from adatune.cost_models.features import FeatureExtractor
 
     knob = FeatureExtractor(matmul_task, "knob")
     f = knob([0, 5, len(space) - 1])

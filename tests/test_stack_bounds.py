@@ -1,5 +1,5 @@
 """Buffers of symbolic size on the stack when the symbol's upper bound is stated, and parallel bodies' buffers up to
-``PARALLEL_STACK_BYTES`` (``adatune.stack_bounds``)."""
+``PARALLEL_STACK_BYTES`` (``adatune.codegen.stack_bounds``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from tvm import relax
 
 import adatune.models as am
 from adatune import target as _target
-from adatune import vector_math
-from adatune.stack_bounds import ATTR, PARALLEL_STACK_BYTES, upper_bounds, with_upper_bounds
+from adatune.codegen import vector_math
+from adatune.codegen.stack_bounds import ATTR, PARALLEL_STACK_BYTES, upper_bounds, with_upper_bounds
 
 POOL = "TVMBackendAllocWorkspace"  # what TVM calls for a buffer that is not on the stack
 

@@ -14,9 +14,9 @@ import tvm
 
 import adatune
 import adatune.templates  # noqa: F401 - registers the templates
-from adatune import workloads
+from adatune.codegen import x86 as _x86
 from adatune.measure import MeasureErrorNo, MeasureInput
-from adatune.templates import _gemm, _x86, batch_matmul, conv2d, dense
+from adatune.templates import _gemm, batch_matmul, conv2d, dense, workloads
 
 HOST = adatune.target.host()
 CUDA = adatune.target.cuda("sm_80")

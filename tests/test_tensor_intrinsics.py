@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import sys
 
-from adatune import tensor_intrinsics
+from adatune.codegen import tensor_intrinsics
 
 
 def test_the_shortcut_answers_as_the_module_scan_would_and_inspect_is_put_back() -> None:

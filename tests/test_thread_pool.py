@@ -32,10 +32,10 @@ USES = {
         "import numpy as np\n"
         "lib['main'](*[tvm.runtime.tensor(np.ones([int(s) for s in t.shape], str(t.dtype))) for t in tensors])\n"
     ),
-    "time_fn_for": _BUILD + "adatune.evaluator.time_fn_for(lib, tvm.cpu(), args, False)(1, 1, 0)\n",
+    "time_fn_for": _BUILD + "adatune.measure.evaluator.time_fn_for(lib, tvm.cpu(), args, False)(1, 1, 0)\n",
     "check_correctness_reference": (
         "from adatune.testing import MATMUL\n"
-        "from adatune.measure._reference import ReferenceData\n"
+        "from adatune.measure._expected_outputs import ReferenceData\n"
         "refs = ReferenceData()\n"
         "refs.path(adatune.task.create(MATMUL, (16, 16, 16, 'float32'), adatune.target.host()))\n"
         "refs.close()\n"
@@ -48,7 +48,7 @@ def test_kernels_adatune_runs_or_returns_get_every_usable_core(use: str) -> None
     """In a fresh interpreter without TVM_NUM_THREADS / OMP_NUM_THREADS: after the use, the environment sizes the
     pool and TVM's pool in this process runs one thread per usable physical core."""
     code = (
-        "import json, os, tvm, adatune, adatune.evaluator\n"
+        "import json, os, tvm, adatune, adatune.measure.evaluator\n"
         f"{USES[use]}"
         "print(json.dumps([os.environ.get('TVM_NUM_THREADS'), tvm.runtime.num_threads()]))\n"
     )

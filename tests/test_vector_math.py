@@ -18,7 +18,7 @@ from scipy.special import erf
 from tvm import te
 
 from adatune import target as _target
-from adatune import vector_math
+from adatune.codegen import vector_math
 
 pytestmark = pytest.mark.skipif(not vector_math.available(), reason="no libmvec (x86-64 glibc) in this process")
 

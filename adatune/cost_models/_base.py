@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ..features import FEATURE_TYPES, FeatureExtractor
 from ..options import Configurable, Option
 from ..records import as_records
 from ..task import TuningTask
+from .features import FEATURE_TYPES, FeatureExtractor
 
 __all__ = ["CostModel", "FEATURE_TYPE", "NUM_THREADS"]
 

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 
 from .. import target as _target
-from .. import workloads
-from ..devices import profile
+from ..measure.device_limits import profile
+from ..templates import workloads
 from ._export import export_batch, logged_keys, select_candidates
 
 

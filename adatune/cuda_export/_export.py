@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from .. import target as _target
-from ..devices import DeviceLimits
 from ..measure import MeasureErrorNo
 from ..measure._worker import gpu_limit_violation
+from ..measure.device_limits import DeviceLimits
 from ..task import TuningTask
 from . import cupy_runner
 from ._kernel import export_candidate

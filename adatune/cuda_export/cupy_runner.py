@@ -106,7 +106,7 @@ def copy_runner(directory: str) -> str:
 @dataclass(frozen=True)
 class EvalSettings:
     """The evaluator options that matter on a GPU (no CPU cache flush, no ``min_repeat_ms``); ``warmup_ms``:
-    untimed launches for at least this long before timing, as ``adatune.evaluator`` does."""
+    untimed launches for at least this long before timing, as ``adatune.measure.evaluator`` does."""
 
     number: int = 5
     repeat: int = 3
@@ -138,7 +138,8 @@ class EvalSettings:
 
 
 def evaluate(time_fn: TimeFn, cfg: EvalSettings) -> tuple[list[float], int, float | None, list[int]]:
-    """``(costs, runs, cv, batch_runs)`` as ``adatune.evaluator.evaluate`` decides them (no ``min_repeat_ms``)."""
+    """``(costs, runs, cv, batch_runs)`` as ``adatune.measure.evaluator.evaluate`` decides them (no
+    ``min_repeat_ms``)."""
     if cfg.warmup_ms > 0:  # untimed: ``time_fn``'s only call with a positive third argument
         time_fn(1, 1, cfg.warmup_ms)
     if cfg.min_converge_coef is None:

@@ -22,7 +22,7 @@ import numpy as np
 import tvm
 
 from .. import target as _target
-from .. import vector_math
+from ..codegen import vector_math
 from ._dispatch import CompiledDispatcher, ShapeDispatcher, check_extent
 from ._schedule import aligned_versions, serving_name, versioned_funcs
 from ._space import MicroKernel, device_of

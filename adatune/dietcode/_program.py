@@ -21,7 +21,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-from ..tensor_intrinsics import import_tensor_intrinsics
+from ..codegen.tensor_intrinsics import import_tensor_intrinsics
 from ..trace._features import StoreFeatures
 from ._schedule import schedule_microkernel
 from ._space import MicroKernel, MicroKernelSpace

@@ -17,8 +17,8 @@ decision tree as nested Relax ``If``s on T (``ShapeDispatcher.to_relax``), each 
 micro-kernel (its params reordered to ``(A, B, T, C)``: Relax passes scalars before outputs). The dispatch is
 therefore VM bytecode inside the module: no host-side C dispatcher, and ``export_library`` writes everything.
 The rest of the graph is legalised and fused (the ``zero`` pipeline) and every other PrimFunc gets
-``schedule_generic`` and the ranges' tops as its symbols' upper bounds (``adatune.stack_bounds``: a softmax's row
-of exponentials on the stack, not from TVM's workspace pool).
+``schedule_generic`` and the ranges' tops as its symbols' upper bounds (``adatune.codegen.stack_bounds``: a softmax's
+row of exponentials on the stack, not from TVM's workspace pool).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ import tvm
 from tvm import relax, tirx
 from tvm.ir.expr import Constant
 
-from .. import stack_bounds as _stack_bounds
 from .. import target as _target
-from .. import vector_math as _vector_math
-from ..generic_schedule import schedule_generic
+from ..codegen import stack_bounds as _stack_bounds
+from ..codegen import vector_math as _vector_math
+from ..codegen.generic_schedule import schedule_generic
 from ._dispatch import relax_seq
 from ._schedule import aligned_name, aligned_versions, microkernel_func
 from ._space import weight_panel

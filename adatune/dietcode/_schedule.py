@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import tvm
 
-from ..templates import _x86
-from ..templates._x86 import vectorize_columns
+from ..codegen import x86 as _x86
+from ..codegen.x86 import vectorize_columns
 from ._space import CROP_TILE, PACK_COLUMN, MicroKernel
 from ._tail import finish_tail, schedule_tail, tail_error, tail_func
 from ._workloads import DynamicWorkload

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
-from ..optimizers import EvolutionarySearch
+from ..search.optimizers import EvolutionarySearch
 from ._cost import MicroKernelCostModel
 from ._space import MicroKernel, MicroKernelSpace
 

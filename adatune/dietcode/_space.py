@@ -40,11 +40,11 @@ from typing import Any, ClassVar
 import numpy as np
 import tvm
 
-from ..devices import DeviceLimits, limits_for_target, profile
+from ..codegen.x86 import FMA_CHAINS, fits_registers, register_tiles
+from ..measure.device_limits import DeviceLimits, limits_for_target, profile
 from ..space._candidate import CandidateSpace
 from ..target import CpuInfo, cpu_info
 from ..target import create as create_target
-from ..templates._x86 import FMA_CHAINS, fits_registers, register_tiles
 
 __all__ = [
     "CROP_TILE",
@@ -320,7 +320,7 @@ class MicroKernelSpace(CandidateSpace):
     """The micro-kernels of one target and GEMM kind (no dependence on T beyond the workload's static dims).
 
     A CUDA space fits the GPU's limits: ``device_limits`` if given, else the live device's, else the profile of
-    the target's ``arch`` (``adatune.devices``); its occupancy term counts that device's SMs. ``split_k``
+    the target's ``arch`` (``adatune.measure.device_limits``); its occupancy term counts that device's SMs. ``split_k``
     (CUDA): the parts each kernel may also split its reduction into; default each of ``DEFAULT_SPLIT_K`` where the
     reduction is fixed (``static_k`` given, ``dense`` or ``bmm_nt``: at small T a GEMM has too few output tiles to
     fill a GPU, and deep reductions gain from more parts than shallow ones), ``(1,)`` for none. ``interleave``:

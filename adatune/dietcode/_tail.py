@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import tvm
 
-from ..templates import _x86
+from ..codegen import x86 as _x86
 from ._space import MicroKernel
 from ._workloads import DynamicWorkload
 

@@ -14,7 +14,7 @@ import numpy as np
 import tvm
 
 from .. import target as _target
-from ..devices import DeviceLimits
+from ..measure.device_limits import DeviceLimits
 from ..task import ArgSpec, TuningTask, register_task_kind, workload_key
 from ._schedule import schedule_microkernel
 from ._space import MicroKernel, MicroKernelSpace

@@ -34,8 +34,8 @@ import tvm
 from .. import target as _target
 from ..measure import LocalBuilder, LocalRunner, MeasureBatch, MeasureInput, MeasureOption, MeasureResult
 from ..measure import measure_option as adatune_measure_option
-from ..optimizers import ExplorationPolicy
 from ..options import Option
+from ..search.optimizers import ExplorationPolicy
 from ..tuners import Tuner
 from ..tuners.callback import Callback, log_to_file
 from ._cost import MicroKernelCostModel, sample_shapes

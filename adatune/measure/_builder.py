@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 from tvm.support.popen_pool import PopenPoolExecutor
 
-from ..devices import DeviceLimits
 from . import _worker
 from ._prepack import split_constant_packing
 from ._types import BuildResult, CallPlan, MeasureErrorNo, MeasureInput
+from .device_limits import DeviceLimits
 
 __all__ = ["Builder", "LocalBuilder", "NoBuilder"]
 

@@ -7,8 +7,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..devices import DeviceLimits, profile
-from ..evaluator import EvaluatorConfig
+from .device_limits import DeviceLimits, profile
+from .evaluator import EvaluatorConfig
 
 if TYPE_CHECKING:
     from ..task import TuningTask
@@ -28,7 +28,7 @@ class RunnerConfig:
     ``cooldown_interval`` rests the device between candidates; ``check_correctness`` compares each
     candidate's outputs with the reference (``rtol``/``atol``: by the outputs' precision when None) before it
     is timed; ``device_profile`` names the GPU whose per-block limits CUDA candidates are checked against
-    before they are built (``adatune.devices.PROFILES``: "h100", "a100", ...), for machines without it.
+    before they are built (``adatune.measure.device_limits.PROFILES``: "h100", "a100", ...), for machines without it.
     """
 
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)

@@ -23,7 +23,7 @@ from typing import Any
 import tvm
 from tvm import relax, tirx
 
-from ..templates._x86 import LAYOUT_REWRITE_PREPROC  # the mark the templates put on a whole-operand packing
+from ..codegen.x86 import LAYOUT_REWRITE_PREPROC  # the mark the templates put on a whole-operand packing
 from ._types import CallPlan
 
 __all__ = ["split_constant_packing"]

@@ -6,7 +6,7 @@ clock advances as it would have on hardware. The table is keyed by (workload key
 
 With ``min_converge_coef`` (``measure_option(..., min_converge_coef=0.1)`` sets it, as on hardware) each
 recorded candidate is cut where AdaTune's adaptive evaluator would have stopped on its recorded micro-batch
-timings (``adatune.evaluator.adaptive_replay``): a sweep timed with ``number`` = the micro-batch holds
+timings (``adatune.measure.evaluator.adaptive_replay``): a sweep timed with ``number`` = the micro-batch holds
 exactly what the evaluator would have seen, and the served run seconds drop by the batches it skipped.
 """
 
@@ -16,9 +16,9 @@ import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..evaluator import EvaluatorConfig, adaptive_replay
 from ._runner import Runner
 from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .evaluator import EvaluatorConfig, adaptive_replay
 
 __all__ = ["ReplayRunner"]
 

@@ -19,13 +19,13 @@ from typing import Any
 
 from tvm.support.popen_pool import PopenPoolExecutor
 
-from ..devices import DeviceLimits, limits_of_tvm_device
 from . import _worker
 from ._config import with_options_signature
 from ._remote import measure_remote
 from ._runner import WorkerRunner, build_failure
 from ._tracker import Tracker, count_servers, registered_keys, request_session, tracker_summary
 from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, RunOutcome
+from .device_limits import DeviceLimits, limits_of_tvm_device
 
 __all__ = ["RPCRunner"]
 

@@ -17,13 +17,13 @@ from typing import Any
 import tvm
 from tvm.support.popen_pool import PopenPoolExecutor
 
-from ..devices import DeviceLimits, limits_of_tvm_device
-from ..evaluator import EvaluatorConfig
 from ..task import TuningTask
 from . import _worker
 from ._config import RunnerConfig, with_options_signature
-from ._reference import ReferenceData
+from ._expected_outputs import ReferenceData
 from ._types import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, RunOutcome, RunRequest
+from .device_limits import DeviceLimits, limits_of_tvm_device
+from .evaluator import EvaluatorConfig
 
 __all__ = ["Runner", "WorkerRunner", "LocalRunner", "WORKER_USES"]
 
@@ -164,8 +164,8 @@ class LocalRunner(WorkerRunner):
     ``enable_cpu_cache_flush`` flushes caches before each run (cold-cache timing);
     ``check_correctness`` compares each candidate's output with the reference (a plain host build of the
     task, as AutoTVM's) before timing it; ``min_converge_coef`` enables AdaTune's adaptive evaluator (see
-    ``adatune.evaluator``); ``device_profile`` names the GPU whose per-block limits CUDA candidates are
-    checked against before they are built (``adatune.devices.PROFILES``: "h100", "a100", ...).
+    ``adatune.measure.evaluator``); ``device_profile`` names the GPU whose per-block limits CUDA candidates are
+    checked against before they are built (``adatune.measure.device_limits.PROFILES``: "h100", "a100", ...).
     """
 
     def device_limits(self, target: object) -> DeviceLimits | None:

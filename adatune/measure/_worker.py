@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import target as _target
-from .. import vector_math
+from ..codegen import vector_math
 from ._config import RunnerConfig
 from ._types import BuildResult, MeasureErrorNo, RunOutcome, RunRequest
 
@@ -236,7 +236,7 @@ def prepare_arguments(
 
 def time_candidate(module: Any, dev: Any, args: list, req: RunRequest, config: RunnerConfig) -> RunOutcome:
     """Time the kernel with the configured evaluator (the CPU cache flush has no meaning on a GPU)."""
-    from ..evaluator import evaluate, time_fn_for
+    from .evaluator import evaluate, time_fn_for
 
     flush = config.evaluator.enable_cpu_cache_flush and req.device_type == "cpu"
     func = req.calls.timed[0] if req.calls is not None else None

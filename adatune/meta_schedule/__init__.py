@@ -9,7 +9,7 @@ Pass them to ``ms.tune_tir``, ``ms.tune_tasks`` or Relax tuning in place of the 
 * ``FastBuilder`` (``builder=``): a warm build pool instead of fresh processes per call.
 """
 
-from ..tensor_intrinsics import import_tensor_intrinsics
+from ..codegen.tensor_intrinsics import import_tensor_intrinsics
 from ._builder import FastBuilder
 from ._cost_model import RFEICostModel, aggregate_store_features
 from ._runner import AdaptiveRunner, error_kind

@@ -1,7 +1,7 @@
 """AdaptiveRunner: meta_schedule's runner with AdaTune's adaptive evaluator, in one isolated, persistent worker.
 
 The stock ``LocalRunner`` always spends ``number * repeat`` runs per candidate. AdaptiveRunner times each
-candidate with ``adatune.evaluator.evaluate``: micro-batches until the coefficient of variation of the
+candidate with ``adatune.measure.evaluator.evaluate``: micro-batches until the coefficient of variation of the
 per-batch throughputs falls under ``min_converge_coef`` (at most ``number * repeat`` runs), so stable kernels
 cost a few micro-batches. One worker process measures one candidate at a time (measurements on a shared CPU
 must not overlap); a candidate that crashes the worker or runs past ``timeout_sec`` comes back as a
@@ -23,8 +23,8 @@ from tvm.s_tir.meta_schedule.runner import (
 )
 from tvm.support.popen_pool import PopenPoolExecutor
 
-from ..evaluator import EvaluatorConfig
 from ..measure import WORKER_USES, MeasureErrorNo
+from ..measure.evaluator import EvaluatorConfig
 from ._worker import run_artifact, warm_runner
 
 __all__ = ["AdaptiveRunner", "error_kind"]

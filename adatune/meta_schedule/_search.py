@@ -4,7 +4,7 @@ meta_schedule's ``EvolutionarySearch`` measures the cost model's top candidates 
 ``eps_greedy = 0.05`` of random ones, taken as ``int(n * 0.05)``: with fewer than 20 trials per iteration it
 never explores. This strategy is a thin adapter: the design spaces ``tune_tir`` hands over become an
 ``adatune.trace.TraceSpace`` (the replay, post-processing and mutation trace search uses), searched by
-``adatune.optimizers.EvolutionarySearch`` (the evolution ``TraceSearchTuner`` runs) and split by the one
+``adatune.search.optimizers.EvolutionarySearch`` (the evolution ``TraceSearchTuner`` runs) and split by the one
 ``ExplorationPolicy``: AdaTune's eps_t (mean sigma over random unmeasured candidates / best measured
 throughput) when the cost model has ``predict_mean_std`` (``adatune.meta_schedule.RFEICostModel``), else the
 fixed ``eps_greedy``, with ``eps * n`` rounded stochastically, so small iterations explore in expectation too.
@@ -24,7 +24,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchStrategy
 
-from ..optimizers import EvolutionarySearch, ExplorationPolicy
+from ..search.optimizers import EvolutionarySearch, ExplorationPolicy
 from ..trace import TraceSpace
 from ._cost_model import python_cost_model
 

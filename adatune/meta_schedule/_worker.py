@@ -1,8 +1,8 @@
 """What runs inside the FastBuilder and AdaptiveRunner worker processes.
 
 The workers are ``python -m tvm.exec.popen_worker`` processes that stay alive between calls, so ``import tvm``
-(and, for tensorized schedules, the tensor intrinsics: ``adatune.tensor_intrinsics``) is paid once per worker instead of
-once per candidate. These functions take and return plain data, so a crash or a hang costs only the worker.
+(and, for tensorized schedules, the tensor intrinsics: ``adatune.codegen.tensor_intrinsics``) is paid once per worker
+instead of once per candidate. These functions take and return plain data, so a crash or a hang costs only the worker.
 adatune is installed in the interpreter the workers run, so they are pickled by reference.
 """
 
@@ -12,9 +12,9 @@ import os
 import tempfile
 from typing import Any
 
-from ..evaluator import EvaluatorConfig, evaluate, time_fn_for
+from ..codegen.tensor_intrinsics import import_tensor_intrinsics
+from ..measure.evaluator import EvaluatorConfig, evaluate, time_fn_for
 from ..target import size_tvm_thread_pool
-from ..tensor_intrinsics import import_tensor_intrinsics
 
 __all__ = ["ARTIFACT_NAME", "build_artifact", "run_artifact", "warm_builder", "warm_runner"]
 

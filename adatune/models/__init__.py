@@ -19,7 +19,7 @@ A symbolic extent (a sequence length) compiles once for its whole range, GEMMs o
     compiled.run(*model.random_inputs(t=37)); compiled.export_library("model.so")
 """
 
-from ..generic_schedule import schedule_generic
+from ..codegen.generic_schedule import schedule_generic
 from ._breakdown import CallTime, KernelBreakdown, kernel_breakdown
 from ._build import CompiledModel, build
 from ._dynamic_build import build_dynamic, dynamic_workloads, tune_dynamic

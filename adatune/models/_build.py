@@ -18,8 +18,8 @@ import tvm
 from tvm import relax, tirx
 
 from .. import target as _target
-from .. import vector_math as _vector_math
-from ..generic_schedule import schedule_generic
+from ..codegen import vector_math as _vector_math
+from ..codegen.generic_schedule import schedule_generic
 from ..records import as_records, best_records
 from ..space import FallbackConfig
 from ..target import cpu_info
@@ -36,7 +36,9 @@ class CompiledModel:
 
     def __init__(self, model: Model, executable: Any, applied: dict[str, str], link: Sequence[str] = ()):
         self.model = model
-        self.link = list(link)  # linker options its library needs (libmvec: ``adatune.vector_math.export_options``)
+        self.link = list(
+            link
+        )  # linker options its library needs (libmvec: ``adatune.codegen.vector_math.export_options``)
         self.executable = executable
         self.applied = applied  # function name -> "record", "fallback" or "generic" (see ``build``)
         self.prepacked: list[str] = []  # functions whose constant weights were packed at build (``prepack_weights``)
@@ -93,7 +95,7 @@ def build(
     """Compile ``model`` for ``target`` (the host CPU by default) with the best record per task from ``log``;
     ``prepack``: pack constant weights at build time where the schedule packs them whole (``prepack_weights``);
     ``vector_math``: exp, erf, tanh and log in vector registers where the target has libmvec
-    (``adatune.vector_math``; False: TVM's scalar calls, as tuned candidates were built before it)."""
+    (``adatune.codegen.vector_math``; False: TVM's scalar calls, as tuned candidates were built before it)."""
     tgt = _target.create(target) if target is not None else _target.host()
     tasks = tasks if tasks is not None else extract_tasks(model, tgt)
     records: list[Any] = []

@@ -1,6 +1,6 @@
 """End-to-end latency of a compiled model beside what users would otherwise run: PyTorch eager and onnxruntime,
-both on all physical cores, same inputs, same process, same clock (``adatune.reference.time_callable``: median
-of repeated calls after a warm-up). ``adatune compile-model --bench`` and ``benchmarks/models`` print it.
+both on all physical cores, same inputs, same process, same clock (``adatune.measure.vendor_reference.time_callable``:
+median of repeated calls after a warm-up). ``adatune compile-model --bench`` and ``benchmarks/models`` print it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import tvm
 
-from ..reference import physical_cores, time_callable
+from ..measure.vendor_reference import physical_cores, time_callable
 from ._build import CompiledModel
 from ._frontend import Model
 

@@ -12,7 +12,7 @@ template               arguments                                                
 
 The knobs of each template are listed in its module's docstring. ``space`` is ``"full"`` (the default:
 pruned to what fits the target), ``"autotvm"`` (AutoTVM's unpruned space, see ``_spaces``) or, for the x86
-conv2d, ``"small"`` (an exhaustively measurable subset). ``adatune.workloads`` names the
+conv2d, ``"small"`` (an exhaustively measurable subset). ``adatune.templates.workloads`` names the
 standard shapes (``dense-1024``, ``conv2d-resnet18-L6``, ...).
 """
 

@@ -16,9 +16,8 @@ from typing import Any
 
 import tvm
 
-from ..target import CpuInfo
-from . import _x86
-from ._x86 import (
+from ..codegen import x86 as _x86
+from ..codegen.x86 import (
     apply_unroll,
     define_unroll,
     mark_weight_pack,
@@ -27,6 +26,7 @@ from ._x86 import (
     vector_sizes,
     vectorize_columns,
 )
+from ..target import CpuInfo
 
 __all__ = [
     "MIN_TILE_ROWS",

@@ -36,9 +36,9 @@ import tvm
 from tvm import te
 
 from .. import target as _target
+from ..codegen import x86 as _x86
 from ..target import CpuInfo
 from ..task import template
-from . import _x86
 from ._spaces import SPACES, start_schedule
 
 __all__ = ["conv2d_compute", "conv2d_flop", "conv2d_reference", "conv2d_x86", "output_size"]

@@ -26,9 +26,9 @@ import tvm
 from tvm import te
 
 from .. import target as _target
+from ..codegen import x86 as _x86
 from ..target import CpuInfo
 from ..task import template
-from . import _x86
 from ._spaces import start_schedule
 from .conv2d import _divisors, conv2d_flop, conv2d_reference
 

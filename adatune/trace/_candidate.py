@@ -29,7 +29,7 @@ __all__ = [
 #: a JSON-able decision: an index (categorical, compute location) or a list of tile factors
 Decision = int | list[int]
 
-#: the design space index of the shape-generic program (``adatune.generic_schedule``), a space of no decisions
+#: the design space index of the shape-generic program (``adatune.codegen.generic_schedule``), a space of no decisions
 GENERIC_SPACE = -1
 
 

@@ -11,8 +11,8 @@ context's mutators (tile sizes, compute locations, unroll depths, parallel exten
 ``sample_categorical`` decision, which TVM's mutators cover only when the choice feeds an unroll or a thread
 binding. Features are TVM's ``PerStoreFeature`` rows pooled by ``StoreFeatures``, plus the design space.
 
-On a CPU the space also holds the shape-generic program (``adatune.generic_schedule``: rows in parallel, loops in
-vectors, windows around vectors), as design space ``GENERIC_SPACE`` of no decisions: random candidates give it
+On a CPU the space also holds the shape-generic program (``adatune.codegen.generic_schedule``: rows in parallel, loops
+in vectors, windows around vectors), as design space ``GENERIC_SPACE`` of no decisions: random candidates give it
 first, so every search measures it in its first plan and keeps it unless a program measures faster: a short
 search never ends below the shape-generic program.
 """
@@ -30,10 +30,10 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-from ..generic_schedule import schedule_generic
+from ..codegen.generic_schedule import schedule_generic
+from ..codegen.tensor_intrinsics import import_tensor_intrinsics
 from ..space._candidate import CandidateSpace
 from ..target import cpu_info
-from ..tensor_intrinsics import import_tensor_intrinsics
 from ._candidate import GENERIC_SPACE, Decision, TraceCandidate, plain_decision, trace_to_json
 from ._features import StoreFeatures
 

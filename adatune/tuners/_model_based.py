@@ -10,11 +10,11 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from ..cost_models import CostModel
-from ..features import FeatureExtractor
+from ..cost_models.features import FeatureExtractor
 from ..measure import MeasureInput, MeasureResult
-from ..optimizers import ExplorationPolicy, ModelOptimizer
-from ..optimizers.exploration import EPS_GREEDY
 from ..options import Option
+from ..search.optimizers import ExplorationPolicy, ModelOptimizer
+from ..search.optimizers.exploration import EPS_GREEDY
 from ..task import TuningTask
 from ._base import Tuner
 

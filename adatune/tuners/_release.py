@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agents import PPOAgent
 from ..cost_models import CostModel, XGBoostCostModel
-from ..optimizers.exploration import EPS_GREEDY
 from ..options import Option
+from ..search.agents import PPOAgent
+from ..search.optimizers.exploration import EPS_GREEDY
 from ..task import TuningTask
 from ._base import model_seed
 from ._model_based import PLAN_SIZE, SAMPLER, ModelBasedTuner, Sampler

@@ -10,9 +10,9 @@ AutoTVM-style use::
 from __future__ import annotations
 
 from ..cost_models import RFEICostModel
-from ..optimizers import ExplorationPolicy, SimulatedAnnealingOptimizer
-from ..optimizers.exploration import EPS_GREEDY, N_CONTEXT
 from ..options import Option
+from ..search.optimizers import ExplorationPolicy, SimulatedAnnealingOptimizer
+from ..search.optimizers.exploration import EPS_GREEDY, N_CONTEXT
 from ..task import TuningTask
 from ._base import model_seed
 from ._model_based import PLAN_SIZE, ModelBasedTuner

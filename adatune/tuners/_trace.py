@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..cost_models import COST_MODELS, CostModel, RFEICostModel, create_cost_model
-from ..optimizers import EvolutionarySearch, ExplorationPolicy
-from ..optimizers.exploration import EPS_GREEDY, N_CONTEXT
 from ..options import Option
+from ..search.optimizers import EvolutionarySearch, ExplorationPolicy
+from ..search.optimizers.exploration import EPS_GREEDY, N_CONTEXT
 from ..task import TuningTask
 from ._base import model_seed
 from ._model_based import PLAN_SIZE, ModelBasedTuner

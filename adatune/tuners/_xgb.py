@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from ..cost_models import XGBoostCostModel
-from ..optimizers import SimulatedAnnealingOptimizer
-from ..optimizers.exploration import EPS_GREEDY
 from ..options import Option
+from ..search.optimizers import SimulatedAnnealingOptimizer
+from ..search.optimizers.exploration import EPS_GREEDY
 from ..task import TuningTask
 from ._base import model_seed
 from ._model_based import DIVERSITY_FILTER_RATIO, PLAN_SIZE, SAMPLER, ModelBasedTuner, Sampler
@@ -79,7 +79,7 @@ def make_sampler(sampler: Sampler | str | None, task: TuningTask, rng: np.random
     if sampler is None or not isinstance(sampler, str):
         return sampler
     if sampler == "adaptive":
-        from ..samplers import AdaptiveSampler
+        from ..search.samplers import AdaptiveSampler
 
         return AdaptiveSampler(task.space, rng=rng)
     raise ValueError(f"unknown sampler {sampler!r}: use None or 'adaptive'")

@@ -28,7 +28,7 @@ import tvm
 
 import adatune
 from adatune.dietcode import FEATURE_KINDS, SEARCHES, DietCodeResult, DynamicWorkload, bert_workloads, validate_range
-from adatune.reference import physical_cores
+from adatune.measure.vendor_reference import physical_cores
 from adatune.target import size_tvm_thread_pool
 
 from .._common import load_now, run_meta

@@ -31,7 +31,7 @@ import adatune
 import adatune.callback
 from adatune.dietcode import DietCodeResult, DietCodeTuner, DynamicKernel, DynamicWorkload, weight_panel
 from adatune.measure import MeasureErrorNo
-from adatune.reference import physical_cores, time_callable
+from adatune.measure.vendor_reference import physical_cores, time_callable
 from adatune.target import one_blas_thread
 from adatune.tuners import XGBTuner
 

@@ -34,12 +34,12 @@ import tvm
 
 from adatune.cuda_export import cupy_runner
 from adatune.cuda_export._kernel import parse_kernels
-from adatune.devices import profile
 from adatune.dietcode import MicroKernel
 from adatune.dietcode._cost import sample_shapes
 from adatune.dietcode._schedule import schedule_microkernel, split_k_error
 from adatune.dietcode._task import microkernel_space
 from adatune.dietcode._workloads import DynamicWorkload, bert_workloads
+from adatune.measure.device_limits import profile
 
 __all__ = ["export_workload", "kernel_grid", "kernel_launches", "main", "workspace_bytes"]
 

@@ -15,9 +15,10 @@ import shutil
 import statistics
 from collections.abc import Sequence
 
-from adatune import records, workloads
+from adatune import records
 from adatune.cuda_export import export_batch, write_reference
-from adatune.devices import profile
+from adatune.measure.device_limits import profile
+from adatune.templates import workloads
 
 from .rounds import log_path, rounds, safe, script_header, task_for, write_round
 

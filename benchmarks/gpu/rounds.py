@@ -10,10 +10,11 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from adatune import records, workloads
+from adatune import records
 from adatune import target as _target
 from adatune.cuda_export import cupy_runner, export_batch, write_reference
-from adatune.devices import profile
+from adatune.measure.device_limits import profile
+from adatune.templates import workloads
 from adatune.tuners import create_tuner
 
 from . import torch_reference

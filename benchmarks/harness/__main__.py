@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from adatune.evaluator import ADATUNE_PAPER
+from adatune.measure.evaluator import ADATUNE_PAPER
 
 from .._common import load_now, open_text, sweep_log, write_json
 from ..noise_gate import NoiseGate

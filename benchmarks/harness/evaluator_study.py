@@ -17,10 +17,10 @@ import numpy as np
 from scipy import stats
 
 import adatune
-from adatune.evaluator import EvaluatorConfig
 from adatune.measure import MeasureInput, MeasureOption
+from adatune.measure.evaluator import EvaluatorConfig
 from adatune.task import TuningTask
-from adatune.workloads import get as get_workload
+from adatune.templates.workloads import get as get_workload
 
 from .._common import load_records, load_sentence
 

@@ -22,8 +22,8 @@ import adatune
 from adatune.measure import MeasureInput, MeasureOption, MeasureResult, ReplayRunner
 from adatune.records import group_by_workload
 from adatune.task import TuningTask
+from adatune.templates.workloads import get as get_workload
 from adatune.tuners import Tuner
-from adatune.workloads import get as get_workload
 
 from .._common import load_records
 from .schemes import SCHEMES, make_tuner

@@ -24,7 +24,7 @@ from tvm.s_tir.meta_schedule.builder import PyBuilder
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 import adatune
-import adatune.vector_math
+import adatune.codegen.vector_math
 from adatune.measure import Builder, MeasureInput, MeasureResult
 from adatune.tuners import RFEITuner, TraceSearchTuner, Tuner, XGBTuner
 
@@ -269,7 +269,9 @@ def retime(
     inputs = [rng.uniform(-1, 1, s.shape).astype(s.dtype) for s in specs if not s.is_output]
 
     def run(module: tvm.IRModule) -> tuple[list, Any]:
-        lib = tvm.tirx.build(module, target, pipeline=adatune.vector_math.tir_pipeline(target))  # as adatune builds
+        lib = tvm.tirx.build(
+            module, target, pipeline=adatune.codegen.vector_math.tir_pipeline(target)
+        )  # as adatune builds
         it = iter(inputs)
         args = [tvm.runtime.tensor(np.zeros(s.shape, s.dtype) if s.is_output else next(it), dev) for s in specs]
         lib["main"](*args)

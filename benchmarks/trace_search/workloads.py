@@ -15,6 +15,7 @@ import tvm
 from tvm import te
 
 import adatune
+import adatune.templates.workloads
 import adatune.trace
 from adatune.trace import TraceTask
 
@@ -84,7 +85,7 @@ class BenchWorkload:
 def make(name: str, target: tvm.target.Target) -> BenchWorkload:
     knob = None
     if name in _KNOB_WORKLOADS:
-        knob = adatune.workloads.get(name).create_task(target)
+        knob = cast(adatune.task.Task, adatune.templates.workloads.get(name).create_task(target))
         trace = adatune.task.create(adatune.trace.RULES_PREFIX + knob.name, knob.args, target)
     elif name == "conv2d-bias-relu-L6":
         trace = adatune.task.create("trace/rules/bench/conv2d-bias-relu", (1, 128, 28, 128, 3, 1, 1), target)

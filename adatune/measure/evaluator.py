@@ -47,7 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from .measure.micro_batches import (
+from ..target import size_tvm_thread_pool, tvm_main_thread
+from .micro_batches import (
     FLOOR_SHARE,
     TRIM_FROM_BATCHES,
     adaptive_runs,
@@ -56,7 +57,6 @@ from .measure.micro_batches import (
     micro_batch_size,
     trimmed,
 )
-from .target import size_tvm_thread_pool, tvm_main_thread
 
 __all__ = [
     "ADATUNE_PAPER",

@@ -54,9 +54,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import target as _target
-from . import templates as _templates  # noqa: F401 - registers the templates
-from .task import TuningTask, create
+from .. import target as _target
+from ..task import TuningTask, create
 
 __all__ = [
     "WORKLOADS",
@@ -105,7 +104,7 @@ class Workload:
         if self.op == "batch_matmul":
             b, m, n, k = self.args[:4]
             return 2.0 * b * m * n * k
-        from .templates.conv2d import conv2d_flop
+        from .conv2d import conv2d_flop
 
         return conv2d_flop(*self.args[:9])
 
@@ -271,7 +270,7 @@ def parse_spec(spec: str) -> Workload:
             "^T" if text["layout"] == "NT" else ""
         )
     else:
-        from .templates.conv2d import output_size
+        from .conv2d import output_size
 
         args = tuple(ints[k] for k in required) + (text["dtype"],)
         oh = output_size(ints["H"], ints["KH"], ints["stride"], ints["pad"])

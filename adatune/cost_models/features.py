@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from .task import TuningTask
+from ..task import TuningTask
 
 __all__ = ["FeatureExtractor", "FEATURE_TYPES"]
 
-logger = logging.getLogger("adatune.features")
+logger = logging.getLogger("adatune.cost_models.features")
 
 FEATURE_TYPES = ("knob", "itervar")
 _MAX_LOOPS = 24

@@ -1,5 +1,5 @@
 """x86 building blocks shared by the CPU templates: the register budget of the micro-kernel, cache and
-parallel limits, unroll pragmas, (the packed GEMM of ``dense`` and ``batch_matmul`` is in ``_gemm``).
+parallel limits, unroll pragmas, (the packed GEMM of ``dense`` and ``batch_matmul`` is in ``templates._gemm``).
 
 Every limit comes from ``adatune.target.cpu_info`` (vector width, vector registers, caches, cores) so one
 template gives fast spaces on AVX2 (16 ymm) and on AVX-512 (32 zmm): a micro-kernel tile of ``rows x

@@ -15,7 +15,7 @@ import numpy as np
 from scipy import stats
 from sklearn.cluster import KMeans
 
-from .space._candidate import CandidateSpace, DiscreteSpace
+from ..space._candidate import CandidateSpace, DiscreteSpace
 
 __all__ = ["AdaptiveSampler", "knee_kmeans"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..space._candidate import CandidateSpace
+from ...space._candidate import CandidateSpace
 from ._base import ModelOptimizer, ScoreFn
 
 __all__ = ["SimulatedAnnealingOptimizer"]

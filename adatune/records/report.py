@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .measure import MeasureErrorNo
-from .records import CONFIRM, Record, load_from_file
+from ..measure import MeasureErrorNo
+from . import CONFIRM, Record, load_from_file
 
 __all__ = ["TaskReport", "LogReport", "report", "weights_from_csv"]
 

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..options import Configurable, Option
-from ..space._candidate import CandidateSpace
+from ...options import Configurable, Option
+from ...space._candidate import CandidateSpace
 
 __all__ = ["EPS_GREEDY", "N_CONTEXT", "ExplorationPolicy", "UncertaintyModel", "exploration_rate", "random_share"]
 

@@ -1,7 +1,7 @@
 """One rebuild of a TIR statement's children, for the rewrites adatune does in Python.
 
-TVM 0.27's Python API has no statement mutator: ``adatune.stack_bounds`` (over lowered functions) and
-``adatune.generic_schedule._vector_tail`` (over scheduled ones) each visit a body and rebuild what they pass
+TVM 0.27's Python API has no statement mutator: ``adatune.codegen.stack_bounds`` (over lowered functions) and
+``adatune.codegen.generic_schedule._vector_tail`` (over scheduled ones) each visit a body and rebuild what they pass
 through, and this is the one place that knows how each kind of statement holds its children.
 """
 

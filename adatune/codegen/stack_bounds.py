@@ -8,7 +8,7 @@ two pool calls per row (1,536 rows at T = 128) that a softmax with T known at bu
 A PrimFunc that states its symbols' upper bounds (``with_upper_bounds``: ``{"T": 128}``, from the model's range)
 has every allocation whose size those bounds cap below the stack limit sized to the cap instead: the buffer's
 layout is flat by then (the pass runs after TVM flattens buffers), so only its size changes, never an index. The
-pass is part of adatune's TIR pipelines (``adatune.vector_math``); a size neither the bounds nor its own
+pass is part of adatune's TIR pipelines (``adatune.codegen.vector_math``); a size neither the bounds nor its own
 expression (``min(x, 3)``) caps under the limit is left to the pool. Calling such a function with a symbol above
 its bound is undefined, as is calling a dynamic model's ``main`` outside its range.
 

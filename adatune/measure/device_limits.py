@@ -86,5 +86,5 @@ def limits_for_target(target: Any, live_device: Any = None) -> DeviceLimits:
         return PROFILES[ARCH_PROFILES[arch]]
     raise ValueError(
         f"no GPU here and target {target} names no known architecture (arch one of {', '.join(ARCH_PROFILES)}): "
-        "pass a device profile, e.g. adatune.devices.profile('a100')"
+        "pass a device profile, e.g. adatune.measure.device_limits.profile('a100')"
     )

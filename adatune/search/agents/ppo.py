@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...space._candidate import DiscreteSpace
 from ..optimizers import ModelOptimizer, ScoreFn
-from ..space._candidate import DiscreteSpace
 
 DigitScoreFn = Callable[[np.ndarray], np.ndarray]
 

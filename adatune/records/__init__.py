@@ -40,9 +40,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from . import target as _target
-from .measure import MeasureInput, MeasureResult
-from .task import TuningTask, restore, workload_key
+from .. import target as _target
+from ..measure import MeasureInput, MeasureResult
+from ..task import TuningTask, restore, workload_key
 
 __all__ = [
     "FORMAT_VERSION",

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..options import Configurable
+from ...options import Configurable
 
 __all__ = ["ModelOptimizer", "ScoreFn"]
 

@@ -56,7 +56,7 @@ def measure_reference(workload: Any, repeats: int = 30) -> dict[str, float]:
     """GFLOPS of PyTorch (``torch.set_num_threads(physical cores)``) and, for matrix products, numpy."""
     import torch
 
-    from adatune import workloads
+    from adatune.templates import workloads
 
     w = workloads.get(workload)
     torch.set_num_threads(physical_cores())

@@ -15,7 +15,7 @@ unchanged. A library built this way needs libmvec at load time: ``export_options
 (``DT_NEEDED``), and importing this module loads it into the process for in-memory modules.
 
 Only x86-64 Linux with glibc's libmvec uses it; elsewhere (and with ``libmvec=False``) ``tir_pipeline`` answers
-``CPU_PIPELINE`` on CPUs, TVM's with only ``adatune.stack_bounds``' pass (which both pipelines run), and
+``CPU_PIPELINE`` on CPUs, TVM's with only ``adatune.codegen.stack_bounds``' pass (which both pipelines run), and
 ``"default"`` for other targets.
 """
 
@@ -29,8 +29,8 @@ from typing import Any
 
 import tvm
 
+from .. import target as _target
 from . import stack_bounds as _stack_bounds
-from . import target as _target
 
 __all__ = [
     "PIPELINE",

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..options import Option
-from ..space._candidate import CandidateSpace
+from ...options import Option
+from ...space._candidate import CandidateSpace
 from ._base import ModelOptimizer, ScoreFn
 
 __all__ = ["EvolutionarySearch"]
