@@ -16,7 +16,7 @@ from typing import Any
 from .. import target as _target
 from ..records import Record, as_records, best_records
 from ..space import FallbackConfig
-from ..task import TuningTask, set_config_resolver, workload_key
+from ..task import set_config_resolver, workload_key
 
 __all__ = ["DispatchContext", "ApplyHistoryBest", "apply_history_best", "query_config"]
 
@@ -50,7 +50,6 @@ class ApplyHistoryBest(DispatchContext):
         for r in as_records([records]):
             if r.result.ok:
                 self._best.setdefault(r.workload_key, []).append(r)
-        self._tasks: dict[tuple[str, str], TuningTask] = {}
 
     def best_record(self, target: Any, workload: Sequence[Any]) -> Record | None:
         tgt = _target.to_json(_target.create(target))

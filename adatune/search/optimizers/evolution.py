@@ -59,7 +59,6 @@ class EvolutionarySearch(ModelOptimizer):
         self.mutate_prob = float(mutate_prob)
         self.seeds = seeds or (lambda n: [])
         self.randoms: list[Any] = []
-        self.n_scored = 0  # distinct unmeasured candidates the last call scored
 
     def find_maximums(self, score: ScoreFn, num: int, exclusive: Collection[str]) -> list[Any]:
         n_best = round(self.init_measured_ratio * self.population_size)
@@ -88,6 +87,5 @@ class EvolutionarySearch(ModelOptimizer):
                 if str(child.key) not in seen:
                     seen.add(str(child.key))
                     population.append(child)
-        self.n_scored = len(scored)
         ranked = sorted(scored.values(), key=lambda sc: -sc[0])
         return [cand for _, cand in ranked[:num]]
