@@ -1,9 +1,8 @@
 """Buffers of symbolic size on the stack, sized by the symbol's range.
 
 TVM puts a buffer on the stack only when its size is a constant under 1 KiB (``kMaxStackAlloca``); any other
-buffer comes from its workspace pool, a call to allocate and one to free. A dynamic model's softmax keeps a row of
-exponentials in a per-thread buffer of T elements inside its parallel loop over rows, so a 12 x T x T softmax made
-two pool calls per row (1,536 rows at T = 128) that a softmax with T known at build does not make.
+buffer comes from its workspace pool, a call to allocate and one to free: a dynamic model's softmax, with a
+per-thread row of T exponentials, made two pool calls per row that a softmax with T known at build does not make.
 
 A PrimFunc that states its symbols' upper bounds (``with_upper_bounds``: ``{"T": 128}``, from the model's range)
 has every allocation whose size those bounds cap below the stack limit sized to the cap instead: the buffer's
@@ -14,9 +13,8 @@ its bound is undefined, as is calling a dynamic model's ``main`` outside its ran
 
 Inside a parallel loop the pool is called around every iteration, and there the limit is ``PARALLEL_STACK_BYTES``
 for every function, bounds stated or not: a buffer of constant size, or of a size its own expression caps (a
-DietCode kernel's copy of A's tile, 2-3 KiB, and of B's panel, ``min(column tiles, 3)`` panels of 6 KiB), is
-marked to stay out of ``LowerTVMBuiltin`` (TVM's ``disable_lower_builtin``), so LLVM allocates it on the worker
-thread's stack, once per parallel body.
+DietCode kernel's copies of A's tile and B's panels), is marked to stay out of ``LowerTVMBuiltin`` (TVM's
+``disable_lower_builtin``), so LLVM allocates it on the worker thread's stack, once per parallel body.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Importing TVM's tensor intrinsics without scanning ``sys.modules`` once per stack frame.
 
-Every ``tvm.s_tir.meta_schedule.TuneContext`` first imports ``tvm.s_tir.tensor_intrin``: 496 TVMScript functions,
-each of whose decorators calls ``inspect.stack()``. For every frame of generated code on that stack (``<string>``,
-``<ast>``, ``<frozen importlib._bootstrap>``) CPython's ``inspect.getmodule`` finds no module and scans all of
-``sys.modules`` again, about 2,000 modules once TVM is imported: the import is slow, and every process that made
-a trace space, a DietCode program-feature context or a meta_schedule tuning context paid for it.
-
-``import_tensor_intrinsics`` imports them with ``inspect.getmodule`` answering None at once for a frame whose file is
-such a pseudo-file that no module is cached under: the answer the scan reaches (a frame has no ``__name__`` for the
-fallback checks after it) unless a module not yet scanned has that pseudo-name as its ``__file__``. The original is
-put back afterwards.
+Every ``tvm.s_tir.meta_schedule.TuneContext`` first imports ``tvm.s_tir.tensor_intrin``: hundreds of TVMScript
+functions whose decorators call ``inspect.stack()``, and for every frame of generated code (``<string>``, ``<ast>``,
+...) ``inspect.getmodule`` scans all of ``sys.modules`` again. ``import_tensor_intrinsics`` imports them with
+``inspect.getmodule`` answering None at once for such a pseudo-file (what the scan would answer), then puts it back.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """exp, erf, tanh and log in vector registers on x86, through glibc's vector math library (libmvec).
 
 TVM lowers ``exp``, ``tanh`` and ``log`` to LLVM intrinsics and ``erf`` to a libm call, and LLVM on x86 has no
-vector version of either: a softmax or a GELU epilogue that the schedule vectorised still makes one scalar libm
-call per element, and ``erf`` is not even vectorisable in TIR, so its loop stays scalar. ``fast_math`` swaps in
-polynomials with a different accuracy; this keeps the functions exact to glibc's vector bounds (a few ulp;
-``tests/test_vector_math`` checks them) and vectorised as the vendor libraries' are.
+vector version of either: a vectorised softmax or GELU still makes one scalar libm call per element (``erf``'s
+loop is not even vectorisable in TIR). Unlike ``fast_math``'s polynomials, libmvec keeps glibc's accuracy.
 
 How: ``tir_pipeline(target)`` names a TIR pipeline, TVM's own with two additions, to pass as
 ``tvm.compile(..., tir_pipeline=...)`` or ``tvm.tirx.build(..., pipeline=...)``: while it vectorises, ``erf``

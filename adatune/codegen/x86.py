@@ -1,11 +1,8 @@
 """x86 building blocks shared by the CPU templates: the register budget of the micro-kernel, cache and
 parallel limits, unroll pragmas, (the packed GEMM of ``dense`` and ``batch_matmul`` is in ``templates._gemm``).
 
-Every limit comes from ``adatune.target.cpu_info`` (vector width, vector registers, caches, cores) so one
-template gives fast spaces on AVX2 (16 ymm) and on AVX-512 (32 zmm): a micro-kernel tile of ``rows x
-vectors`` accumulators must fit the register file beside one row of operand vectors and a broadcast, and
-must hold enough independent accumulators to keep the FMA pipes busy. Configs outside these limits spill
-or stall; the spaces leave them out rather than spending trials on them.
+Every limit comes from ``adatune.target.cpu_info``, so one template gives fast spaces on AVX2 and AVX-512; configs
+that would spill or stall are left out of the spaces rather than spending trials on them.
 """
 
 from __future__ import annotations
@@ -52,9 +49,8 @@ def register_tiles(rows: Iterable[int], vectors: Iterable[int], info: CpuInfo) -
 
     A tile must fit the registers (``fits_registers``) and hold ``FMA_CHAINS`` accumulators; and each k
     step, which loads ``rows`` broadcasts and ``vectors`` operand vectors for ``rows x vectors`` FMAs,
-    must not load more than it multiplies: these cores issue two vector loads and two FMAs a cycle,
-    so an 8x1 tile (9 loads, 8 FMAs) runs at half the speed of a 4x2 one (6 loads, 8 FMAs). Where the
-    shape allows no such tile, the largest that fit are kept instead.
+    must not load more than it multiplies (an 8x1 tile: 9 loads, 8 FMAs). Where the shape allows no such tile,
+    the largest that fit are kept instead.
     """
     fit = [(r, v) for r in set(rows) for v in set(vectors) if fits_registers(r, v, info)]
     if not fit:
@@ -89,9 +85,8 @@ def mark_weight_pack(sch: Any, pack: Any) -> bool:
 def parallel_ok(extent: int, cores: int, limit: int) -> bool:
     """The outer parallel loop keeps every core busy with balanced work: at least ``cores`` chunks, and
     the last round of chunks leaves at most a fifth of the cores' time idle (``limit`` is the largest
-    extent the op allows). Tuning on a busy machine otherwise drifts to single-threaded configs, which
-    look as fast there. A ratio rather than "a multiple of the cores" keeps odd extents (a 7x7 conv
-    output on 2 cores: 7 chunks, 88% busy) that are the only parallel split a shape has."""
+    extent the op allows): tuning on a busy machine otherwise drifts to single-threaded configs. A ratio, not
+    "a multiple of the cores", keeps odd extents that are a shape's only parallel split."""
     need = min(cores, limit)
     rounds = -(-extent // need) if need else 0
     return extent >= need and extent >= PARALLEL_BALANCE * rounds * need

@@ -5,14 +5,10 @@ implemented by forestci) gives the variance of that prediction. Expected improve
 throughput (AdaTune, NeurIPS 2020, eqs. (1)-(2)) then rewards configs that are either predicted fast or
 poorly known, which is what lets the search explore where the model is unsure.
 
-Why not call ``forestci.random_forest_error`` on every query: simulated annealing scores ~10^4-10^5 configs
-per plan, and that function spends most of each call on scikit-learn input validation and ``dir(forest)``,
-recomputes the in-bag matrix, and its empirical-Bayes calibration depends on the whole query batch (and on
-NumPy's global random state), so a config's score would change with its neighbours in the batch. This
-model runs the same forestci computation (``calc_inbag``, the IJ core and its bias correction) with the
-in-bag matrix computed once per fit, and fits forestci's empirical-Bayes calibration once per fit on a
-fixed reference sample of the space, then applies it to every query. With ``calibrate=False`` the variance
-equals ``forestci.random_forest_error(..., calibrate=False)`` clipped at zero (tested).
+``forestci.random_forest_error`` is not called per query: it is slow (input validation, the in-bag matrix again)
+and its calibration depends on the whole query batch and NumPy's global state. This model runs the same
+computation with the in-bag matrix and the empirical-Bayes calibration fitted once per fit (the latter on a fixed
+reference sample of the space). With ``calibrate=False`` the variance equals forestci's clipped at zero (tested).
 """
 
 from __future__ import annotations
@@ -82,11 +78,8 @@ class RFEICostModel(CostModel):
     ``recalibrate=True``: the standard deviation is multiplied by a factor that makes the configs measured after
     a fit standard-normal in hindsight: at each refit, every newly measured config's z = (y - mu) / sigma under the
     forest that was current when it was picked is kept, and the factor is sqrt(median(z^2) / median(chi2_1)) over
-    all of them (a median, so a few configs with a near-zero sigma do not decide it). Held-out recalibration
-    (Kuleshov et al., ICML 2018): it measures how wrong the jackknife's sigma is on the configs the search
-    actually picks, which is where EI's exploration bonus acts. The factor scales eps_t too. Off by default: it did
-    not make the search faster (benchmarks/RESULTS.md); the held-out statistics (``held_out``, per refit) are kept
-    either way, as a record of how calibrated the forest was on its own picks.
+    all of them (held-out recalibration, Kuleshov et al., ICML 2018). The factor scales eps_t too. Off by default;
+    the held-out statistics (``held_out``, per refit) are kept either way.
     """
 
     OPTIONS = (

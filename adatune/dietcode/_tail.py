@@ -1,23 +1,18 @@
 """A bmm_nt kernel whose last columns run as a narrow tail instead of padding (x86, ``MicroKernel.tail``).
 
-bmm_nt's columns are T. A register tile ``nr`` columns wide pads them to a multiple of ``nr``: a 3 x 24 tile
-computes 120 columns at T = 97, a 6 x 16 one 112, and those padded FMAs are wasted work just above a multiple.
-With a tail, the kernel's own tile runs the ``T // nr * nr`` columns it covers exactly (no column padding,
-written straight to its output) and a tile one vector wide (``tail`` lanes, with as many accumulators as the
-kernel's tile) runs the rest, padded only to the vector: 104 columns at T = 97. A second, narrower GEMM costs
-too, so a tail kernel and its twin are different kernels of the space and each T votes.
+bmm_nt's columns are T, padded to a multiple of the register tile's ``nr``: wasted FMAs just above a multiple.
+With a tail, the kernel's own tile runs the ``T // nr * nr`` columns it covers exactly and a tile one vector wide
+(``tail`` lanes) runs the rest, padded only to the vector. The second, narrower GEMM costs too, so a tail kernel
+and its twin are different kernels of the space and each T votes.
 
 Its program: block ``C`` (the kernel's columns, scheduled as any kernel), ``Bt`` (B's tail rows packed k-major,
 zero past T), ``Ct`` (the tail GEMM over rows padded to its tile, reading A's last row for the padding rows,
 which are never copied out) and ``C_out`` (both parts into the output, one row per iteration). Guarding the last
-register tile's vectors instead (pad to a vector, skip vectors past T) kept the accumulators in memory (a load
-and a store around every FMA).
+register tile's vectors instead kept the accumulators in memory (a load and a store around every FMA).
 
 Below one register tile (T < nr) the kernel's own loops are empty: exact for the shape-generic kernel, but TVM
-cannot specialise it to such a T, folding the fused parallel index's division by their count to x // 0
-(``specialisable``). Putting those loops first in the fusion made the threads' chunks uneven, and keeping one
-register tile there (``max(T // nr, 1) * nr`` columns) computed wrong rows and overran the heap in TVM 0.27, so
-that case stays an error with its reason.
+0.27 cannot specialise it to such a T (it folds the fused parallel index's division by their count to x // 0), so
+``specialisable`` says so and that case stays an error with its reason.
 """
 
 from __future__ import annotations

@@ -9,15 +9,10 @@ evolutionary search on the model (each sampled shape's predicted best unmeasured
 at every T of the range, each T votes for its best among all of them, and the smallest decision tree whose
 latency loss is within ``dispatch_tolerance`` compresses the votes (``_select``); ``tuner.result()`` returns them.
 
-At the sampled T, where every kernel was timed, the votes read the measured seconds: the model is there to fill
-the T nobody timed, not to overrule a timing. Between the sampled T the default, ``dispatch_costs="calibrated"``,
-anchors each kernel's prediction to its timings at the neighbouring sampled T (``_select.calibrated_costs``), so a
-kernel the model misjudges by a constant factor is judged by its timings; ``"measured"`` votes on the bare model
-between timings, ``"predicted"`` on the model everywhere. Each deployed kernel's aligned version (bmm kernels on
-x86, ``_schedule.alignment``) is then timed against the kernel at the aligned T it serves and deployed only where
-faster (``check_versions``, on by default; the dispatcher's ``aligned``): not every version is. ``verify=True``
-then times the deployed kernels at every T of the range through the same runner and gives each T the fastest of
-them (``_select.verified_labels``); it costs a timing of every T and is off by default.
+At the sampled T the votes read the measured seconds (the model fills the T nobody timed, never overrules a
+timing); between them ``dispatch_costs`` ("calibrated", "measured" or "predicted") says what they read. Each
+deployed kernel's aligned version is deployed only where timed faster (``check_versions``); ``verify=True`` times
+the deployed kernels at every T and gives each T the fastest (``_select.verified_labels``).
 """
 
 from __future__ import annotations

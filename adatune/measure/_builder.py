@@ -1,7 +1,7 @@
 """Builders: turn measure inputs into shared libraries, returned as bytes so they can travel to another machine.
 
 ``LocalBuilder`` keeps a warm, persistent pool of worker processes: TVM 0.27's own LocalBuilder starts
-fresh processes on every call and pays 20-40 s of imports each time. Candidates are applied to their task's
+fresh processes on every call and pays TVM's imports each time. Candidates are applied to their task's
 program in the parent (a few ms), only the scheduled IRModule travels to the worker. Given the runner's
 device limits, a CUDA candidate that breaks them is rejected before it is compiled.
 """

@@ -22,9 +22,8 @@ _TIMING = {f.name for f in dataclasses.fields(EvaluatorConfig)}
 class RunnerConfig:
     """How every candidate is checked and timed, wherever it runs.
 
-    ``evaluator``: the timing options (``number``, ``repeat``, ``min_repeat_ms``, ``enable_cpu_cache_flush``,
-    ``min_converge_coef`` for AdaTune's adaptive evaluator, ``micro_batch``, ``min_micro_batches``);
-    ``timeout`` bounds one candidate's run (over RPC: its whole session on the server);
+    ``evaluator``: the timing options (``adatune.measure.evaluator.EVALUATOR_OPTIONS``); ``timeout`` bounds one
+    candidate's run (over RPC: its whole session on the server);
     ``cooldown_interval`` rests the device between candidates; ``check_correctness`` compares each
     candidate's outputs with the reference (``rtol``/``atol``: by the outputs' precision when None) before it
     is timed; ``device_profile`` names the GPU whose per-block limits CUDA candidates are checked against

@@ -5,14 +5,12 @@ A knob template marks a stage that packs a whole operand into vector panels as a
 constant weights (``adatune.models.build``), so the deployed kernel never packs. Timing the packing with the
 kernel charged every whole-weight config for a copy the model never makes, and steered tuning towards configs
 that pack inside each thread (``pack_kernel=outer``, ``pack_b=tile``), which the model does pay for on every
-call (ResNet-18 on the Xeon: 11 of its 18 best convolutions). AutoTVM did the same for its packed x86 dense and
-convolution templates (their packed weight was a placeholder while tuning).
+call. AutoTVM does the same (its packed weight is a placeholder while tuning).
 
 Only operands the task names in ``constant_args`` are split out (a model's constants, found at task extraction);
 a batch matmul's operands are activations, and a standalone template task names none, so both keep their packing
-in the timed call.
-The split is TVM's own ``SplitLayoutRewritePreproc`` on a one-call Relax wrapper of the kernel, so what is
-measured is what the model build deploys.
+in the timed call. The split is TVM's own ``SplitLayoutRewritePreproc`` on a one-call Relax wrapper of the kernel,
+so what is measured is what the model build deploys.
 """
 
 from __future__ import annotations

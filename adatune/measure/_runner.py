@@ -75,12 +75,7 @@ def build_failure(build: BuildResult) -> MeasureResult:
 
 
 class WorkerRunner(Runner):
-    """A runner whose worker processes check and time candidates as its ``RunnerConfig`` says.
-
-    ``options`` are ``RunnerConfig``'s, flat: ``number``, ``repeat``, ``min_repeat_ms``, ``timeout``,
-    ``cooldown_interval``, ``enable_cpu_cache_flush``, ``check_correctness``, ``min_converge_coef``,
-    ``micro_batch``, ``min_micro_batches``, ``rtol``, ``atol``, ``device_profile``.
-    """
+    """A runner whose worker processes check and time candidates as its ``RunnerConfig`` (``options``, flat) says."""
 
     #: True when a candidate's run time is its worker's own (an RPC worker's wait for a server is not counted)
     worker_clock = False
@@ -157,16 +152,7 @@ class WorkerRunner(Runner):
 
 
 class LocalRunner(WorkerRunner):
-    """Measure on this machine, one candidate at a time, in one worker process.
-
-    ``number`` runs are averaged per repeat, ``repeat`` values are reported; ``min_repeat_ms`` raises
-    ``number`` for very fast kernels; ``cooldown_interval`` sleeps between candidates;
-    ``enable_cpu_cache_flush`` flushes caches before each run (cold-cache timing);
-    ``check_correctness`` compares each candidate's output with the reference (a plain host build of the
-    task, as AutoTVM's) before timing it; ``min_converge_coef`` enables AdaTune's adaptive evaluator (see
-    ``adatune.measure.evaluator``); ``device_profile`` names the GPU whose per-block limits CUDA candidates are
-    checked against before they are built (``adatune.measure.device_limits.PROFILES``: "h100", "a100", ...).
-    """
+    """Measure on this machine, one candidate at a time, in one worker process (options: ``RunnerConfig``)."""
 
     def device_limits(self, target: object) -> DeviceLimits | None:
         """For CUDA targets: the named profile's limits when one was given, else the real device's when this

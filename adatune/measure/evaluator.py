@@ -12,29 +12,17 @@ as more runs would not change the estimate:
   batch are dropped first (one preempted or lucky batch must not decide), as AdaTune's released code does;
 * measurement stops when ``CV < min_converge_coef``, else it goes on to the cap.
 
-The per-batch CV is used, not the CV of the cumulative running throughput: the running mean smooths itself
-so much that almost every candidate stopped at the minimum whatever its noise.
+The per-batch CV is used, not the CV of the running throughput, which smooths itself into stopping at the floor.
+The floor (``min_micro_batches`` micro-batches) is at most ``FLOOR_SHARE`` (20%) of the cap, as in the paper
+(B=50 runs of n=500, the first decision after two): the micro-batch shrinks to fit it. A cap that cannot hold more
+than ``min_micro_batches`` runs is rejected. ``ADATUNE_PAPER`` is the paper's setting (n=500, B=50).
 
-The stopping floor (``min_micro_batches`` micro-batches) is at most ``FLOOR_SHARE`` (20%) of the cap, as in
-the paper (micro-batches of B=50 runs of n=500, the first decision after two): when ``micro_batch *
-min_micro_batches`` runs exceed that share, the micro-batch shrinks to ``max(1, FLOOR_SHARE * cap //
-min_micro_batches)`` (the default runner's cap of 5 x 3 = 15 runs gives micro-batches of one run, so a steady
-kernel stops after 3 runs). A cap that cannot hold more than ``min_micro_batches`` runs leaves nothing to
-decide and is rejected with ``ValueError``. ``ADATUNE_PAPER`` is the paper's setting (n=500, B=50).
+``min_repeat_ms`` works with both evaluators: a first call of ``number`` runs estimates one run's time, ``number``
+grows until one repeat lasts ``min_repeat_ms`` (as TVM's time evaluator does), and the cap grows with it.
 
-``min_repeat_ms`` (how AutoTVM users write GPU runners) works with both evaluators: a first timed call of
-``number`` runs estimates one run's time, ``number`` grows until one repeat lasts ``min_repeat_ms`` (as TVM's
-time evaluator grows it), and the cap is that grown ``number`` times ``repeat``. The first call is the first
-micro-batch (adaptive) or is counted in ``runs`` (deterministic), so ``runs`` is every timed run.
-
-Warm-up: before either evaluator times anything, the kernel runs untimed for at least ``warmup_ms`` (one
-``time_fn(1, 1, warmup_ms)`` call whose result is dropped; TVM's time evaluator grows its runs until one repeat
-lasts that long). A kernel freshly loaded into a process can read slow for its first runs, and a runner that
-times 15 runs of each candidate would otherwise rank those on their cold runs. Warm-up runs are not counted in
-``runs`` (they are part of no estimate) but are in the runner's wall-clock.
-Every ``time_fn`` call is one TVM ``time_evaluator`` call, which also runs the kernel once untimed before
-timing. The first ``min_micro_batches`` batches are timed in one call (no decision is possible before them),
-later ones one per call. Both evaluators run inside the isolated runner worker.
+Warm-up: the kernel first runs untimed for at least ``warmup_ms``, since a freshly loaded kernel reads slow for its
+first runs; those runs count in no estimate. Each ``time_fn`` call is one TVM ``time_evaluator`` call; the first
+``min_micro_batches`` batches are timed in one call (no decision is possible before them), later ones one per call.
 """
 
 from __future__ import annotations

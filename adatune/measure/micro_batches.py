@@ -1,10 +1,5 @@
-"""AdaTune's adaptive stopping rule on its own: numpy only, so the standalone GPU runner loads this same file.
-
-A kernel is timed in micro-batches; each gives a throughput ``runs / seconds``. Once ``min_micro_batches`` are in,
-the CV (population std over mean) of those throughputs is taken, the slowest and the fastest dropped first from
-``TRIM_FROM_BATCHES`` batches on, and timing stops when it falls under ``min_converge_coef``, else at the cap.
-``adatune.measure.evaluator`` documents the rule and its choices; ``adatune/cuda_export/cupy_runner.py`` loads this file
-by path (no adatune import there), from the tree or from the copy placed beside it in an exported batch.
+"""AdaTune's adaptive stopping rule on its own (``adatune.measure.evaluator`` documents it): numpy only, so
+``adatune/cuda_export/cupy_runner.py`` loads this file by path, from the tree or from its copy in an exported batch.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """FastBuilder: meta_schedule's builder with a warm, persistent pool of build processes.
 
-The stock ``LocalBuilder`` starts new worker processes on every ``build`` call, and each of them runs
-``import tvm.s_tir.tensor_intrin`` inside the timed build (a slow import), so small batches spend nearly all their
-time importing and, under load, time out in a cascade. FastBuilder keeps its workers between calls (recycled
-after ``maximum_process_uses`` builds, as a guard against leaks in the compiler) and imports the tensor
-intrinsics only when ``tensorize=True``, once per worker, in the pool initializer. Artifacts have the stock
+The stock ``LocalBuilder`` starts new workers on every ``build`` call, each importing ``tvm.s_tir.tensor_intrin``
+inside the timed build, so small batches mostly import and, under load, time out. FastBuilder keeps its workers
+(recycled after ``maximum_process_uses`` builds) and imports the intrinsics only when ``tensorize=True``, once per
+worker. Artifacts have the stock
 format (a tar of objects named ``tvm_tmp_mod.tar`` in a directory of its own), so every meta_schedule runner
 loads them and ``RemoveBuildArtifact`` cleans them up.
 """

@@ -1,11 +1,8 @@
 """AdaTune's RFEI cost model as a meta_schedule ``PyCostModel``.
 
-Candidates are described by the trace feature extractor that trace search uses
-(``adatune.trace.StoreFeatures``: TVM's per-store features pooled by sum, mean and max), and
-``adatune.cost_models.RFEICostModel`` (random forest, forestci's infinitesimal-jackknife variance, expected
-improvement) is fitted on those rows. Targets are throughputs normalised per workload
-(best measured cost / cost, 0 for failures), as meta_schedule's XGB model does, so one model can serve every
-task of ``tune_tasks`` and each workload's best measured candidate scores 1.
+``adatune.cost_models.RFEICostModel`` fitted on trace search's features (``adatune.trace.StoreFeatures``). Targets
+are throughputs normalised per workload (best measured cost / cost, 0 for failures), as meta_schedule's XGB model
+does, so one model serves every task of ``tune_tasks``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """AdaptiveRunner: meta_schedule's runner with AdaTune's adaptive evaluator, in one isolated, persistent worker.
 
-The stock ``LocalRunner`` always spends ``number * repeat`` runs per candidate. AdaptiveRunner times each
-candidate with ``adatune.measure.evaluator.evaluate``: micro-batches until the coefficient of variation of the
-per-batch throughputs falls under ``min_converge_coef`` (at most ``number * repeat`` runs), so stable kernels
-cost a few micro-batches. One worker process measures one candidate at a time (measurements on a shared CPU
-must not overlap); a candidate that crashes the worker or runs past ``timeout_sec`` comes back as a
-``RunnerResult`` error, the worker is replaced, and the next candidate goes on in a fresh one.
+The stock ``LocalRunner`` always spends ``number * repeat`` runs per candidate; this one times with
+``adatune.measure.evaluator.evaluate``, so stable kernels cost a few micro-batches. One worker process measures one
+candidate at a time; a candidate that crashes it or runs past ``timeout_sec`` comes back as a ``RunnerResult``
+error and the worker is replaced.
 """
 
 from __future__ import annotations

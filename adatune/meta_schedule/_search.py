@@ -1,15 +1,11 @@
 """ContextualEvolutionarySearch: meta_schedule's search strategy slot filled with adatune's own search.
 
-meta_schedule's ``EvolutionarySearch`` measures the cost model's top candidates plus a fixed share
-``eps_greedy = 0.05`` of random ones, taken as ``int(n * 0.05)``: with fewer than 20 trials per iteration it
-never explores. This strategy is a thin adapter: the design spaces ``tune_tir`` hands over become an
-``adatune.trace.TraceSpace`` (the replay, post-processing and mutation trace search uses), searched by
-``adatune.search.optimizers.EvolutionarySearch`` (the evolution ``TraceSearchTuner`` runs) and split by the one
-``ExplorationPolicy``: AdaTune's eps_t (mean sigma over random unmeasured candidates / best measured
-throughput) when the cost model has ``predict_mean_std`` (``adatune.meta_schedule.RFEICostModel``), else the
-fixed ``eps_greedy``, with ``eps * n`` rounded stochastically, so small iterations explore in expectation too.
-The database's best records of the workload seed the population, and a candidate (keyed by the structural hash
-of its scheduled module) is never measured twice.
+meta_schedule's ``EvolutionarySearch`` takes its random share as ``int(n * 0.05)``: with fewer than 20 trials per
+iteration it never explores. This adapter turns the design spaces ``tune_tir`` hands over into an
+``adatune.trace.TraceSpace``, searches it with ``adatune.search.optimizers.EvolutionarySearch`` and splits each
+iteration by the one ``ExplorationPolicy`` (AdaTune's eps_t when the cost model has ``predict_mean_std``, else
+``eps_greedy``). The database's best records seed the population; a candidate (keyed by the structural hash of its
+scheduled module) is never measured twice.
 """
 
 from __future__ import annotations

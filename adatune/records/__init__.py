@@ -11,16 +11,11 @@ read, resumed from and applied alike. Version-1 lines (``{"v": 1, ..., "config":
 configs only) still load. As in AutoTVM, ``for inp, res in load_from_file(log)`` works: a record unpacks into a
 ``MeasureInput`` (its task recreated once per workload) and its ``MeasureResult``.
 
-Logs stand alone: the first record of each workload in a file also carries ``"workload"``, what its task
-stored (``TuningTask.workload_json()``) so that a fresh process can recreate the task from name, arguments and
-this: the modules to import (``"imports"``: the one defining a user's template, or a task kind's module such
-as DietCode's), and for a program that no name recreates (``TraceTask.from_module``, a model's fused function)
-the IRModule itself, as MetaSchedule's database stores each workload (base64 of ``tvm.ir.save_json``, here
-zlib-compressed). It rides on a record line, not on a line or file of its own, so every line is still one
-record (line counts, ``grep``, AutoTVM's ``record.pick_best(in_file, out_file)``), one file is the whole log (copy it,
-``cat`` logs together), readers that do not know the field ignore it (the format stays version 2), and it is
-written once per workload and file, so a long log does not repeat a model's functions. Reading a line with a
-workload registers it in this process for every record of that workload (``best_records`` may pick another line).
+Logs stand alone: the first record of each workload in a file also carries ``"workload"``
+(``TuningTask.workload_json()``): the modules to import (``"imports"``) and, for a program no name recreates
+(``TraceTask.from_module``, a model's fused function), the IRModule itself (zlib'd base64 of ``tvm.ir.save_json``,
+as MetaSchedule's database stores it). It rides on a record line, so every line is still one record and one file
+the whole log; reading it registers the workload in this process for every record of that workload.
 """
 
 from __future__ import annotations

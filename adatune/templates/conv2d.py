@@ -10,21 +10,16 @@ Knobs:
 
 - ``tile_f`` (3-way, output channels; innermost whole SIMD vectors), ``tile_y`` (3-way, rows; innermost
   <= 4), ``tile_x`` (3-way, columns; innermost <= 32), ``tile_rc`` (2-way, input channels; inner <= 64);
-  from ``adatune.target.cpu_info``: the ``y2*x2`` pixels x ``f2`` channels register tile fits the register
-  file with enough load-balanced accumulators (``_x86.register_tiles``: 4 pixels x 16 channels or 2 x 32 on
-  AVX2, up to 8 x 32 on AVX-512), a cache tile's kernel slice and input patch fit L2, and the parallel
-  loop keeps all cores evenly busy;
+  the register tile, a cache tile's L2 working set and the parallel split are limited by ``adatune.codegen.x86``;
 - ``reorder_inner``: order of ``rc_inner, ry, rx`` inside the reduction;
 - ``tile_order``: cache tile order, channels first (``fyx``) or pixels first (``yxf``);
 - ``pack_kernel``: ``global`` packs the whole kernel up front and parallelises over all outer tiles;
   ``outer`` parallelises over channel blocks only and packs each block's slice once, inside the thread;
 - ``unroll_kw`` (explicitly unroll the ``rx`` taps), ``auto_unroll_max_step`` [0, 16, 64, 512].
 
-``space="small"`` keeps the same template but restricts the knobs (no middle tiles, fewer candidates)
-to about two thousand configs (one to one and a half thousand valid), small enough to measure
-exhaustively for replay experiments; it keeps every register tile that fits the registers, slow ones
-too, so that tuners have a spread of speeds to tell apart. ``space="autotvm"`` keeps the full space's knobs
-unpruned (every factorisation, no joint filter: ``_spaces``).
+``space="small"`` restricts the knobs (no middle tiles) to about two thousand configs, small enough to measure
+exhaustively for replay experiments; it keeps slow register tiles too, so tuners have speeds to tell apart.
+``space="autotvm"`` keeps the full space's knobs unpruned (every factorisation, no joint filter: ``_spaces``).
 """
 
 from __future__ import annotations

@@ -4,10 +4,8 @@ Arguments: ``N, CI, H, W, CO, KH, KW, stride, pad, ic_bn, oc_bn, dtype="float32"
 is ``[N, CI // ic_bn, H, W, ic_bn]``, the kernel ``[CO // oc_bn, CI // ic_bn, KH, KW, ic_bn, oc_bn]`` (Relax's
 ``OIHW{ic_bn}i{oc_bn}o``) and the output ``conv2d_NCHWc[N, CO // oc_bn, OH, OW, oc_bn]``: the layout TVM's own
 x86 schedules and oneDNN keep activations in between operators. A model converted to it
-(``adatune.models.from_torch(..., conv_layout="auto")``) packs each constant kernel once, when the model is
-built, and hands blocked activations from one convolution to the next, so no call re-packs a kernel or
-re-lays-out its input (the NCHW template packs its kernel inside the call and writes its output through a
-transpose).
+(``adatune.models.from_torch(..., conv_layout="auto")``) packs each constant kernel once, at build, and hands
+blocked activations from one convolution to the next, so no call re-packs a kernel or re-lays-out its input.
 
 ``conv2d_NCHWc.x86``: a register tile of ``y2 x x2`` output pixels times ``f2`` channel blocks (``oc_bn``
 lanes each, vectorised), each input value broadcast once per tap; the input-channel lanes ``ic_bn`` are the

@@ -9,10 +9,8 @@ layout (``transpose_b="NT"``).
   vectors), ``tile_k`` (2-way, the inner factor is unrolled, <= 8), ``order`` (cache tile order),
   ``pack_b`` (pack B once, or per parallel tile when one row tile owns each panel),
   ``auto_unroll_max_step`` [0, 64], and for a reduction of K >= 1024 ``k_block`` [K, kc] (sum K in blocks of
-  kc, GotoBLAS's kc, so that tall cache tiles fit L2: BERT's FFN2). Every limit comes from
-  ``adatune.target.cpu_info``: register tiles fit the register file with enough load-balanced accumulators
-  (4x16 and 2x32 fp32 on AVX2, up to 8x32 and 4x64 on AVX-512), cache tiles fit L2 with enough reuse, and the
-  parallel loop keeps all cores evenly busy.
+  kc, GotoBLAS's kc, so that tall cache tiles fit L2). Register tiles, cache tiles and the parallel split are
+  limited by ``adatune.target.cpu_info`` (``adatune.codegen.x86``).
 - ``dense.cuda``: AutoTVM-style shared-memory tiling. Knobs: ``tile_y``/``tile_x`` (4-way: blockIdx,
   vthread, threadIdx, inner), ``tile_k`` (2-way: the shared-memory step is the inner factor),
   ``auto_unroll_max_step`` [0, 512, 1500], ``unroll_explicit`` [0, 1]; filtered to <= 1024 threads,

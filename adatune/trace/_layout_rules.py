@@ -8,8 +8,7 @@ search's decision, as every other choice of the space.
 - :class:`PackOperandPanels`: the operand that the output's innermost (vectorised) axis ``j`` walks, ``B[j, k]``
   of a batch matmul in NT layout or ``B[k, j]`` of a dense layer, is read from a per-call copy packed as
   ``[..., j // P, k..., j % P]``: for each reduction step a register tile of ``P`` columns loads ``P`` consecutive
-  floats, and a tile's panel is one contiguous stretch (the templates' ``pack_b``). Read as it lies, ``B[j, k]``
-  has a stride of ``K`` along the vector: one cache line per lane.
+  floats, and a tile's panel is one contiguous stretch (the templates' ``pack_b``).
 - :class:`VectorizeOutputChannels`: a block whose output's innermost extent the tile does not divide (an NCHW
   convolution's 28 columns) but whose output has another axis ``f`` that indexes a weight (the output channels)
   is re-laid so that ``f % P`` is its innermost axis: it accumulates into an ``[..., f // P, ..., f % P]`` copy of

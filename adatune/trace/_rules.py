@@ -1,19 +1,12 @@
 """Which schedule rules make a rule-made trace space: TVM's own, or TVM's with a register-blocked output tile.
 
-TVM's default CPU rules tile every spatial axis into factors sampled from all its divisors, so at a budget of a few
-dozen trials most candidates have an innermost output tile that is not a whole number of vectors (3, 7, 64...),
-and the vectorised write-back and the FMA loop run partly scalar. The ``vector`` rule set keeps every other rule
-of TVM's (inlining, rfactor, parallel/vectorise/unroll, compute locations, the postprocessors and mutators) and
-replaces its multi-level tiling by TVM's ``MultiLevelTilingWideVector``, which holds the innermost tile of the
-output's innermost spatial axis at a fixed vector length and samples the rest: the register block that adatune's
-x86 knob templates are built around (``nr`` = whole vectors of the target's SIMD width), with every other innermost
-factor at most the accumulator rows the vector registers hold. An axis the vector length does not divide gets a
-guarded tail (TVM's rule splits it imperfectly); one no longer than the vector length stays whole and innermost.
+TVM's default CPU rules sample tiles from all divisors, so at a budget of a few dozen trials most candidates have an
+innermost output tile that is not a whole number of vectors, and run partly scalar. The ``vector`` rule set keeps
+every other rule of TVM's and replaces its multi-level tiling by TVM's ``MultiLevelTilingWideVector``: the innermost
+output tile is whole SIMD vectors (the x86 knob templates' register block), every other innermost factor at most
+the accumulator rows the registers hold. An axis the vector length does not divide gets a guarded tail.
 
-The ``packed`` rule set is ``vector`` plus the two layout rules of ``_layout_rules`` before the tiling: every
-GEMM-like block is also offered with the operand its vectorised axis walks copied into panels one register tile wide
-(the layout the knob templates' ``pack_b`` reads), and a block whose output's innermost extent the tile does not
-divide (an NCHW convolution) with its output channels innermost instead, its weight packed alike.
+The ``packed`` rule set is ``vector`` plus the two layout rules of ``_layout_rules`` before the tiling.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """``TraceSearchTuner``: MetaSchedule's evolutionary search (Shao et al., NeurIPS 2022) as an adatune tuner.
 
-The model-based loop of every tuner (``ModelBasedTuner``) with ``EvolutionarySearch`` as its model optimizer:
-each plan starts from the best measured candidates (``init_measured_ratio`` of the population) and fresh random
-samples, evolves them for ``genetic_num_iters`` generations, and takes the best-scored unmeasured candidates;
-the exploration policy mixes in random ones. Before the first fit the plan is random.
-
-The cost model sees the space's feature matrices (``space.featurize``): XGBoost (AutoTVM's) or AdaTune's random
-forest with expected improvement. With RFEI and ``contextual=True`` the random share of each plan is AdaTune's
-eps_t instead of a fixed epsilon. The search uses only the ``CandidateSpace`` protocol, so it runs on knob
-spaces too, but it is made for trace spaces (``adatune.trace``), whose mutations are TVM's mutators. It is
-registered as tuner ``"trace"`` (``create_tuner("trace", task)``, ``adatune tune --tuner trace``).
+The model-based loop of every tuner (``ModelBasedTuner``) with ``EvolutionarySearch`` as its model optimizer and
+XGBoost or RFEI as its cost model (with RFEI and ``contextual=True`` the random share is AdaTune's eps_t). It runs
+on any ``CandidateSpace`` but is made for trace spaces (``adatune.trace``). Registered as tuner ``"trace"``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A shape-generic CPU schedule for the operators a dynamic model leaves outside its GEMMs (and for an untuned
-operator without a template in a static model: ``am.build``'s fallback).
-
-TVM's legalised TIR is correct for every extent but runs as one serial loop nest per block (no default CPU
-schedules, see the project's TVM notes). Nothing here depends on the symbolic extent, so one schedule serves
-every T. Per function:
+"""The shape-generic CPU schedule (see the package docstring). TVM's legalised TIR runs as one serial loop nest per
+block; nothing here depends on the symbolic extent, so one schedule serves every T. Per function:
 
 1. element-wise intermediates with a single consumer are inlined into it (one pass over memory instead of two),
    but a window's pad (step 5);
@@ -22,13 +18,9 @@ every T. Per function:
    outputs accumulates the whole window in a register; its pad is not inlined but computed per plane in the
    parallel loop, so the update reads no guarded element.
 
-The innermost loop is never fused into the parallel loop: a fused index splits back into row and column by a
-division and a modulo per element (64-bit, by the symbolic extent), which cost more than the exponentials
-around them. It stays a plain loop over contiguous memory, vectorised here when its extent is a constant
-multiple of the SIMD width (a hidden size); over T or a constant the width does not divide, a loop runs whole
-vectors, then halving vectors and a scalar rest (``_vector_tail``; LLVM's loop vectoriser cannot vectorise its
-``exp`` calls), a reduction as partial results in a vector. A step TIR rejects is skipped, so the worst case is
-the unscheduled function, which is still correct.
+The innermost loop is never fused into the parallel loop (a fused index costs a 64-bit division and modulo per
+element); it is vectorised when the SIMD width divides its constant extent, else by ``_vector_tail``. A step TIR
+rejects is skipped, so the worst case is the unscheduled function, which is still correct.
 """
 
 from __future__ import annotations
@@ -139,11 +131,9 @@ def _window_outside(
     between the two (a vector of outputs stays in a register while the window accumulates into it, read and
     written once), the init split off (``decompose_reduction``) and vectorised, the rows in parallel; where no
     vector divides the row, the window's loops go outside the whole column loop. None where the block is not like
-    that. Left inside, the window kept every output element scalar; outside the whole row, each window position
-    read and wrote the row again. The ``staged`` producers (its pads) are computed per plane inside
-    the parallel loop, which then leaves the output rows serial within a plane: the update reads a padded plane
-    from cache with no guard (inlined, the guard kept a depthwise conv's update scalar), each input element padded
-    once. ``vectors=False``: the window around the whole row, as before this split (kept to measure it)."""
+    that. The ``staged`` producers (its pads) are computed per plane inside the parallel loop, so the update reads a
+    padded plane from cache with no guard (which would keep it scalar). ``vectors=False``: the window around the
+    whole row (a baseline for ``benchmarks.no_template_ops``)."""
     spatial = _window(sch, name)
     if spatial is None:
         return None
@@ -280,9 +270,8 @@ def schedule_generic(
     func: tirx.PrimFunc, lanes: int = 8, vector_tails: bool = True, window_vectors: bool = True
 ) -> tuple[tirx.PrimFunc, bool]:
     """``func`` with the schedule of the module docstring (``lanes``: float32 SIMD width) and whether any step
-    applied; ``vector_tails=False`` leaves loops over a symbolic extent, or a constant one the lanes do not divide,
-    as plain loops (what the schedule did before them, kept to measure what they bring); ``window_vectors=False``
-    runs a window around its whole output row with its pad inlined (step 5 as it was before, likewise)."""
+    applied; ``vector_tails=False`` leaves loops the lanes do not divide as plain loops, ``window_vectors=False``
+    runs a window around its whole output row with its pad inlined (baselines for the benchmarks)."""
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
     try:
         root = sch.get_sblock("root")

@@ -3,9 +3,7 @@
 TVM vectorises a loop only over a constant extent. Split by the SIMD width over a symbolic one (a softmax's T
 columns), the inner loop carries the guard ``jo * lanes + ji < T`` and TVM scalarises it; its loop partitioning
 refuses symbolic extents, and buffer-level predication emits an invalid LLVM call for 64-bit indices (TVM 0.27).
-So a dynamic model's softmax made one scalar ``expf`` call per element and waited on every add of its sums. A
-constant extent the width does not divide (a softmax over 62 columns) fared the same: ``schedule_generic`` left it
-a serial loop, slower than the dynamic softmax over the same T.
+A constant extent the width does not divide (a softmax over 62 columns) fares the same.
 
 This rewrite does the partitioning itself, for a serial loop over a symbolic extent, or a constant one above the
 width, around one block that reads and writes contiguously in it (a strided access would become a gather):
@@ -19,9 +17,8 @@ width, around one block that reads and writes contiguously in it (a strided acce
   add's latency. The order of a sum's adds changes, as in any vectorised sum (the layer norm's ``rfactor`` over
   constant extents does the same); max and min are exact.
 
-``benchmarks.generic_ops`` times the operators with and without this against PyTorch. It is the last step of a
-schedule (two blocks then share a name, which a ``Schedule`` could no longer look up); a loop that does not qualify
-is unchanged.
+It is the last step of a schedule (two blocks then share a name, which a ``Schedule`` could no longer look up); a
+loop that does not qualify is unchanged.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """ReLeASE's search agent: proximal policy optimisation over knob vectors, rewarded by the cost model.
 
-Simulated annealing walks the space blindly (one random knob at a time) and needs hundreds of steps per
-tuning iteration. The agent instead learns, across iterations, which way each knob should move from the
-current config: every knob moves at once, towards where the cost model predicts speed, so an episode
-climbs the landscape in a few dozen steps and stops once the knobs settle.
+Where simulated annealing moves one random knob at a time, the agent learns across iterations which way each knob
+should move: every knob moves at once, so an episode climbs in a few dozen steps and stops once the knobs settle.
 
 State: the config's knob indices scaled to [-1, 1]. Action: for every knob one of {decrement, stay,
 increment}, clamped to the knob's range (a factored categorical). Reward: the cost model's predicted

@@ -6,11 +6,9 @@ measured and take
 
     eps_t = mean(sigma(x_k)) / f(x+), clamped to [0, 1],
 
-so plans are mostly random while the model knows little and mostly exploitation once it is sure. Every search
-in the library (simulated annealing, the PPO agent, evolutionary search, trace search, and the meta_schedule
-plug-in) splits its plans here, with one rounding rule: ``eps * n`` rounded stochastically (floor plus a coin
-for the fraction), so a plan of 16 with eps = 0.05 still explores in expectation, where ``int(0.05 * 16)`` never
-would.
+so plans are mostly random while the model knows little. Every search in the library splits its plans here, with
+``eps * n`` rounded stochastically, so a plan of 16 with eps = 0.05 still explores in expectation (``int`` never
+would).
 """
 
 from __future__ import annotations
