@@ -105,13 +105,10 @@ def cpus_pinned_by_other_threads() -> set[int]:
 def tvm_main_thread() -> Iterator[None]:
     """Run TVM kernels inside the block with the calling thread kept off its pool workers' CPUs.
 
-    TVM 0.27 pins each pool worker to a CPU of its own and runs the first share of every parallel loop on the
-    calling thread, which it leaves free; whenever the scheduler puts that thread on a worker's CPU the two
-    share one core and every parallel kernel runs slower until it moves, and a thread stays where it last ran
-    (after another engine's threads, or an affinity change, it may sit on the worker's CPU for good). The block
-    pins the caller to the CPUs no worker holds and restores its affinity after, so threads started elsewhere
-    (builders, other engines) keep every CPU; a no-op where nothing is pinned (TVM's pool not started yet, one
-    thread, ``TVM_BIND_THREADS=0``)."""
+    TVM 0.27 pins each pool worker to a CPU and runs the first share of every parallel loop on the calling
+    thread; where the scheduler puts that thread on a worker's CPU, the two share a core and every parallel kernel
+    slows. The block pins the caller to the CPUs no worker holds and restores its affinity after; a no-op where
+    nothing is pinned (TVM's pool not started yet, one thread, ``TVM_BIND_THREADS=0``)."""
     if not hasattr(os, "sched_setaffinity") or not os.path.isdir("/proc/self/task"):
         yield
         return

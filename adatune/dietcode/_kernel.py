@@ -2,13 +2,11 @@
 
 ``DynamicKernel(t, a, b)`` asks the compiled C decision tree which micro-kernel serves ``t`` and runs it.
 Every micro-kernel pads locally, so any positive T gets a correct answer; a T outside the tuned range only
-warns, since the choice was not tuned there. A bmm kernel ships with its aligned version
-(``aligned_versions``) where the tuner timed it faster (the dispatcher's ``aligned``): at a T that is a multiple of
-its padding unit the module runs the version that pads nothing (not always faster, hence the timing).
-``export(directory)`` writes what a deployment loads: the kernels' shared library, the dispatcher's C source and
-shared library and a JSON manifest. Its kernels run in this process, so it sizes TVM's thread pool as
-``adatune.models.CompiledModel`` does (``adatune.target.size_tvm_thread_pool``): every usable core, as when the
-kernels were measured.
+warns, since the choice was not tuned there. A bmm kernel ships with its aligned version where the tuner timed it
+faster (``aligned_versions``). ``export(directory)`` writes what a deployment loads: the kernels' shared library,
+the dispatcher's C source and shared library and a JSON manifest. It sizes TVM's thread pool as
+``adatune.models.CompiledModel`` does (``adatune.target.size_tvm_thread_pool``): every usable core, as when the kernels
+were measured.
 """
 
 from __future__ import annotations

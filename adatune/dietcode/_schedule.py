@@ -1,16 +1,11 @@
 """Applying a micro-kernel to a dynamic GEMM with local padding.
 
 ``pad_einsum`` pads every axis the tile does not divide (the T axes). On x86 a T axis is padded only to a
-multiple of the register tile (``mr`` rows, ``nr`` columns), not of the whole tile: a tile that T leaves part-full
-runs just the register tiles that hold real rows or columns, behind one guard per register tile, outside the
-unrolled and vectorised loops (``padding_units``). Padding to the whole tile computes up to several times the real
-work between tile multiples (a 16x128 tile at T = 49: 64 x 128 for 49 x 49), while the guards are all register-tile
-padding adds at the multiples. CUDA pads to the thread block's tile. On x86, a dense kernel makes A's padded copy
-once per call, rows in parallel, before the GEMM (a bmm kernel inside each tile); where only the rows are padded
-the accumulators write the real rows straight to C (one guard per row); bmm_nt's padded T x T output is cropped
-into C once per call or inside each tile, as its kernel's ``crop`` says, and any other padded output inside each
-tile (``reverse_compute_at``); B's padded copy (bmm) is its packing stage. The register-blocked inner loops run
-full tiles with no predicate: a predicate on the compute would guard every FMA of the innermost loops.
+multiple of the register tile, not of the whole tile (which can compute several times the real work between tile
+multiples): a part-full tile runs just the register tiles that hold real rows or columns, behind one guard per
+register tile, outside the unrolled and vectorised loops (``padding_units``). CUDA pads to the thread block's tile.
+Where A's padded copy is made and the output cropped: ``pad_places``. The register-blocked inner loops run full
+tiles with no predicate, which would guard every FMA.
 """
 
 from __future__ import annotations
@@ -69,13 +64,9 @@ def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
     it is never padded, on CUDA and on dense GEMMs. The version leaves every T axis whose unit divides it unpadded
     too (the rows of a 4 x 64 register tile at 64).
 
-    Why: a shape-generic kernel pads and crops even at a T that needs no padding; the version at a multiple does
-    neither. A dense kernel pads only A's rows (one copy per call) and measured slower aligned, so dense GEMMs get
-    none.
-
-    Where that axis is never padded (a bmm NN kernel with ``kt = 1``, a one-column bmm NT tile) the rows still are:
-    the version then aligns the rows' unit ``mr`` instead, so a T that ``mr`` divides runs without the padded copy of
-    A and the guarded write-back."""
+    Why: a shape-generic kernel pads and crops even at a T that needs no padding; the version does neither. Dense
+    GEMMs pad only A's rows, once per call, and get none. Where that axis is never padded (a bmm NN kernel with
+    ``kt = 1``, a one-column bmm NT tile) the version aligns the rows' unit ``mr`` instead."""
     if mk.device != "cpu" or wl.kind == "dense":
         return 1
     units = padding_units(wl, mk)
@@ -88,9 +79,8 @@ def aligned_versions(
     """Per kernel, the alignment of the version deployed beside it (0: none, where it would serve no T of the
     range): a module runs ``<name>_a<u>`` (``aligned_name``) instead of ``<name>`` wherever ``T % u == 0``.
 
-    ``kept`` (a dispatcher's ``aligned``: the versions the tuner timed faster than their kernels) overrides that
-    default per kernel; each entry must be 0 or the kernel's own alignment. Not every version is faster than its
-    kernel on every host, hence the tuner's timing (``check_versions``)."""
+    ``kept`` (a dispatcher's ``aligned``: the versions the tuner timed faster, ``check_versions``) overrides that
+    default per kernel; each entry must be 0 or the kernel's own alignment."""
     default = [u if 1 < u <= wl.t_range[1] else 0 for u in (alignment(wl, k) for k in kernels)]
     if kept is None:
         return default
@@ -104,11 +94,8 @@ def aligned_versions(
 def aligned_tile(wl: DynamicWorkload, mk: MicroKernel, align: int) -> MicroKernel:
     """The micro-kernel an aligned version (``align > 1``) is scheduled with: ``mk`` itself, except that a bmm NT
     kernel whose register tile is not a power-of-two number of columns (three vectors, split by
-    ``vectorize_columns``) takes its register tile as its column tile when its columns are aligned.
-
-    Why: with its own wider column tile such a version measured slower than with ``nt = nr``, and as fast as the
-    wide-tile kernel compiled with T bound with it; power-of-two tiles keep their column tile, which measured
-    faster for them."""
+    ``vectorize_columns``) takes its register tile as its column tile when its columns are aligned: such a version
+    ran slower with its own wider column tile, power-of-two tiles faster."""
     units = padding_units(wl, mk)
     pow2 = mk.nr & (mk.nr - 1) == 0
     if align <= 1 or wl.kind != "bmm_nt" or pow2 or mk.nt == mk.nr or align % units[1]:
@@ -165,15 +152,10 @@ def _rows_only(wl: DynamicWorkload, mk: MicroKernel, cols_padded: bool | None = 
 def pad_places(wl: DynamicWorkload, mk: MicroKernel, cols_padded: bool | None = None) -> tuple[str, str]:
     """Where the shipped x86 schedule makes A's padded copy and crops the output of ``mk`` on ``wl``.
 
-    A dense GEMM's padded A is made once per call, rows in parallel: placed in each tile it would be made again for
-    every column tile (N / nt times). The bmm kernels have one or two column tiles, so their copy stays in the tile
-    (made at most twice, each time just before it is read), which measured faster than a separate pass.
-
-    bmm_nt pads both axes of its T x T output. Cropped inside each tile, the copy runs element by element behind a
-    guard on both indices that TVM cannot vectorise; cropped once per call, rows in parallel, its loops run over C's
-    own extents with no guard, but cost one more parallel launch, which weighs on the short calls of small T. So
-    the crop is the kernel's own field (``mk.crop``: ``""`` once per call, ``"tile"`` in each tile), and each T
-    votes for the kernel that times fastest there, crop included."""
+    A dense GEMM's padded A is made once per call, rows in parallel (in each tile it would be made N / nt times); the
+    bmm kernels have one or two column tiles, so their copy stays in the tile, just before it is read. bmm_nt's
+    padded T x T output is cropped as ``mk.crop`` says: ``""`` once per call (unguarded, vectorised, one more
+    parallel launch), ``"tile"`` in each tile (element by element behind a guard); each T's vote picks."""
     a_pad = "call" if wl.kind == "dense" else "tile"
     if mk.crop and wl.kind != "bmm_nt":
         raise ValueError(

@@ -2,14 +2,13 @@
 
 A kernel's fitness is its predicted quality on the sampled shape it serves best: for each T, the best predicted
 cost among the kernels measured so far divided by the kernel's predicted cost there (1 = as good as the
-best measured; above 1 = predicted better), the largest over T, since the dispatcher gives every T its own kernel.
-Averaged over T instead, a kernel that only one T needs (the narrow tiles of T = 1) scores low and is lost from
-the population (``tests/test_dietcode_search.py`` bounds how far each T's pick may be from its best).
-MetaSchedule's ``EvolutionarySearch`` (the one used by trace search) evolves a population seeded with the best
-measured kernels by this fitness, mutating one field of a kernel at a time. From every kernel it scored, each
-sampled T takes its predicted best (then its second best), then the rest of the batch goes by mean quality over
-T, so kernels that are best only on some shapes are still measured. ``search="exhaustive"`` scores the whole space
-instead (tens of thousands of kernels on bmm_nt, each one's program features extracted: minutes for a space).
+best measured; above 1 = predicted better), the largest over T, since the dispatcher gives every T its own kernel
+(averaged, a kernel only one T needs would be lost from the population). MetaSchedule's ``EvolutionarySearch``
+(the one used by trace search) evolves a population seeded with the best measured kernels by this fitness,
+mutating one field of a kernel at a time. From every kernel it scored, each sampled T takes its predicted best (then its
+second best), then the rest of the batch goes by mean quality over T, so kernels that are best only on some shapes are
+still measured. ``search="exhaustive"`` scores the whole space instead (slow: each kernel's program features are
+extracted).
 """
 
 from __future__ import annotations

@@ -6,23 +6,12 @@ A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced
 - x86: ``mr x nr`` is the register-blocked accumulator tile (``nr`` a multiple of the SIMD width) that fits
   the vector register file with enough independent FMA chains (``templates._x86.register_tiles``); ``mt``,
   ``nt`` are small multiples of it whose operand panels fit L2; ``kt`` is the unrolled reduction step.
-- x86 ``bmm_nt`` (B = K read along its rows, T both its rows and its columns): the space adds register tiles one
-  vector wide (``_one_vector_tiles``), whose columns pad to one vector instead of two or more, and tiles narrower
-  than a vector (``_small_kernels``) for the small T, and holds each kernel twice, ``pack=""`` packing all of B
-  into k-major panels once per call (a parallel loop of its own before the GEMM) and ``pack="column"`` packing
-  each column tile's panel inside that tile, with column tiles parallel and row tiles serial within them, so
-  the panel is packed once; which pays depends on T and the tile, so the search chooses. Each is held twice
-  again: the padded T x T output cropped into C once per call, rows in parallel over C's own extents
-  (``crop=""``: vectorised, but one more parallel region), or inside each tile behind a guard on both indices
-  (``crop="tile"``: element by element, no extra launch). Once per call pays at large T, where the extra launch
-  is small beside the call, and costs at small T, so each T's vote picks. Every bmm_nt kernel is held once more
-  with ``unroll=64``: TVM's auto-unroll pragma on the whole kernel (what the static template's
-  ``auto_unroll_max_step`` knob sets). Unrolling helps some bmm_nt kernels and slows others, while bmm NN and dense
-  kernels barely move: so it is a field the search and each T's vote choose, on the kind where it matters. Every
-  such kernel whose register tile is several vectors wide and crops once per call is held once more with
-  ``tail=lanes``: its tile runs the ``T // nr * nr`` columns it covers exactly and a one-vector tile the rest
-  (``adatune.dietcode._tail``), so T pads to a vector instead of the register tile; a tail costs a second,
-  narrower GEMM, so again each T's vote picks.
+- x86 ``bmm_nt`` (T both its rows and its columns): the space adds register tiles one vector wide
+  (``_one_vector_tiles``) and narrower (``_small_kernels``) for small T, and fields whose gain depends on T and the
+  tile, so the search and each T's vote choose: ``pack`` (B packed into k-major panels once per call, or per column
+  tile inside it), ``crop`` (the padded T x T output cropped into C once per call, vectorised but one more parallel
+  region, or inside each tile behind a guard), ``unroll=64`` (TVM's auto-unroll pragma) and, for wide register
+  tiles cropped once per call, ``tail=lanes`` (the last columns as a one-vector tile, ``adatune.dietcode._tail``).
 - CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp, at most the block
   limit), each accumulating ``mr x nr`` outputs in registers; the ``mt x kt`` and ``kt x nt`` operand tiles
   staged in shared memory must fit it.
@@ -214,10 +203,8 @@ def _register_tiles(info: CpuInfo) -> set[tuple[int, int]]:
 def _one_vector_tiles(info: CpuInfo) -> set[tuple[int, int]]:
     """(rows, 1) accumulator tiles with ``FMA_CHAINS`` rows or more, for GEMMs whose columns are T (``bmm_nt``).
 
-    ``register_tiles`` drops them (a k step loads one broadcast per FMA), and on AVX2 they measured slower. But a T
-    axis pads to the register tile's width: on AVX-512, where a two-vector tile pads T to 32 columns, the best
-    one-vector tile measured faster than the best two-vector one at most T between multiples of 32. So the space
-    holds them and the measured votes decide per host."""
+    ``register_tiles`` drops them (a k step loads one broadcast per FMA), but a T axis pads to the register tile's
+    width, so a one-vector tile wastes less between multiples; the measured votes decide per host."""
     return {(rows, 1) for rows in range(FMA_CHAINS, info.vector_registers) if fits_registers(rows, 1, info)}
 
 
@@ -260,9 +247,8 @@ def _half_vector_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> lis
     """Register tiles of half a vector (256 bits on AVX-512) for GEMMs whose columns are T (``bmm_nt``), with the
     one-vector tiles' rows; none where half a vector is narrower than 8 lanes (AVX2's would be 128-bit).
 
-    A T axis pads to the register tile's width: at T = 17 a 16-lane tile computes 32 columns, an 8-lane one 24.
-    A core that executes a 512-bit FMA as two 256-bit halves loses nothing on them, while a core with two full
-    512-bit FMA units halves its throughput with them, so the measured votes decide per host."""
+    They pad T less; a core that splits 512-bit FMAs in halves loses nothing on them, one with full 512-bit FMA units
+    halves its throughput, so the measured votes decide per host."""
     half = info.lanes(dtype) // 2
     if half < 8:
         return []

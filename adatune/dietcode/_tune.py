@@ -1,13 +1,10 @@
 """One DietCode tuning run for a whole range of T.
 
-Rounds on the shared tuning loop (``Tuner.tune``): sample shapes over the range; measure a batch of
-micro-kernels through the shared builder and runner (each kernel compiled once, symbolic in T, then checked
-against a plain build and timed at every sampled T in the runner's worker: one ``RangeTask`` measure input);
-fit the joint cost model (f_MK on the kernels' program features by default); propose the next batch by
-evolutionary search on the model (each sampled shape's predicted best unmeasured kernel first, see
-``_search``), plus the exploration policy's random share. At the end the model predicts every measured kernel
-at every T of the range, each T votes for its best among all of them, and the smallest decision tree whose
-latency loss is within ``dispatch_tolerance`` compresses the votes (``_select``); ``tuner.result()`` returns them.
+Rounds on the shared tuning loop (``Tuner.tune``): sample shapes over the range; measure a batch of micro-kernels
+(each compiled once, symbolic in T, and timed at every sampled T: one ``RangeTask`` measure input); fit the joint
+cost model; propose the next batch by search on the model (``_search``) plus the exploration policy's random share.
+At the end every T votes for its best measured kernel and the smallest decision tree within ``dispatch_tolerance``
+compresses the votes (``_select``); ``tuner.result()`` returns them.
 
 At the sampled T the votes read the measured seconds (the model fills the T nobody timed, never overrules a
 timing); between them ``dispatch_costs`` ("calibrated", "measured" or "predicted") says what they read. Each

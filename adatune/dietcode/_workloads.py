@@ -6,10 +6,9 @@ Relax's FoldConstant leaves them), ``bmm_nt`` (``S[B, T, T] = Q[B, T, D] @ K[B, 
 ``T`` as its last, explicit argument: TVM only binds a shape variable from a buffer shape when it appears
 alone, and passing it keeps one calling convention for every kind.
 
-A dense workload may take its weight pre-packed (``b_panel = W``): ``B[K, N]`` stored as ``[N / W, K, W]``
-panels, so a register tile's k loop streams contiguous memory instead of striding N floats per step. Weights are
-constants of a model, so they are packed once when it loads (``pack_b``), as oneDNN reorders its weights; ``W``
-comes from the target (``weight_panel`` in ``_space``) so that every micro-kernel of the space reads one layout.
+A dense workload may take its weight pre-packed (``b_panel = W``): ``B[K, N]`` stored as ``[N / W, K, W]`` panels,
+so a register tile's k loop streams contiguous memory; weights are packed once as a model loads (``pack_b``), with
+``W`` from the target (``weight_panel``) so every micro-kernel of the space reads one layout.
 """
 
 from __future__ import annotations

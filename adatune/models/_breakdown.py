@@ -1,12 +1,9 @@
 """Where a compiled model's time goes: every call the Relax VM makes (each fused kernel, and the VM's own
 builtins: storage allocation, reshapes, copies), timed one by one, beside the end-to-end latency.
 
-The gap between a model's measured latency and the sum of its tasks' tuned times has to be explained, not
-guessed: a kernel slower inside the model than alone (cold caches, another layout), time outside the
-kernels (allocation, the VM's dispatch), or weights re-packed on every call show up here per call site.
-The VM calls an instrument before and after each call; the per-call clock adds a few microseconds of Python
-per call, so the end-to-end latency is timed separately, uninstrumented, and "outside the kernels" is that
-latency less the kernels' sum.
+A kernel slower inside the model than alone, time outside the kernels, or weights re-packed on every call show
+up here per call site. The per-call instrument adds Python overhead, so the end-to-end latency is timed
+separately, uninstrumented, and "outside the kernels" is that latency less the kernels' sum.
 """
 
 from __future__ import annotations

@@ -329,10 +329,9 @@ _MATCHERS: list[Callable[[tvm.s_tir.Schedule, list[str], _Params], _Match | None
 class ModelTask:
     """One distinct fused function of a model: its calls (``weight``), FLOPs and the task that tunes it.
     ``kind`` is the template name for knob tasks and ``"trace"`` for trace search; ``note`` says why a
-    function a template recognised went to trace search. A trace task is created on first use: its design
-    spaces need MetaSchedule's rules, whose first use in a process imports TVM's tensor intrinsics (tens of s).
-    Every function also has its trace task (``trace_task``), so a log tuned with templates off
-    (``extract_tasks(templates=False)``) applies to a table extracted with them.
+    function a template recognised went to trace search. A trace task is created on first use (its design
+    spaces import TVM's tensor intrinsics). Every function also has its trace task (``trace_task``), so a log
+    tuned with templates off (``extract_tasks(templates=False)``) applies to a table extracted with them.
     """
 
     def __init__(

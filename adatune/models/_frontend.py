@@ -1,9 +1,5 @@
-"""Whole models into Relax: PyTorch (torch.export) and ONNX, legalised and fused into one PrimFunc per task.
-
-The preparation is the front half of TVM's static-shape tuning pipeline: ``DecomposeOpsForInference`` (so a
-BatchNorm left in the graph becomes element-wise ops that fuse into its convolution), then the ``zero``
-pipeline (LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR). Weights are constants of the
-module (FoldConstant pre-transposes linear weights), so every fused PrimFunc takes them as parameters.
+"""Whole models into Relax: PyTorch (torch.export) and ONNX, prepared (``_graph.prepare``) into one PrimFunc per
+task. Weights are constants of the module, so every fused PrimFunc takes them as parameters.
 """
 
 from __future__ import annotations

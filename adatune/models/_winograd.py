@@ -4,11 +4,9 @@
 Eligible: NCHW data, OIHW kernel, groups 1, dilation 1, stride 1, the same padding on every side, a constant
 kernel (``FoldConstant`` in ``prepare`` computes ``G g G^T`` once; the deployed model never transforms a
 weight), and an output of at least ``WINOGRAD_MIN_PIXELS`` pixels. The output tile ``m`` follows the map's size
-(``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times the original and is streamed from memory
-once per call, for ever fewer output tiles as the map shrinks: on small maps the larger kernel costs more than
-the saved multiplies, so maps from 14x14 take ``m = 4`` and smaller ones down to 7x7 the smaller kernel of
-``m = 2`` (benchmarks/RESULTS.md has the per-map comparison). Every other convolution keeps Relax's
-legalisation.
+(``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times the original, streamed once per call for ever
+fewer output tiles as the map shrinks, so maps from 14x14 take ``m = 4`` and smaller ones ``m = 2``. Every other
+convolution keeps Relax's legalisation.
 """
 
 from __future__ import annotations

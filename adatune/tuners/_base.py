@@ -183,10 +183,9 @@ class Tuner(Configurable, abc.ABC):
         """Re-time the ``top`` fastest candidates measured so far in turns; the fastest by the median of those
         readings becomes the best, which it returns.
 
-        Why: the best of many single noisy readings is biased low (the winner's curse): on a busy host a search
-        can keep a program it read once as fast over one that runs faster in turns. The candidates are built
-        once; each of ``rounds`` rounds runs every one of them once, the order reversed every other round, so a
-        change of the host's state hits all alike. Results go to ``callbacks`` marked
+        Why: the best of many single noisy readings is biased low (the winner's curse). Each of ``rounds`` rounds
+        runs every candidate once, the order reversed every other round, so a change of the host's state hits all
+        alike. Results go to ``callbacks`` marked
         ``extra["confirm"] = {"session": ..., "round": ...}``: ``log_to_file`` keeps them, and ``best_records``
         and ``apply_history_best`` pick by them. They are not trials (``trials`` and ``visited`` are unchanged);
         the tuner's clock advances by their time."""
