@@ -3,6 +3,8 @@ synthetic table, so the suite and the shipped conformance checks measure on the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import fixture_templates  # noqa: E402,F401  (registers test/matmul and test/faulty)
 import pytest
 import sklearn.cluster  # noqa: F401  (loads scikit-learn's OpenMP runtime, so the limit below reaches it)
@@ -39,3 +41,15 @@ def knob_fixture(matmul_task: adatune.task.Task, replay_table: dict) -> KnobFixt
 @pytest.fixture()
 def replay_option(replay_table: dict) -> adatune.measure.MeasureOption:
     return adatune.measure_option(runner=ReplayRunner(replay_table))
+
+
+@pytest.fixture(scope="session")
+def checked_option() -> Iterator[adatune.measure.MeasureOption]:
+    """A real builder and a correctness-checking runner shared by the tests that measure a few kernels and need no
+    runner settings of their own: each worker pool pays ``import tvm`` once per test process, not once per test."""
+    option = adatune.measure_option(
+        adatune.LocalBuilder(timeout=60, n_parallel=1),
+        adatune.LocalRunner(number=2, repeat=3, timeout=60, check_correctness=True),
+    )
+    yield option
+    option.close()

@@ -59,7 +59,7 @@ if "test/double_numpy_says_triple" not in adatune.task.registered_templates():
         return tvm.s_tir.Schedule(te.create_prim_func([A, B])), [A, B]
 
 
-def test_check_correctness_compares_with_a_plain_host_build_as_autotvm_does():
+def test_check_correctness_compares_with_a_plain_host_build_as_autotvm_does(checked_option):
     """AutoTVM's contract: the reference is the task built plainly for the host and run on the same random
     inputs as each candidate; a wrong candidate is a WRONG_ANSWER, and a template's numpy reference plays no part."""
     faulty = adatune.task.create("test/faulty", (64,), adatune.target.host())
@@ -69,9 +69,7 @@ def test_check_correctness_compares_with_a_plain_host_build_as_autotvm_does():
     refs.close()
     double = adatune.task.create("test/double_numpy_says_triple", (64,), adatune.target.host())
     inputs = [MeasureInput(faulty, faulty.config_space.get(MODES.index(m))) for m in ("ok", "wrong")]
-    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(timeout=5, check_correctness=True))
-    res = option.measure([*inputs, MeasureInput(double, double.config_space.get(0))])
-    option.close()
+    res = checked_option.measure([*inputs, MeasureInput(double, double.config_space.get(0))])
     assert [r.error_no for r in res] == [MeasureErrorNo.NO_ERROR, MeasureErrorNo.WRONG_ANSWER, MeasureErrorNo.NO_ERROR]
     assert "output 1 differs from the reference (max abs error 1" in res[1].error_msg
 
@@ -100,12 +98,10 @@ def test_a_template_runs_under_its_tasks_target_and_its_reference_under_the_host
     assert [("bad_device" in keys) for keys in SEEN_KEYS] == [True, True, False]
 
 
-def test_worker_recovers_after_crash():
+def test_worker_recovers_after_crash(checked_option):
     task = adatune.task.create("test/faulty", (64,), adatune.target.host())
-    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(timeout=5, check_correctness=True))
     order = [MODES.index("crash"), MODES.index("ok")]
-    res = option.measure([MeasureInput(task, task.config_space.get(i)) for i in order])
-    option.close()
+    res = checked_option.measure([MeasureInput(task, task.config_space.get(i)) for i in order])
     assert res[0].error_no == MeasureErrorNo.RUNTIME_DEVICE
     assert res[1].error_no == MeasureErrorNo.NO_ERROR and len(res[1].costs) == 3
 

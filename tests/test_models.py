@@ -303,7 +303,7 @@ def test_kernel_breakdown_times_every_call_of_the_vm(tiny: am.Model) -> None:
     assert "end to end" in report.table()
 
 
-def test_model_tasks_are_timed_with_their_constant_weights_packed_once(tiny: am.Model) -> None:
+def test_model_tasks_are_timed_with_their_constant_weights_packed_once(tiny: am.Model, checked_option) -> None:
     """A convolution's weight is a constant of the model, which the build packs once: a config that packs the
     whole weight is measured with that packing split out and run once, before the checked and timed call; a
     config that packs inside each thread (which the model pays on every call) is timed as one call, and so is
@@ -322,10 +322,7 @@ def test_model_tasks_are_timed_with_their_constant_weights_packed_once(tiny: am.
     mod, plan, err = _instantiate(MeasureInput(task, whole))
     assert not err and plan is not None and len(plan.setup) == 1
     assert "kernel_weight_prepack" in {gv.name_hint for gv in mod.get_global_vars()}
-    option = adatune.measure_option(
-        adatune.LocalBuilder(), adatune.LocalRunner(number=2, repeat=2, check_correctness=True)
-    )
-    (res,) = option.measure([MeasureInput(task, whole)])
+    (res,) = checked_option.measure([MeasureInput(task, whole)])
     assert res.error_no == 0, res.error_msg  # checked against the reference with the weight packed beforehand
 
     task.constant_args = frozenset()  # nothing constant: the packing stays in the timed call
@@ -350,7 +347,7 @@ class _DeepResidualDense(nn.Module):
         return self.fc(x) + r
 
 
-def test_k_blocked_configs_of_a_fused_dense_task_pass_the_runners_check() -> None:
+def test_k_blocked_configs_of_a_fused_dense_task_pass_the_runners_check(checked_option) -> None:
     """A model's dense task carries its epilogue (bias, residual) into the tile buffer's write-back when the
     config sums K in blocks: those configs build and compute what the fused function does (the runner checks
     each against the function's reference), beside an unblocked one."""
@@ -366,8 +363,5 @@ def test_k_blocked_configs_of_a_fused_dense_task_pass_the_runners_check() -> Non
     assert blocked, "no blocked config in the fused task's space"
     picks = [blocked[int(i)] for i in np.random.default_rng(0).choice(len(blocked), 2, replace=False)]
     picks.append(next(c for c in valid if c["k_block"].val == 6144))
-    option = adatune.measure_option(
-        adatune.LocalBuilder(), adatune.LocalRunner(number=1, repeat=1, check_correctness=True)
-    )
-    for cfg, res in zip(picks, option.measure([MeasureInput(task, c) for c in picks])):
+    for cfg, res in zip(picks, checked_option.measure([MeasureInput(task, c) for c in picks])):
         assert res.error_no == 0, f"{cfg}: {res.error_msg}"

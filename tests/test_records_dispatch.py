@@ -108,7 +108,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_resume_after_sigkill_loses_and_remeasures_nothing(matmul_task, tmp_path):
+def test_resume_after_sigkill_loses_and_remeasures_nothing(matmul_task, tmp_path, checked_option):
     log = tmp_path / "killed.jsonl"
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT.format(tests=str(TESTS), log=str(log))],
@@ -127,9 +127,7 @@ def test_resume_after_sigkill_loses_and_remeasures_nothing(matmul_task, tmp_path
     assert len(before) >= 12
     tuner = XGBTuner(matmul_task, plan_size=8, seed=0)
     assert tuner.load_history(before) == len({r.config_index for r in before})
-    option = adatune.measure_option(adatune.LocalBuilder(), adatune.LocalRunner(number=2, repeat=2))
-    tuner.tune(n_trial=8, measure_option=option, callbacks=[adatune.callback.log_to_file(str(log))])
-    option.close()
+    tuner.tune(n_trial=8, measure_option=checked_option, callbacks=[adatune.callback.log_to_file(str(log))])
     after = [r.config_index for r in load_from_file(str(log))]
     assert after[: len(before)] == [r.config_index for r in before]  # nothing lost
     assert len(after) == len(before) + 8 and len(set(after)) == len(after)  # nothing measured twice

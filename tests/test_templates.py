@@ -126,21 +126,12 @@ def test_x86_random_good_and_fallback_configs_match_numpy(name: str, args: tuple
     _run_against_numpy(task, sch, "fallback config")
 
 
-@pytest.fixture(scope="module")
-def cpu_option():
-    opt = adatune.measure_option(
-        adatune.LocalBuilder(timeout=60), adatune.LocalRunner(number=1, repeat=1, timeout=60, check_correctness=True)
-    )
-    yield opt
-    opt.close()
-
-
 @pytest.mark.parametrize("name,args", X86_CASES[::4], ids=[f"{n}{a[:-1]}" for n, a in X86_CASES[::4]])
-def test_x86_configs_pass_the_measure_pipelines_check(name: str, args: tuple, cpu_option) -> None:
+def test_x86_configs_pass_the_measure_pipelines_check(name: str, args: tuple, checked_option) -> None:
     """The runner's own correctness check (in its worker process) accepts the same kernels."""
     task = adatune.task.create(name, args, HOST)
     idxs = [_good_config(task), *task.config_space.sample(np.random.default_rng(1), 1)]
-    results = cpu_option.measure([MeasureInput(task, task.config_space.get(i)) for i in idxs])
+    results = checked_option.measure([MeasureInput(task, task.config_space.get(i)) for i in idxs])
     for i, res in zip(idxs, results):
         assert res.error_no == MeasureErrorNo.NO_ERROR, f"config {i}: {res.error_no.name} {res.error_msg[-800:]}"
         assert min(res.costs) > 0

@@ -79,12 +79,6 @@ def softmax_task() -> TraceTask:
     return adatune.task.create("trace/rules/test-softmax", (128, 256), adatune.target.host())
 
 
-def _option() -> adatune.measure.MeasureOption:
-    return adatune.measure_option(
-        adatune.LocalBuilder(n_parallel=1), adatune.LocalRunner(number=3, repeat=2, timeout=60, check_correctness=True)
-    )
-
-
 def _run(mod: tvm.IRModule, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray:
     lib = tvm.tirx.build(mod, adatune.target.host())
     args = [tvm.runtime.tensor(x) for x in inputs] + [tvm.runtime.tensor(np.zeros(out_shape, "float32"))]
@@ -166,11 +160,10 @@ def test_gpu_verification_rejects_programs_before_any_build(tmp_path):
     assert TraceSearchTuner(task, seed=0).load_history(load_from_file(str(tmp_path / "bad.jsonl"))) == 0
 
 
-def test_softmax_without_template_tunes_and_matches_numpy(softmax_task):
+def test_softmax_without_template_tunes_and_matches_numpy(softmax_task, checked_option):
     assert softmax_task.name == "trace/rules/test-softmax" and len(softmax_task.space.design_spaces) > 1
     tuner = TraceSearchTuner(softmax_task, plan_size=3, population_size=12, genetic_num_iters=1, seed=0)
-    option = _option()
-    tuner.tune(n_trial=6, measure_option=option, batch_size=3)
+    tuner.tune(n_trial=6, measure_option=checked_option, batch_size=3)
     assert len(tuner.trials) == 6 and len({t.key for t in tuner.trials}) == 6
     assert all(t.error_no == MeasureErrorNo.NO_ERROR for t in tuner.trials)
     assert tuner.eps_history  # the second plan was model-guided
@@ -231,10 +224,10 @@ def test_a_generic_schedule_that_fails_leaves_the_rule_space_without_it(monkeypa
     assert len(cands) == 3 and all(c.space >= 0 for c in cands)
 
 
-def test_template_tunes_logs_and_resumes_without_remeasuring(matmul_task, tmp_path):
+def test_template_tunes_logs_and_resumes_without_remeasuring(matmul_task, tmp_path, checked_option):
     log = str(tmp_path / "trace.jsonl")
     first = TraceSearchTuner(matmul_task, plan_size=4, population_size=16, genetic_num_iters=2, seed=3)
-    first.tune(n_trial=8, measure_option=_option(), batch_size=4, callbacks=[adatune.callback.log_to_file(log)])
+    first.tune(n_trial=8, measure_option=checked_option, batch_size=4, callbacks=[adatune.callback.log_to_file(log)])
     recs = list(load_from_file(log))
     assert len(recs) == 8 and {r.kind for r in recs} == {"trace"}
     assert [r.key for r in recs] == [t.key for t in first.trials]
@@ -247,16 +240,16 @@ def test_template_tunes_logs_and_resumes_without_remeasuring(matmul_task, tmp_pa
 
     second = TraceSearchTuner(matmul_task, plan_size=4, population_size=16, genetic_num_iters=2, seed=3)
     assert second.load_history(load_from_file(log)) == 8
-    second.tune(n_trial=6, measure_option=_option(), batch_size=3, callbacks=[adatune.callback.log_to_file(log)])
+    second.tune(n_trial=6, measure_option=checked_option, batch_size=3, callbacks=[adatune.callback.log_to_file(log)])
     keys = [r.key for r in load_from_file(log)]
     assert len(keys) == 14 and len(set(keys)) == 14
     assert second.best_flops >= first.best_flops
 
 
-def test_adatune_best_reads_trace_records(matmul_task, tmp_path, capsys):
+def test_adatune_best_reads_trace_records(matmul_task, tmp_path, capsys, checked_option):
     log = str(tmp_path / "best.jsonl")
     tuner = TraceSearchTuner(matmul_task, plan_size=4, population_size=16, genetic_num_iters=1, seed=5)
-    tuner.tune(n_trial=4, measure_option=_option(), batch_size=4, callbacks=[adatune.callback.log_to_file(log)])
+    tuner.tune(n_trial=4, measure_option=checked_option, batch_size=4, callbacks=[adatune.callback.log_to_file(log)])
     assert adatune.cli.main(["best", log]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     recs = list(load_from_file(log))
