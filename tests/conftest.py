@@ -53,3 +53,14 @@ def checked_option() -> Iterator[adatune.measure.MeasureOption]:
     )
     yield option
     option.close()
+
+
+@pytest.fixture(scope="session")
+def model_option() -> Iterator[adatune.measure.MeasureOption]:
+    """What ``tune_model`` measures with by default (``LocalBuilder()``, ``model_runner()``), started once per test
+    process for the tests that tune a small model briefly."""
+    from adatune.models import model_runner
+
+    option = adatune.measure_option(adatune.LocalBuilder(), model_runner())
+    yield option
+    option.close()

@@ -102,7 +102,7 @@ class _Net(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
-def test_a_blocked_model_uses_the_template_and_matches_pytorch(tmp_path) -> None:
+def test_a_blocked_model_uses_the_template_and_matches_pytorch(tmp_path, model_option) -> None:
     torch.manual_seed(0)
     model = am.from_torch(_Net(), (torch.randn(1, 3, 12, 12),), name="blocked", conv_layout="NCHW8c")
     tasks = am.extract_tasks(model)
@@ -118,7 +118,16 @@ def test_a_blocked_model_uses_the_template_and_matches_pytorch(tmp_path) -> None
 
     log = tmp_path / "blocked.jsonl"
     knob = [t for t in tasks if t.kind != "trace"]  # a trace task's first design space takes minutes
-    am.tune_model(model, log, n_trial=len(knob) * 2, strategy="round-robin", round_trials=2, tasks=knob, progress=False)
+    am.tune_model(
+        model,
+        log,
+        n_trial=len(knob) * 2,
+        strategy="round-robin",
+        round_trials=2,
+        tasks=knob,
+        progress=False,
+        option=model_option,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pooling and the layout transforms fall back
         tuned = am.build(model, log)

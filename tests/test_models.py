@@ -139,7 +139,7 @@ def test_onnx_import_matches_onnxruntime(tmp_path) -> None:
         am.from_onnx(path, {"y": [1]})
 
 
-def test_tune_build_matches_pytorch_and_resumes_after_sigkill(tiny: am.Model, tmp_path) -> None:
+def test_tune_build_matches_pytorch_and_resumes_after_sigkill(tiny: am.Model, tmp_path, model_option) -> None:
     import json
     import signal
     import subprocess
@@ -176,7 +176,14 @@ def test_tune_build_matches_pytorch_and_resumes_after_sigkill(tiny: am.Model, tm
     tasks = [t for t in am.extract_tasks(tiny) if t.kind != "trace"]
     n_total = len(killed_lines) + 8
     summary = am.tune_model(
-        tiny, log, n_trial=n_total, strategy="gradient", round_trials=2, tasks=tasks, progress=False
+        tiny,
+        log,
+        n_trial=n_total,
+        strategy="gradient",
+        round_trials=2,
+        tasks=tasks,
+        progress=False,
+        option=model_option,
     )
     lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
     keys = [(json.dumps(r["task"]), r["key"]) for r in lines]

@@ -15,7 +15,7 @@ from adatune.testing.small_models import SMALL_MODELS, TransformerBlock
 
 
 @pytest.mark.parametrize("name", list(SMALL_MODELS))
-def test_a_model_outside_the_zoo_tunes_builds_and_matches_pytorch(name: str, tmp_path) -> None:
+def test_a_model_outside_the_zoo_tunes_builds_and_matches_pytorch(name: str, tmp_path, model_option) -> None:
     cls, shape = SMALL_MODELS[name]
     torch.manual_seed(0)
     net = cls().eval()
@@ -25,7 +25,14 @@ def test_a_model_outside_the_zoo_tunes_builds_and_matches_pytorch(name: str, tmp
     assert "trace" in kinds and kinds - {"trace"}, f"{name}: expected template and trace tasks, got {kinds}"
     log = tmp_path / f"{name}.jsonl"
     summary = am.tune_model(
-        model, log, n_trial=2 * len(tasks), strategy="round-robin", round_trials=2, progress=False, confirm=2
+        model,
+        log,
+        n_trial=2 * len(tasks),
+        strategy="round-robin",
+        round_trials=2,
+        progress=False,
+        confirm=2,
+        option=model_option,
     )
     assert sum(summary.trials) > 0 and log.exists()
     records = list(adatune.load_from_file(str(log)))  # each task's two fastest re-timed (3 rounds) after the budget
@@ -90,7 +97,9 @@ def test_exact_math_runs_through_libmvec_and_matches_the_scalar_build(tmp_path) 
     assert found == {True: (True, True), False: (False, False)}
 
 
-def test_a_model_tuned_with_templates_off_deploys_its_trace_records_from_either_task_table(tmp_path) -> None:
+def test_a_model_tuned_with_templates_off_deploys_its_trace_records_from_either_task_table(
+    tmp_path, model_option
+) -> None:
     """``extract_tasks(templates=False)`` sends every function to trace search (the models benchmark's ``trace``
     arm); the log it writes applies whether the build is given that table or the default one with templates."""
     torch.manual_seed(0)
@@ -110,6 +119,7 @@ def test_a_model_tuned_with_templates_off_deploys_its_trace_records_from_either_
         round_trials=2,
         tasks=trace_only,
         progress=False,
+        option=model_option,
     )
     names = {r.task_name for r in adatune.load_from_file(str(log))}
     assert names and all(n.startswith("trace/") for n in names)
