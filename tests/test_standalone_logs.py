@@ -86,8 +86,8 @@ model = standalone_kernels.small_model()
 am.tune_model(model, log, n_trial=3, round_trials=3, progress=False)
 option.close()
 wl = DynamicWorkload("sa_context", "bmm_nn", (2, 16), (1, 16))
-DietCodeTuner(wl, host, n_shapes=2, rounds=1, kernels_per_round=3, max_kernels=2, seed=1, log_file=log,
-              number=1, repeat=1, min_repeat_ms=1).tune()
+DietCodeTuner(wl, host, n_shapes=2, rounds=1, kernels_per_round=3, max_kernels=2, seed=1,
+              number=1, repeat=1, min_repeat_ms=1).tune(callbacks=to_log)
 """
 
 CHECK = """
