@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from ..space._candidate import CandidateSpace, DiscreteSpace
 
@@ -35,7 +36,10 @@ def knee_kmeans(
     prev_loss, prev_centers = np.inf, None
     losses: list[float] = []
     for k in range(k_min, k_max + 1):
-        km = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(points)
+        # k-means on a few hundred points gains nothing from OpenMP threads, which would spin on the cores that
+        # the tuner's measurement workers time kernels on (XGBoost's model runs on one thread for the same reason)
+        with threadpool_limits(1, "openmp"):
+            km = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(points)
         loss = float(km.inertia_)
         losses.append(loss)
         if prev_centers is not None and threshold * loss > prev_loss:
