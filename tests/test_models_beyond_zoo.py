@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from small_models import SMALL_MODELS, TransformerBlock
 
 import adatune
 import adatune.models as am
-from adatune.testing.small_models import SMALL_MODELS, TransformerBlock
 
 
 @pytest.mark.parametrize("name", list(SMALL_MODELS))

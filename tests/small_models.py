@@ -1,8 +1,6 @@
-"""Three small PyTorch models outside the zoo, built in-process (no downloads), with operator mixes the templates
-do not cover alone: depthwise and pointwise convolutions; layer norm, GELU and softmax attention; pooling,
-concatenation and residuals. A module of its own: it imports torch, which ``adatune.testing`` does not.
-``SMALL_MODELS`` maps a name to the module class and its input shape; the tests
-(``tests/test_models_beyond_zoo.py``) check that each tunes, builds and matches PyTorch."""
+"""Three small PyTorch models outside the zoo, built in-process (no downloads), for tests/test_models_beyond_zoo.py.
+
+``SMALL_MODELS`` maps a name to the module class and its input shape."""
 
 from __future__ import annotations
 
