@@ -1,16 +1,9 @@
 """adatune: adaptive, fast auto-tuning of tensor programs on Apache TVM 0.27.
 
-AutoTVM-style use::
-
-    task = adatune.task.create("dense.x86", args=(1024, 1024, 1024, "float32"), target=adatune.target.host())
-    option = adatune.measure_option(builder=adatune.LocalBuilder(), runner=adatune.LocalRunner(number=5, repeat=3))
-    tuner = adatune.tuners.XGBTuner(task)
-    tuner.tune(n_trial=200, measure_option=option, callbacks=[adatune.callback.log_to_file("dense.jsonl")])
-
-An AutoTVM script runs with one changed line, ``import adatune as autotvm``: AutoTVM's spellings
-``autotvm.tuner.XGBTuner`` and ``autotvm.record.pick_best(in_file, out_file)`` are ``adatune.tuner`` and
-``adatune.record``. ``adatune.testing`` holds the conformance suites for a new tuner, cost model, candidate kind
-or runner.
+AutoTVM-style use (``task.create``, ``measure_option``, ``tuners.XGBTuner(task).tune(...)``) works as in AutoTVM;
+an AutoTVM script runs with one changed line, ``import adatune as autotvm`` (``adatune.tuner`` and
+``adatune.record`` keep AutoTVM's spellings). ``adatune.testing`` holds the conformance suites for a new tuner, cost
+model, candidate kind or runner.
 """
 
 from . import _moved, records, space, target, task, templates  # templates: the built-in ones register on import

@@ -1,20 +1,15 @@
 """Buffers of symbolic size on the stack, sized by the symbol's range.
 
-TVM puts a buffer on the stack only when its size is a constant under 1 KiB (``kMaxStackAlloca``); any other
-buffer comes from its workspace pool, a call to allocate and one to free: a dynamic model's softmax, with a
-per-thread row of T exponentials, made two pool calls per row that a softmax with T known at build does not make.
+TVM puts a buffer on the stack only when its size is a constant under 1 KiB; any other comes from its workspace
+pool, an allocate and a free call: a dynamic model's softmax made two pool calls per row.
 
-A PrimFunc that states its symbols' upper bounds (``with_upper_bounds``: ``{"T": 128}``, from the model's range)
-has every allocation whose size those bounds cap below the stack limit sized to the cap instead: the buffer's
-layout is flat by then (the pass runs after TVM flattens buffers), so only its size changes, never an index. The
-pass is part of adatune's TIR pipelines (``adatune.codegen.vector_math``); a size neither the bounds nor its own
-expression (``min(x, 3)``) caps under the limit is left to the pool. Calling such a function with a symbol above
-its bound is undefined, as is calling a dynamic model's ``main`` outside its range.
+A PrimFunc that states its symbols' upper bounds (``with_upper_bounds``) has every allocation those bounds cap below
+the stack limit sized to the cap (after flattening, so no index changes). A size nothing caps is left to the pool;
+calling such a function with a symbol above its bound is undefined, as is a dynamic model outside its range.
 
-Inside a parallel loop the pool is called around every iteration, and there the limit is ``PARALLEL_STACK_BYTES``
-for every function, bounds stated or not: a buffer of constant size, or of a size its own expression caps (a
-DietCode kernel's copies of A's tile and B's panels), is marked to stay out of ``LowerTVMBuiltin`` (TVM's
-``disable_lower_builtin``), so LLVM allocates it on the worker thread's stack, once per parallel body.
+Inside a parallel loop the pool is called every iteration, so there any buffer of capped size up to
+``PARALLEL_STACK_BYTES`` is kept out of ``LowerTVMBuiltin`` (``disable_lower_builtin``) and LLVM allocates it on the
+worker's stack, once per parallel body. The pass runs in adatune's TIR pipelines (``adatune.codegen.vector_math``).
 """
 
 from __future__ import annotations

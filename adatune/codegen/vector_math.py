@@ -1,20 +1,15 @@
 """exp, erf, tanh and log in vector registers on x86, through glibc's vector math library (libmvec).
 
 TVM lowers ``exp``, ``tanh`` and ``log`` to LLVM intrinsics and ``erf`` to a libm call, and LLVM on x86 has no
-vector version of either: a vectorised softmax or GELU still makes one scalar libm call per element (``erf``'s
-loop is not even vectorisable in TIR). Unlike ``fast_math``'s polynomials, libmvec keeps glibc's accuracy.
+vector version of either: a vectorised softmax or GELU still makes one scalar call per element. Unlike
+``fast_math``'s polynomials, libmvec keeps glibc's accuracy.
 
-How: ``tir_pipeline(target)`` names a TIR pipeline, TVM's own with two additions, to pass as
-``tvm.compile(..., tir_pipeline=...)`` or ``tvm.tirx.build(..., pipeline=...)``: while it vectorises, ``erf``
-counts as vectorisable, and while it lowers intrinsics, a float32 call of 4, 8 or 16 lanes becomes a call of
-libmvec's SSE, AVX2 or AVX-512 variant (``_ZGVeN16v_expf``...), picked from the target's ISA, never assumed;
-other lane counts are cut into those widths or into scalar calls. Outside this pipeline TVM's lowering is
-unchanged. A library built this way needs libmvec at load time: ``export_options(target)`` links it
-(``DT_NEEDED``), and importing this module loads it into the process for in-memory modules.
-
-Only x86-64 Linux with glibc's libmvec uses it; elsewhere (and with ``libmvec=False``) ``tir_pipeline`` answers
-``CPU_PIPELINE`` on CPUs, TVM's with only ``adatune.codegen.stack_bounds``' pass (which both pipelines run), and
-``"default"`` for other targets.
+``tir_pipeline(target)`` names TVM's TIR pipeline with two additions (pass it to ``tvm.compile(...,
+tir_pipeline=...)``): ``erf`` counts as vectorisable, and a float32 call of 4, 8 or 16 lanes becomes libmvec's
+SSE, AVX2 or AVX-512 variant picked from the target's ISA (other lane counts are cut into those or scalar calls).
+A library built this way needs libmvec at load time: ``export_options(target)`` links it, and importing this
+module loads it for in-memory modules. Without glibc's libmvec on x86-64 Linux (or with ``libmvec=False``) the
+answer is ``CPU_PIPELINE`` on CPUs (only ``stack_bounds``' pass) and ``"default"`` elsewhere.
 """
 
 from __future__ import annotations

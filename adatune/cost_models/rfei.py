@@ -61,25 +61,18 @@ def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.n
 class RFEICostModel(CostModel):
     """Random forest + expected improvement (AdaTune's RFEI).
 
-    ``uncertainty="forestci"``: standard deviation from the infinitesimal jackknife (with forestci's
-    empirical-Bayes calibration when ``calibrate``); ``"trees"``: the spread of per-tree predictions (what
-    AdaTune's released code used). If the jackknife cannot be computed for a fitted forest (e.g. forestci
-    cannot recover its bootstrap samples), that fit falls back to the per-tree spread and logs a warning.
+    ``uncertainty="forestci"``: standard deviation from the infinitesimal jackknife (with forestci's empirical-Bayes
+    calibration when ``calibrate``), falling back with a warning to the per-tree spread for a fit it cannot compute;
+    ``"trees"``: the per-tree spread (what AdaTune's released code used). ``predict`` returns EI divided by the best
+    measured throughput, so simulated annealing's temperature schedule applies as to AutoTVM's normalised XGB scores;
+    ``predict_mean_std`` returns FLOP/s.
 
-    ``predict`` returns EI divided by the best measured throughput: dimensionless, so simulated annealing's
-    temperature schedule (made for scores in [0, 1]) applies as it does to AutoTVM's normalised XGB scores.
-    ``predict_mean_std`` returns mean and standard deviation in FLOP/s.
+    ``acquisition="plugin-ei"``: EI over the forest's best predicted mean among its training configs (plug-in EI). A
+    bootstrap forest's mean sits below its best training target, so plain EI ranks mostly by uncertainty.
 
-    ``acquisition="plugin-ei"``: EI over the forest's best predicted mean among its training configs instead of
-    the best measured value (plug-in EI). A bootstrap forest's mean sits below its best training target (the trees
-    that left that config out predict its neighbours), so plain EI is negative-gap everywhere and ranks candidates
-    mostly by their uncertainty; the plug-in incumbent puts a high predicted mean back in the ranking.
-
-    ``recalibrate=True``: the standard deviation is multiplied by a factor that makes the configs measured after
-    a fit standard-normal in hindsight: at each refit, every newly measured config's z = (y - mu) / sigma under the
-    forest that was current when it was picked is kept, and the factor is sqrt(median(z^2) / median(chi2_1)) over
-    all of them (held-out recalibration, Kuleshov et al., ICML 2018). The factor scales eps_t too. Off by default;
-    the held-out statistics (``held_out``, per refit) are kept either way.
+    ``recalibrate=True`` scales the standard deviation (and eps_t) so the configs measured after each fit are
+    standard-normal in hindsight: sqrt(median(z^2) / median(chi2_1)) over their held-out z (Kuleshov et al., ICML
+    2018). The held-out statistics (``held_out``) are kept either way.
     """
 
     OPTIONS = (

@@ -1,40 +1,27 @@
 """The standalone GPU runner: adatune's candidate batches and DietCode plans, on a machine without TVM or adatune.
 
-Copy this file with what it measures (``copy_runner`` puts it, and the one rule file it loads, into an exported
-folder) and run there::
+``copy_runner`` puts this file, and the one rule file it loads, into an exported folder; run it there::
 
     python cupy_runner.py BATCH_DIR --out results.jsonl [--min-converge-coef 0.1] [--number 5 --repeat 3]
     python cupy_runner.py plan BATCH --out OUT_DIR [--budget 480]
 
-**A candidate batch** (``python -m adatune.cuda_export export``; numpy and CuPy): every candidate runs in its own
-child process: an illegal address, a failed launch or a crash costs only that child and is recorded with its error
-kind; a kernel that hangs is killed after ``--timeout`` seconds. ``--jobs N`` children compile at once, and the GPU
-is handed to one of them at a time. Each candidate is compiled (CuPy's NVRTC), launched once and checked against
-the exported reference outputs, then timed (its launches captured in a CUDA graph, between CUDA events) by the
-evaluator's rule (deterministic, or AdaTune's adaptive rule when ``--min-converge-coef`` is given, loaded from
-``micro_batches.py``: the rule exists once, in ``adatune/measure/micro_batches.py``). Results are adatune records
+**A candidate batch** (``python -m adatune.cuda_export export``; numpy and CuPy): each candidate runs in its own
+child process, so an illegal address, a failed launch or a crash costs only that child (recorded with its error
+kind), and a hang is killed after ``--timeout``. Each is compiled (NVRTC), launched once, checked against the
+exported reference outputs, then timed (launches captured in a CUDA graph, between CUDA events) by the evaluator's
+rule, loaded from ``adatune/measure/micro_batches.py`` so that it exists once. Results are adatune records
 (version-2 JSON lines) that ``tuner.load_history`` resumes from.
 
-**A DietCode plan** (``benchmarks.gpu.dietcode_export``; numpy, CuPy, PyTorch and nvcc):
+**A DietCode plan** (``benchmarks.gpu.dietcode_export``; numpy, CuPy, PyTorch and nvcc): nvcc builds every module;
+phase 1 times every kernel of the space at the T values the tuning seeds sample (so a tuner can be replayed on real
+timings), phase 2 the best ``--top`` and the ``--p2-keys`` kernels at every T of the range. Each (kernel, T) is
+checked against PyTorch's float32 product (TF32 off, rtol = atol = 1e-3), then timed as a CUDA graph of ``n``
+launches replayed ``--repeat`` times; cuBLAS is timed the same way before and after each T. A workload runs in its
+own process, so a kernel that kills it is recorded as a crash. Results: ``results.npz`` (per workload
+``p1_seconds``/``p2_seconds [kernel, T, repeat]``, errors, ``p2_kernels``, ``cublas_p1``/``cublas_p2``) and
+``meta.json``.
 
-1. nvcc builds every module of the batch (``-cubin -arch=<plan's arch> -O3``, all cores at once).
-2. Phase 1, per workload: every kernel of the space at every T the tuning seeds sample (the plan's
-   ``phase1_ts``, seed 0's first), so the tuner can be replayed on real timings.
-3. Phase 2, per workload: the kernels among the best ``--top`` at any phase-1 T, and those ``--p2-keys`` names
-   (what a tuner replayed beforehand deploys), at every T of the range.
-
-A kernel is one or more launches (a split-K kernel: its parts, then their sum into C), each with its grid per T;
-the buffer between them is one workspace sized for the largest kernel. A kernel's time is one call's (all its
-launches). Each (kernel, T): C filled with NaN, one launch, checked against PyTorch's float32 product (TF32 off;
-rtol = atol = 1e-3), one launch timed with CUDA events to size the batch, then ``n`` launches captured in a CUDA
-graph (n so that a replay lasts about ``--replay-us``) and the graph replayed ``--repeat`` times: seconds per
-launch of each replay. PyTorch's cuBLAS call at each T is timed the same way (``time_op``) before and after that
-T's kernels. A workload runs in its own process; a kernel that kills it is recorded as a crash and the workload
-resumes after it. Results: ``results.npz`` (per workload: ``<w>/p1_seconds [kernel, T, repeat]``,
-``<w>/p1_error``, ``<w>/p2_kernels``, ``<w>/p2_seconds [kernel, T, repeat]``, ``<w>/p2_error``,
-``<w>/cublas_p1``, ``<w>/cublas_p2 [T, before/after]``) and ``meta.json``.
-
-This file must not import adatune or TVM: the error numbers are ``adatune.measure.MeasureErrorNo``'s, kept
+This file must not import adatune or TVM: its error numbers are ``adatune.measure.MeasureErrorNo``'s, kept
 identical by the tests.
 """
 

@@ -1,20 +1,14 @@
 """DietCode (Zheng et al., MLSys 2022): one tuning run for a dynamic-shape operator over a whole range of T.
 
-- ``DynamicWorkload`` / ``bert_workloads``: GEMMs with a symbolic extent T and its range; a dense weight may be
-  pre-packed in panels of ``weight_panel(target, dtype, N)`` columns (``pack_b``), once, as a model loads.
-- ``MicroKernelSpace``: shape-generic micro-kernels from the hardware (x86 registers, caches, cores; CUDA
-  threads, shared memory, registers); ``schedule_microkernel`` applies one with local padding.
-- ``MicroKernelCostModel``: cost = f_MK(kernel) x f_occ(P/M) x f_pad, f_MK learnt jointly over all shapes from
-  the kernel program's features (``ProgramFeatures``, TVM's extractor) or 12 hand-made ones (``HandFeatures``).
-- ``propose_kernels``: evolutionary search on that model (or every kernel scored) for the next kernels to measure.
-- ``compress_votes``: every T votes over all measured kernels; the smallest decision tree within a predicted-latency
-  tolerance picks the kernels deployed.
-- ``ShapeDispatcher``: that decision tree, emitted by one walk as Python, as C (``CompiledDispatcher``, compiled
-  with the system compiler) or as Relax ``If``s (``ShapeDispatcher.to_relax``).
-- ``DietCodeTuner(...).tune()``, then ``tuner.result()`` -> ``DietCodeResult`` (kernels + dispatcher); ``.build()``
-  gives a ``DynamicKernel`` that runs any T, dispatching through the compiled C dispatcher.
-- ``build_relax``: a Relax graph with symbolic extents compiled once for their whole ranges, its GEMMs
-  (``gemm_workloads``) on DietCode kernels (what ``adatune.models.build_dynamic`` wraps).
+- ``DynamicWorkload`` / ``bert_workloads``: GEMMs with a symbolic extent T and its range (a dense weight may be
+  pre-packed in ``weight_panel`` columns once, as a model loads).
+- ``MicroKernelSpace``: shape-generic micro-kernels from the hardware; ``schedule_microkernel`` applies one.
+- ``MicroKernelCostModel``: cost = f_MK(kernel) x f_occ(P/M) x f_pad, f_MK learnt jointly over all shapes;
+  ``propose_kernels`` searches it for the next kernels to measure.
+- ``compress_votes``: every T votes over the measured kernels; the smallest decision tree within a latency
+  tolerance picks those deployed. ``ShapeDispatcher`` is that tree, emitted as Python, C or Relax ``If``s.
+- ``DietCodeTuner``, whose ``result()`` (``DietCodeResult``) builds a ``DynamicKernel`` that runs any T;
+  ``build_relax`` compiles a Relax graph once for its ranges (what ``adatune.models.build_dynamic`` wraps).
 """
 
 from ._cost import MicroKernelCostModel, f_occ, f_pad, fit_occupancy_k, num_tiles, sample_shapes, select_kernels

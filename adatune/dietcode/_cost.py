@@ -1,16 +1,11 @@
 """DietCode's micro-kernel cost model: cost(kernel, T) = f_MK(kernel) x f_occ(P / M) x f_pad(kernel, T).
 
-Costs are seconds per useful FLOP. ``P`` is the number of tiles (parallel chunks on x86, thread blocks on
-CUDA) that shape T needs and ``M`` the cores or SMs:
-
-- ``f_pad`` = padded work / real work (>= 1): the tiles compute on zero padding where T is not a multiple.
-- ``f_occ(x) = 1 / (1 - k + k * x / ceil(x))`` with ``x = P / M``: the last wave of tiles leaves
-  ``ceil(x) - x`` of the cores idle; ``k`` in [0, 1] says how much of that idleness costs on this hardware
-  (1: none of it is hidden; 0: all of it is) and is fitted with scipy on the measurements.
-- ``f_MK`` depends on the micro-kernel alone; one regressor (xgboost) learns it from every measured shape
-  at once, with labels divided by ``f_occ`` and ``f_pad`` so that all shapes speak about the same quantity.
-  Its inputs are the kernel program's features (``features="program"``, TVM's extractor) or the
-  hand-made tile features (``"hand"``, the baseline); see ``_program``.
+Costs are seconds per useful FLOP; ``P`` is the tiles shape T needs (parallel chunks on x86, thread blocks on CUDA),
+``M`` the cores or SMs. ``f_pad`` = padded work / real work. ``f_occ(x) = 1 / (1 - k + k * x / ceil(x))``: the last
+wave leaves ``ceil(x) - x`` of the cores idle, and ``k`` in [0, 1] (fitted with scipy) says how much of that costs.
+``f_MK`` depends on the kernel alone: one xgboost regressor learns it from every measured shape at once, labels
+divided by ``f_occ`` and ``f_pad``, from the program's features (``features="program"``) or hand-made ones
+(``"hand"``); see ``_program``.
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """One compiled Relax module for every extent of a dynamic graph: DietCode GEMMs plus shape-generic schedules.
 
-The graph is a Relax module *before* legalisation with its symbols' ranges (what ``adatune.models.from_torch(...,
-dynamic=...)`` imports; ``adatune.models.build_dynamic`` wraps this module's ``build_relax`` into a compiled model).
-``gemm_workloads`` finds its GEMMs as ``R.matmul`` calls whose rows are the symbolic extent T (times a constant):
+The graph is a Relax module before legalisation, with its symbols' ranges (what ``from_torch(..., dynamic=...)``
+imports; ``adatune.models.build_dynamic`` wraps ``build_relax``). ``gemm_workloads`` finds its GEMMs as
+``R.matmul`` calls whose rows are the symbolic extent T: ``dense`` (``X @ W`` with a constant ``W``, or torch's
+``linear``, transposed once here; packed into the workload's ``b_panel`` layout at build), ``bmm_nt`` (``Q @ K^T``;
+a ``permute_dims`` behind reshapes is read through) and ``bmm_nn`` (``P @ V``). Leading batch axes are static.
 
-- ``dense``: ``X[..., K] @ W[K, N]`` with a constant ``W`` (or ``permute_dims`` of one: torch's ``linear``; the
-  transpose is done once here, in numpy). The weight is packed into the workload's ``b_panel`` layout
-  (``DynamicWorkload.pack_b``, chosen by ``weight_panel`` for the target) once, at build time.
-- ``bmm_nt``: ``Q[..., T, D] @ K^T`` where ``K^T`` is ``permute_dims`` of ``K[..., T, D]``, possibly behind reshapes
-  (then ``K`` is read directly and the transpose is dead code), or any other ``[..., D, T]`` tensor (transposed by a
-  Relax ``permute_dims`` first); ``bmm_nn``: ``P[..., T, T] @ V[..., T, D]``. Leading (batch) axes are static.
-  Operands are reshaped to the kernels' 2-D/3-D shapes; the build turns those reshapes into views.
-
-``build_relax`` replaces each call by a call to one Relax function per workload whose body is the DietCode
-decision tree as nested Relax ``If``s on T (``ShapeDispatcher.to_relax``), each leaf a ``call_tir`` of one
-micro-kernel (its params reordered to ``(A, B, T, C)``: Relax passes scalars before outputs). The dispatch is
-therefore VM bytecode inside the module: no host-side C dispatcher, and ``export_library`` writes everything.
-The rest of the graph is legalised and fused (the ``zero`` pipeline) and every other PrimFunc gets
-``schedule_generic`` and the ranges' tops as its symbols' upper bounds (``adatune.codegen.stack_bounds``: a softmax's
-row of exponentials on the stack, not from TVM's workspace pool).
+``build_relax`` replaces each call by a Relax function per workload whose body is the DietCode decision tree as
+nested ``If``s on T (``ShapeDispatcher.to_relax``), each leaf a ``call_tir`` of one micro-kernel (params reordered
+to ``(A, B, T, C)``: Relax passes scalars before outputs). The dispatch is thus VM bytecode in the module, and
+``export_library`` writes everything. The rest of the graph is legalised and fused, and every other PrimFunc gets
+``schedule_generic`` and the ranges' tops as its symbols' bounds (``adatune.codegen.stack_bounds``).
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Shape-generic micro-kernel spaces: tiles chosen from what the hardware offers, never from T's factors.
 
-A micro-kernel is a GEMM tile ``mt x nt`` (rows x columns of the output) reduced ``kt`` at a time, made of
-``mr x nr`` register tiles. Since T varies, tiles need not divide it: the schedule pads each tile locally.
+A micro-kernel is a GEMM tile ``mt x nt`` reduced ``kt`` at a time, made of ``mr x nr`` register tiles; since T
+varies, tiles need not divide it (the schedule pads each tile locally).
 
-- x86: ``mr x nr`` is the register-blocked accumulator tile (``nr`` a multiple of the SIMD width) that fits
-  the vector register file with enough independent FMA chains (``templates._x86.register_tiles``); ``mt``,
-  ``nt`` are small multiples of it whose operand panels fit L2; ``kt`` is the unrolled reduction step.
-- x86 ``bmm_nt`` (T both its rows and its columns): the space adds register tiles one vector wide
-  (``_one_vector_tiles``) and narrower (``_small_kernels``) for small T, and fields whose gain depends on T and the
-  tile, so the search and each T's vote choose: ``pack`` (B packed into k-major panels once per call, or per column
-  tile inside it), ``crop`` (the padded T x T output cropped into C once per call, vectorised but one more parallel
-  region, or inside each tile behind a guard), ``unroll=64`` (TVM's auto-unroll pragma) and, for wide register
-  tiles cropped once per call, ``tail=lanes`` (the last columns as a one-vector tile, ``adatune.dietcode._tail``).
-- CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp, at most the block
-  limit), each accumulating ``mr x nr`` outputs in registers; the ``mt x kt`` and ``kt x nt`` operand tiles
-  staged in shared memory must fit it.
+- x86: ``mr x nr`` is a register-blocked accumulator tile that fits the register file with enough FMA chains
+  (``codegen.x86.register_tiles``); ``mt``, ``nt`` are small multiples whose panels fit L2. ``bmm_nt`` (T both rows
+  and columns) adds one-vector and narrower tiles for small T, and fields whose gain depends on T and the tile, for
+  the search and each T's vote to choose: ``pack``, ``crop``, ``unroll`` and ``tail`` (``adatune.dietcode._tail``).
+- CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp), each accumulating
+  ``mr x nr`` outputs in registers, its operand tiles staged in shared memory.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """A bmm_nt kernel whose last columns run as a narrow tail instead of padding (x86, ``MicroKernel.tail``).
 
-bmm_nt's columns are T, padded to a multiple of the register tile's ``nr``: wasted FMAs just above a multiple.
-With a tail, the kernel's own tile runs the ``T // nr * nr`` columns it covers exactly and a tile one vector wide
-(``tail`` lanes) runs the rest, padded only to the vector. The second, narrower GEMM costs too, so a tail kernel
-and its twin are different kernels of the space and each T votes.
-
-Its program: block ``C`` (the kernel's columns, scheduled as any kernel), ``Bt`` (B's tail rows packed k-major,
-zero past T), ``Ct`` (the tail GEMM over rows padded to its tile, reading A's last row for the padding rows,
-which are never copied out) and ``C_out`` (both parts into the output, one row per iteration). Guarding the last
-register tile's vectors instead kept the accumulators in memory (a load and a store around every FMA).
-
-Below one register tile (T < nr) the kernel's own loops are empty: exact for the shape-generic kernel, but TVM
-0.27 cannot specialise it to such a T (it folds the fused parallel index's division by their count to x // 0), so
-``specialisable`` says so and that case stays an error with its reason.
+bmm_nt's columns are T, padded to a multiple of ``nr``. With a tail, the kernel's tile runs the ``T // nr * nr``
+columns it covers and a one-vector tile runs the rest; the second GEMM costs too, so tail kernels and their twins
+are different kernels of the space and each T votes. Blocks: ``C``, ``Bt`` (B's tail rows packed k-major), ``Ct``
+(the tail GEMM; its padding rows read A's last row) and ``C_out``. (Guarding the last tile's vectors instead kept the
+accumulators in memory.) Below one register tile (T < nr) TVM 0.27 cannot specialise the kernel (it folds the fused
+parallel index's division to x // 0), so ``specialisable`` says so and that T stays an error with its reason.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """One DietCode tuning run for a whole range of T.
 
-Rounds on the shared tuning loop (``Tuner.tune``): sample shapes over the range; measure a batch of micro-kernels
-(each compiled once, symbolic in T, and timed at every sampled T: one ``RangeTask`` measure input); fit the joint
-cost model; propose the next batch by search on the model (``_search``) plus the exploration policy's random share.
-At the end every T votes for its best measured kernel and the smallest decision tree within ``dispatch_tolerance``
-compresses the votes (``_select``); ``tuner.result()`` returns them.
-
-At the sampled T the votes read the measured seconds (the model fills the T nobody timed, never overrules a
-timing); between them ``dispatch_costs`` ("calibrated", "measured" or "predicted") says what they read. Each
-deployed kernel's aligned version is deployed only where timed faster (``check_versions``); ``verify=True`` times
-the deployed kernels at every T and gives each T the fastest (``_select.verified_labels``).
+Rounds on the shared tuning loop (``Tuner.tune``): sample shapes; measure a batch of micro-kernels (each compiled
+once, symbolic in T, timed at every sampled T); fit the joint cost model; propose the next batch (``_search``) plus
+the exploration policy's random share. At the end every T votes for its best kernel and the smallest decision tree
+within ``dispatch_tolerance`` compresses the votes (``_select``). Votes read measured seconds where timed (the model
+never overrules a timing), and ``dispatch_costs`` elsewhere; ``verify=True`` re-times the deployed kernels at every T.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Measuring a kernel the way a model runs it: constant weights packed once, before the timed calls.
 
-A knob template marks a stage that packs a whole operand into vector panels as a layout rewrite
-(``meta_schedule.layout_rewrite_preproc``), and a model build splits such stages out and folds them into the
-constant weights (``adatune.models.build``), so the deployed kernel never packs. Timing the packing with the
-kernel charged every whole-weight config for a copy the model never makes, and steered tuning towards configs
-that pack inside each thread (``pack_kernel=outer``, ``pack_b=tile``), which the model does pay for on every
-call. AutoTVM does the same (its packed weight is a placeholder while tuning).
-
-Only operands the task names in ``constant_args`` are split out (a model's constants, found at task extraction);
-a batch matmul's operands are activations, and a standalone template task names none, so both keep their packing
-in the timed call. The split is TVM's own ``SplitLayoutRewritePreproc`` on a one-call Relax wrapper of the kernel,
-so what is measured is what the model build deploys.
+A knob template marks a stage that packs a whole operand into panels as a layout rewrite, and a model build folds
+such stages into the constant weights, so the deployed kernel never packs. Timing the packing with the kernel
+steered tuning towards configs that pack inside each thread, which the model does pay for on every call; AutoTVM
+likewise tunes with a placeholder packed weight. Only operands the task names in ``constant_args`` (a model's
+constants) are split out, by TVM's ``SplitLayoutRewritePreproc`` on a one-call Relax wrapper, so what is measured
+is what the model build deploys.
 """
 
 from __future__ import annotations

@@ -2,27 +2,16 @@
 
 Deterministic evaluator: ``number * repeat`` runs, reported as ``repeat`` means of ``number`` runs.
 
-Adaptive evaluator (AdaTune, NeurIPS 2020, section 4.3), on when ``min_converge_coef`` is set. It spends at
-most the same ``number * repeat`` runs (the cap), in micro-batches of ``micro_batch`` runs, and stops as soon
-as more runs would not change the estimate:
+Adaptive evaluator (AdaTune, NeurIPS 2020, section 4.3), on when ``min_converge_coef`` is set: at most the same
+``number * repeat`` runs (the cap), in micro-batches of ``micro_batch`` runs, stopping once ``CV = std(P) / mean(P)``
+of the per-batch throughputs ``P_i`` falls below ``min_converge_coef``. The CV is taken once ``min_micro_batches``
+batches are in, and from ``TRIM_FROM_BATCHES`` batches on without the slowest and the fastest (as AdaTune's released
+code does); the per-batch CV is used because the running throughput's CV smooths itself into stopping at the floor.
+The floor is at most ``FLOOR_SHARE`` of the cap, as in the paper (``ADATUNE_PAPER``: B=50 runs of n=500), so the
+micro-batch shrinks to fit it; a cap that cannot hold ``min_micro_batches`` runs is rejected.
 
-* each micro-batch i gives a throughput ``P_i = runs_i / seconds_i`` (FLOP cancels out of the ratio below);
-* once at least ``min_micro_batches`` batches are in, ``CV = std(P) / mean(P)`` (population std) is taken
-  over the per-batch throughputs; from ``TRIM_FROM_BATCHES`` (5) batches on, the slowest and the fastest
-  batch are dropped first (one preempted or lucky batch must not decide), as AdaTune's released code does;
-* measurement stops when ``CV < min_converge_coef``, else it goes on to the cap.
-
-The per-batch CV is used, not the CV of the running throughput, which smooths itself into stopping at the floor.
-The floor (``min_micro_batches`` micro-batches) is at most ``FLOOR_SHARE`` (20%) of the cap, as in the paper
-(B=50 runs of n=500, the first decision after two): the micro-batch shrinks to fit it. A cap that cannot hold more
-than ``min_micro_batches`` runs is rejected. ``ADATUNE_PAPER`` is the paper's setting (n=500, B=50).
-
-``min_repeat_ms`` works with both evaluators: a first call of ``number`` runs estimates one run's time, ``number``
-grows until one repeat lasts ``min_repeat_ms`` (as TVM's time evaluator does), and the cap grows with it.
-
-Warm-up: the kernel first runs untimed for at least ``warmup_ms``, since a freshly loaded kernel reads slow for its
-first runs; those runs count in no estimate. Each ``time_fn`` call is one TVM ``time_evaluator`` call; the first
-``min_micro_batches`` batches are timed in one call (no decision is possible before them), later ones one per call.
+``min_repeat_ms`` works with both: ``number`` grows until one repeat lasts that long (as TVM's time evaluator does),
+and the cap with it. The kernel first runs untimed for ``warmup_ms``, since a freshly loaded kernel reads slow.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
-"""Whole models: import (PyTorch, ONNX, built-in ResNet-18 and BERT-base), one task per fused function, one
-tuning budget over all of them, and a compiled, deployable model with the best schedule of every task.
-
-    import adatune.models as am
+"""Whole models: import (PyTorch, ONNX, built-in ResNet-18 and BERT-base), one task per fused function, one tuning
+budget over all of them, and a compiled, deployable model with the best schedule of every task::
 
     model = am.load_builtin("resnet18")               # or am.from_torch(module, inputs), am.from_onnx(path, shapes)
-    print(am.format_task_table(am.model_tasks(model)))
     am.tune_model(model, "resnet18.jsonl", n_trial=2000, strategy="gradient", tuner="xgb")
     compiled = am.build(model, "resnet18.jsonl")
-    compiled.export_library("resnet18.so")
     print(am.latency_table(compiled))                  # median s per inference: adatune, pytorch, onnxruntime
-    print(am.kernel_breakdown(compiled, model.random_inputs()).table())  # time per VM call: kernels, builtins
 
-A symbolic extent (a sequence length) compiles once for its whole range, GEMMs on DietCode micro-kernels:
-
-    model = am.from_torch(module, [x], dynamic={"x": {1: (1, 128)}})    # a DynamicModel
-    results = am.tune_dynamic(model, n_shapes=8, rounds=3)              # one DietCode run per dynamic GEMM
-    compiled = am.build_dynamic(model, results)                          # one VM executable, any T in range
-    compiled.run(*model.random_inputs(t=37)); compiled.export_library("model.so")
+A symbolic extent (``from_torch(..., dynamic=...)``, a ``DynamicModel``) compiles once for its whole range, GEMMs
+on DietCode micro-kernels: ``tune_dynamic`` then ``build_dynamic``.
 """
 
 from ..codegen.generic_schedule import schedule_generic

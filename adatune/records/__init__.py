@@ -5,17 +5,13 @@ Format version 2 (one line)::
     {"v": 2, "target": {...}, "task": [name, args], "kind": "knob", "key": "123",
      "config": <candidate.to_json()>, "result": {...}, "workload": {...}}
 
-``kind`` and ``config`` are whatever the candidate's kind writes (a knob config's index and entities, a trace's
-decisions, a micro-kernel's tiles), and ``key`` is its stable identity, so records of every kind of candidate are
-read, resumed from and applied alike. Version-1 lines (``{"v": 1, ..., "config": {"index", "entity"}}``, knob
-configs only) still load. As in AutoTVM, ``for inp, res in load_from_file(log)`` works: a record unpacks into a
-``MeasureInput`` (its task recreated once per workload) and its ``MeasureResult``.
+``kind`` and ``config`` are whatever the candidate's kind writes and ``key`` is its stable identity, so records of
+every kind are read, resumed from and applied alike. Version-1 lines (knob configs only) still load. As in AutoTVM,
+``for inp, res in load_from_file(log)`` unpacks a record into a ``MeasureInput`` and its ``MeasureResult``.
 
 Logs stand alone: the first record of each workload in a file also carries ``"workload"``
-(``TuningTask.workload_json()``): the modules to import (``"imports"``) and, for a program no name recreates
-(``TraceTask.from_module``, a model's fused function), the IRModule itself (zlib'd base64 of ``tvm.ir.save_json``,
-as MetaSchedule's database stores it). It rides on a record line, so every line is still one record and one file
-the whole log; reading it registers the workload in this process for every record of that workload.
+(``TuningTask.workload_json()``): the modules to import and, for a program no name recreates, the IRModule itself
+(as MetaSchedule's database stores it). Reading it registers the workload for every record of that workload.
 """
 
 from __future__ import annotations

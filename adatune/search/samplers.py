@@ -54,17 +54,12 @@ def knee_kmeans(
 class AdaptiveSampler:
     """ReLeASE's adaptive sampling (Chameleon, ICLR 2020, Alg. 2): ``select(trajectory, num, visited)``.
 
-    The optimizer's trajectory (every config its walkers stood on, repeats kept, so where the search dwelt
-    weighs more) is clustered with k-means, k from ``k_min`` to ``k_max`` by the knee rule; the batch is one
-    config per cluster, so its size follows the data, not the plan size (``num`` plays no part in it).
-
-    On a ``DiscreteSpace`` each centroid is rounded to the nearest digit vector. A centroid that is already
-    measured (or picked for this batch, or outside the space's filters) is replaced by the per-dimension
-    mode of its cluster's members, the paper's sample synthesis (each cluster's own mode, so replacements
-    stay distinct); where that is taken too, the cluster's member nearest the centroid that is not. On other
-    spaces (standardised features, which round to no candidate) a cluster is represented by that member.
-    A cluster whose members are all taken adds nothing, so a batch never measures a config twice.
-    ``max_points`` caps the points clustered (a seeded uniform subsample of a longer trajectory).
+    The optimizer's trajectory (repeats kept, so where the search dwelt weighs more) is clustered with k-means, k from
+    ``k_min`` to ``k_max`` by the knee rule; the batch is one config per cluster, so its size follows the data, not
+    ``num``. On a ``DiscreteSpace`` a centroid is rounded to a digit vector; one already taken is replaced by its
+    cluster's per-dimension mode (the paper's sample synthesis), then by the untaken member nearest the centroid, which
+    also represents clusters on other spaces. A batch never measures a config twice. ``max_points`` caps the points
+    clustered (a seeded subsample).
     """
 
     def __init__(

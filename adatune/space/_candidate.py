@@ -1,17 +1,10 @@
 """The candidate protocol: one thing that tuners propose, cost models score, records store and dispatch applies.
 
-A *candidate* is one point of a task's search space: a knob config of a template, the decisions of a
-schedule trace, a DietCode micro-kernel. Whatever its kind, it offers the same four things:
-
-- a stable ``key`` (same program, same key; tuners keep visited sets of keys, replay tables are keyed by it);
-- a JSON form (``to_json()``, with its ``"kind"``) that records store and ``space.decode`` reads back;
-- a feature vector for the target (``space.featurize``), on which cost models fit and predict;
-- a way to be applied to its task's program (``task.instantiate(candidate)``).
-
-A ``CandidateSpace`` makes and changes candidates: random draws, one-step mutations (what simulated
-annealing and evolutionary search walk with), features and decoding. Spaces with a fixed number of
-discrete choices per dimension (knob configs, trace decisions, micro-kernel tiles) can also offer
-``DiscreteSpace``'s digit encoding, which the PPO agent and k-means sampling move in.
+A *candidate* is one point of a task's search space (a knob config, a trace's decisions, a DietCode micro-kernel)
+with a stable ``key``, a JSON form (``to_json()``, read back by ``space.decode``), a feature vector
+(``space.featurize``) and a way to be applied (``task.instantiate(candidate)``). A ``CandidateSpace`` makes random
+candidates and one-step mutations; spaces of fixed discrete choices also offer ``DiscreteSpace``'s digit encoding,
+which the PPO agent and k-means sampling move in.
 """
 
 from __future__ import annotations

@@ -205,18 +205,14 @@ def schedule_gemm(
 ) -> None:
     """Schedule ``C[.., i, j] += A[.., i, k] * B[..]`` as a packed, register-blocked GEMM.
 
-    Loops: ``batch, i0, j0`` (parallel) / ``i1, j1`` (cache tiles, order is a knob) / ``k0, k1`` (``k1``
-    unrolled) / ``i2`` (unrolled rows) x ``j2`` (vectorised columns): the ``i2 x j2`` accumulator tile
-    lives in registers (``cache_write`` to ``ACCUMULATOR_SCOPE``) for the whole reduction (with ``k_block``
-    < K: ``kb`` outside the cache tiles, each parallel tile summing into a buffer of its size), and B's panel
-    is packed to ``[j // j2, k, j % j2]`` so each k step reads ``j2 / lanes`` contiguous vectors and broadcasts ``i2``
-    scalars of A. ``pack_map(j2)`` gives the index map of B's layout to that packed one.
+    Loops: ``batch, i0, j0`` (parallel) / ``i1, j1`` (cache tiles) / ``k0, k1`` (``k1`` unrolled) / ``i2`` x ``j2``
+    (vectorised): the ``i2 x j2`` accumulator tile stays in registers (``ACCUMULATOR_SCOPE``) for the whole reduction
+    (with ``k_block`` < K, ``kb`` runs outside the cache tiles), and B is packed to ``[j // j2, k, j % j2]``
+    (``pack_map(j2)``) so each k step reads contiguous vectors and broadcasts ``i2`` scalars of A.
 
-    The space keeps register tiles that fit ``info``'s register file with at least ``FMA_CHAINS``
-    accumulators (on AVX2: 4x16, 8x8 and 2x32 for fp32; on AVX-512 up to 16x16 and 4x64), cache tiles
-    whose A and B panels fit in L2, and parallel loops that keep every core evenly busy. An awkward shape
-    is padded first (``gemm_padding``): the loops above then run over the padded extents, B's padded copy
-    is its packing stage, A's is one parallel copy, and the accumulators write straight to C, guarded.
+    The space keeps register tiles that fit ``info``'s register file with at least ``FMA_CHAINS`` accumulators, cache
+    tiles whose panels fit L2, and parallel loops that keep every core evenly busy. An awkward shape is padded first
+    (``gemm_padding``): B's padded copy is its packing stage, A's one parallel copy, and C is written guarded.
     """
     ext = lambda loop: int(sch.get(loop).extent)
     lanes = info.lanes(dtype)

@@ -1,25 +1,18 @@
 """NCHW conv2d: compute, numpy reference, and the x86 template (the CUDA one is in ``conv2d_cuda``).
 
-Arguments: ``N, CI, H, W, CO, KH, KW, stride, pad, dtype="float32", space="full"``. The padding is a
-separate stage ``pad_temp`` (absent when ``pad == 0``); the convolution block is ``conv2d_nchw``.
+Arguments: ``N, CI, H, W, CO, KH, KW, stride, pad, dtype="float32", space="full"``. The padding is a separate stage
+``pad_temp`` (absent when ``pad == 0``); the convolution block is ``conv2d_nchw``.
 
-``conv2d_nchw.x86`` treats the convolution as a GEMM with output channels as columns: a register tile of
-``y2 x x2`` output pixels times ``f2`` channels (a multiple of the SIMD width, vectorised), input pixels
-broadcast, the kernel packed to ``[CO // f2, CI, KH, KW, f2]`` so each tap reads one contiguous vector.
-Knobs:
+``conv2d_nchw.x86`` treats the convolution as a GEMM with output channels as columns: a register tile of ``y2 x x2``
+output pixels times ``f2`` channels (whole SIMD vectors), input pixels broadcast, the kernel packed to
+``[CO // f2, CI, KH, KW, f2]`` so each tap reads one contiguous vector. Knobs: ``tile_f``, ``tile_y``, ``tile_x``
+(3-way), ``tile_rc`` (2-way), limited by ``adatune.codegen.x86``; ``reorder_inner``; ``tile_order`` (channels or
+pixels first); ``pack_kernel`` (``global``: whole kernel packed up front; ``outer``: each channel block's slice
+packed inside its thread); ``unroll_kw``; ``auto_unroll_max_step``.
 
-- ``tile_f`` (3-way, output channels; innermost whole SIMD vectors), ``tile_y`` (3-way, rows; innermost
-  <= 4), ``tile_x`` (3-way, columns; innermost <= 32), ``tile_rc`` (2-way, input channels; inner <= 64);
-  the register tile, a cache tile's L2 working set and the parallel split are limited by ``adatune.codegen.x86``;
-- ``reorder_inner``: order of ``rc_inner, ry, rx`` inside the reduction;
-- ``tile_order``: cache tile order, channels first (``fyx``) or pixels first (``yxf``);
-- ``pack_kernel``: ``global`` packs the whole kernel up front and parallelises over all outer tiles;
-  ``outer`` parallelises over channel blocks only and packs each block's slice once, inside the thread;
-- ``unroll_kw`` (explicitly unroll the ``rx`` taps), ``auto_unroll_max_step`` [0, 16, 64, 512].
-
-``space="small"`` restricts the knobs (no middle tiles) to about two thousand configs, small enough to measure
-exhaustively for replay experiments; it keeps slow register tiles too, so tuners have speeds to tell apart.
-``space="autotvm"`` keeps the full space's knobs unpruned (every factorisation, no joint filter: ``_spaces``).
+``space="small"`` restricts the knobs to about two thousand configs, few enough to measure exhaustively for replay
+experiments, slow register tiles included so tuners have speeds to tell apart. ``space="autotvm"`` keeps the full
+space's knobs unpruned (``_spaces``).
 """
 
 from __future__ import annotations

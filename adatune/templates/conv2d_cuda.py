@@ -1,14 +1,10 @@
 """``conv2d_nchw.cuda``: AutoTVM's direct CUDA conv2d template on TIR.
 
-Each output axis is split 4-way (``blockIdx``, ``vthread``, ``threadIdx``, inner): ``tile_f``,
-``tile_y``, ``tile_x``; the reduction 2-way: ``tile_rc``, ``tile_ry``, ``tile_rx`` (the inner factors
-are staged per shared-memory step). The padded input and the kernel tiles are fetched into shared
-memory cooperatively by all threads of a block (the padding is inlined into that fetch), and each
-thread accumulates its outputs in registers. ``auto_unroll_max_step`` [0, 512, 1500] and
-``unroll_explicit`` [0, 1] as in AutoTVM. Configs over 1024 threads, 48 KiB shared memory or 64
-accumulators per thread, or under one warp of threads (when the output has that many
-points), are filtered out; ``space="autotvm"`` keeps them, as AutoTVM's space does (they fail to build or
-launch and are recorded with their error kind).
+Output axes split 4-way (``blockIdx``, ``vthread``, ``threadIdx``, inner: ``tile_f``, ``tile_y``, ``tile_x``), the
+reduction 2-way (``tile_rc``, ``tile_ry``, ``tile_rx``); padded input and kernel tiles are fetched into shared memory
+cooperatively, outputs accumulate in registers; ``auto_unroll_max_step`` and ``unroll_explicit`` as in AutoTVM.
+Configs a GPU cannot launch are filtered out; ``space="autotvm"`` keeps them, as AutoTVM does (they fail and are
+recorded with their error kind).
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Channel-blocked conv2d (NCHW[x]c): compute, numpy reference, and the x86 template.
 
-Arguments: ``N, CI, H, W, CO, KH, KW, stride, pad, ic_bn, oc_bn, dtype="float32", space="full"``. The data
-is ``[N, CI // ic_bn, H, W, ic_bn]``, the kernel ``[CO // oc_bn, CI // ic_bn, KH, KW, ic_bn, oc_bn]`` (Relax's
-``OIHW{ic_bn}i{oc_bn}o``) and the output ``conv2d_NCHWc[N, CO // oc_bn, OH, OW, oc_bn]``: the layout TVM's own
-x86 schedules and oneDNN keep activations in between operators. A model converted to it
-(``adatune.models.from_torch(..., conv_layout="auto")``) packs each constant kernel once, at build, and hands
-blocked activations from one convolution to the next, so no call re-packs a kernel or re-lays-out its input.
+Arguments: ``N, CI, H, W, CO, KH, KW, stride, pad, ic_bn, oc_bn, dtype="float32", space="full"``. Data
+``[N, CI // ic_bn, H, W, ic_bn]``, kernel ``OIHW{ic_bn}i{oc_bn}o``, output ``[N, CO // oc_bn, OH, OW, oc_bn]``: the
+layout TVM's x86 schedules and oneDNN keep activations in, so a model converted to it (``conv_layout="auto"``) packs
+each kernel once at build and hands blocked activations from one convolution to the next.
 
-``conv2d_NCHWc.x86``: a register tile of ``y2 x x2`` output pixels times ``f2`` channel blocks (``oc_bn``
-lanes each, vectorised), each input value broadcast once per tap; the input-channel lanes ``ic_bn`` are the
-innermost reduction loop, contiguous in memory. Knobs: ``tile_f`` (3-way over channel blocks), ``tile_y``
-(3-way, rows; innermost <= 4), ``tile_x`` (3-way, columns; innermost <= 32), ``tile_rc`` (2-way over input
-channel blocks), ``reorder_inner`` (``rc_inner, ry, rx``), ``tile_order`` (``fyx`` or ``yxf``), ``unroll_kw``,
-``auto_unroll_max_step``; the register tile, L2 working set and parallel split are filtered as in ``conv2d``.
+``conv2d_NCHWc.x86``: a register tile of ``y2 x x2`` pixels times ``f2`` channel blocks (``oc_bn`` lanes,
+vectorised), the ``ic_bn`` lanes the innermost, contiguous reduction loop. Knobs as ``conv2d``'s (``tile_f`` over
+channel blocks, ``tile_rc`` over input channel blocks), filtered the same way, without ``pack_kernel``.
 """
 
 from __future__ import annotations

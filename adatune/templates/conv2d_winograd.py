@@ -1,27 +1,16 @@
 """Winograd conv2d F(m x m, 3 x 3) on NCHW data: compute, weight transform, numpy reference, x86 template.
 
-A 3x3 stride-1 convolution spends 9 multiply-adds per output and input channel; Winograd's minimal filtering
-computes an ``m x m`` output tile from an ``(m+2) x (m+2)`` input tile with ``(m+2)^2`` products, 4x fewer at
-``m = 4`` (fewer where the tiles overhang the map). On a CPU where direct convolution already runs at the FMA
-units' peak, fewer operations is what is left.
+Winograd's minimal filtering computes an ``m x m`` output tile from an ``(m+2) x (m+2)`` input tile with
+``(m+2)^2`` products, 4x fewer than direct 3x3 stride-1 convolution at ``m = 4``: on a CPU where direct convolution
+already runs at FMA peak, fewer operations is what is left.
 
-Arguments: ``N, CI, H, W, CO, pad, m, dtype="float32", space="full"``. The kernel argument is the
-*transformed* weight ``U[alpha, alpha, CI, CO] = G g G^T`` (``alpha = m + 2``; ``winograd_weight_transform``):
-in a model it is a constant, transformed once when the model is imported (``adatune.models``). Stages:
-
-- ``data_pad``, the input zero-padded to whole tiles, then ``data_pack`` ``V[eps, nu, p, ci] = (B^T d B)[eps,
-  nu]`` over the ``P = N * ceil(OH/m) * ceil(OW/m)`` input tiles ``d`` (rows, then columns);
-- ``bgemm`` ``M[eps, nu, p, co] = sum_ci V[eps, nu, p, ci] U[eps, nu, ci, co]``: ``alpha^2`` GEMMs, scheduled
-  by the dense template's register-blocked GEMM (``_gemm.schedule_gemm``: its knobs, and U packed into
-  vector panels, once at build in a model);
-- ``inverse`` ``(A^T M A)`` per tile and ``conv2d_winograd`` its NCHW output (a fused epilogue is inlined
-  into that write-back).
-
-The transform matrices are TVM's (``topi``'s Cook-Toom points); their entries are constants that fold once
-the transform loops are unrolled. Knobs beyond the GEMM's: ``pack_vec`` (data_pack vectorised over input
-channels, or scalar), ``tile_co`` (output channels per inverse-transform vector chunk), ``pack_par``
-(parallel over tiles or over tiles x channel chunks). A task's FLOPs are the direct convolution's, so its
-GFLOPS compare with the direct template's (a model task counts the Winograd function's own operations instead).
+Arguments: ``N, CI, H, W, CO, pad, m, dtype="float32", space="full"``. The kernel argument is the *transformed*
+weight ``U[alpha, alpha, CI, CO] = G g G^T`` (``alpha = m + 2``; ``winograd_weight_transform``), a constant a model
+transforms once at import. Stages: ``data_pad`` and ``data_pack`` (``B^T d B`` per input tile), ``bgemm``
+(``alpha^2`` GEMMs scheduled by ``_gemm.schedule_gemm``, with its knobs), ``inverse`` (``A^T M A``) and the NCHW
+output ``conv2d_winograd`` (a fused epilogue is inlined there). The transform matrices are topi's. Knobs beyond the
+GEMM's: ``pack_vec``, ``tile_co``, ``pack_par``. A task's FLOPs are the direct convolution's, so its GFLOPS compare
+with the direct template's (a model task counts the Winograd function's own operations instead).
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Dense (matrix multiplication) templates: ``C[N, M] = A[N, L] @ B[L, M]``.
 
-One convention everywhere: both operands row-major, the weight already ``[L, M]`` (no transpose), so
-``numpy`` and ``torch.matmul`` compute exactly the same thing. ``batch_matmul`` covers the ``X W^T``
-layout (``transpose_b="NT"``).
+Both operands are row-major, the weight already ``[L, M]``, so ``numpy`` and ``torch.matmul`` compute exactly the
+same thing; ``batch_matmul`` covers ``X W^T`` (``transpose_b="NT"``).
 
-- ``dense.x86``: packed, register-blocked GEMM (see ``_gemm.schedule_gemm``). Knobs: ``tile_y`` (3-way,
-  rows; the innermost is the register tile height), ``tile_x`` (3-way, columns; the innermost is whole SIMD
-  vectors), ``tile_k`` (2-way, the inner factor is unrolled, <= 8), ``order`` (cache tile order),
-  ``pack_b`` (pack B once, or per parallel tile when one row tile owns each panel),
-  ``auto_unroll_max_step`` [0, 64], and for a reduction of K >= 1024 ``k_block`` [K, kc] (sum K in blocks of
-  kc, GotoBLAS's kc, so that tall cache tiles fit L2). Register tiles, cache tiles and the parallel split are
-  limited by ``adatune.target.cpu_info`` (``adatune.codegen.x86``).
-- ``dense.cuda``: AutoTVM-style shared-memory tiling. Knobs: ``tile_y``/``tile_x`` (4-way: blockIdx,
-  vthread, threadIdx, inner), ``tile_k`` (2-way: the shared-memory step is the inner factor),
-  ``auto_unroll_max_step`` [0, 512, 1500], ``unroll_explicit`` [0, 1]; filtered to <= 1024 threads,
-  <= 48 KiB shared memory, <= 64 accumulators per thread and >= 32 threads (when there are
-  that many outputs).
+- ``dense.x86``: packed, register-blocked GEMM (``_gemm.schedule_gemm``). Knobs: ``tile_y``, ``tile_x`` (3-way),
+  ``tile_k`` (2-way, inner factor unrolled), ``order``, ``pack_b`` (once, or per parallel tile),
+  ``auto_unroll_max_step``, and for K >= 1024 ``k_block`` (GotoBLAS's kc, so tall cache tiles fit L2); limited by
+  ``adatune.codegen.x86``.
+- ``dense.cuda``: AutoTVM-style shared-memory tiling. Knobs: ``tile_y``/``tile_x`` (4-way: blockIdx, vthread,
+  threadIdx, inner), ``tile_k``, ``auto_unroll_max_step``, ``unroll_explicit``; filtered to what a GPU launches.
 """
 
 from __future__ import annotations

@@ -1,51 +1,21 @@
-"""Built-in workloads: named operator shapes that pick the right template for a target.
+"""Built-in workloads: named operator shapes that pick the right template for a target (``adatune workloads`` lists
+them): ``dense-1024``, BERT-base's projections at 128 tokens (``dense-bert-qkv/ffn1/ffn2``) and attention batch
+matmuls (``bmm-bert-nn/nt/av``), and ResNet-18's conv layers at batch 1 (``conv2d-resnet18-L1..L12``; L6 also in
+the restricted x86 space as ``conv2d-resnet18-L6-small``).
 
-=============================  ============================================================
-name                           shape
-=============================  ============================================================
-``dense-1024``                 ``[1024,1024] @ [1024,1024]``
-``dense-bert-qkv/ffn1/ffn2``   BERT-base projections at 128 tokens (768->768, 768->3072, 3072->768)
-``bmm-bert-nn``                ``[12,128,64] @ [12,64,128]`` (attention scores, K pre-transposed)
-``bmm-bert-nt``                ``[12,128,64] @ [12,128,64]^T`` (``Q K^T``)
-``bmm-bert-av``                ``[12,128,128] @ [12,128,64]`` (attention times V)
-``conv2d-resnet18-L1..L12``    ResNet-18 conv layers at batch 1 (table below)
-``conv2d-resnet18-L6-small``   L6 with the restricted x86 space (``space="small"``, ~2k configs)
-=============================  ============================================================
+The ResNet-18 layers are numbered as in the TVM (OSDI'18) and AutoTVM papers' C1-C12 table, which the AdaTune paper
+calls L1-L12 (``_RESNET18``). L3 is not in torchvision's ResNet-18 (its first stage has no 1x1 shortcut) but is
+kept so that "L6" means the same layer here as in the papers.
 
-ResNet-18 layers use the numbering of the TVM (OSDI'18) and AutoTVM papers' C1-C12 table, which the
-AdaTune paper calls L1-L12 (H=W input size, CI -> CO, kernel, stride, padding):
-
-====  =====  ==========  ======  ======  ===
- L     H/W    CI -> CO    kernel  stride  pad
-====  =====  ==========  ======  ======  ===
- L1    224    3 -> 64     7x7     2       3
- L2    56     64 -> 64    3x3     1       1
- L3    56     64 -> 64    1x1     1       0
- L4    56     64 -> 128   3x3     2       1
- L5    56     64 -> 128   1x1     2       0
- L6    28     128 -> 128  3x3     1       1
- L7    28     128 -> 256  3x3     2       1
- L8    28     128 -> 256  1x1     2       0
- L9    14     256 -> 256  3x3     1       1
- L10   14     256 -> 512  3x3     2       1
- L11   14     256 -> 512  1x1     2       0
- L12   7      512 -> 512  3x3     1       1
-====  =====  ==========  ======  ======  ===
-
-These are all of torchvision ResNet-18's distinct conv shapes, plus L3, which the papers list but
-torchvision's ResNet-18 does not contain (its first stage has no 1x1 shortcut); it is kept so that
-"L6" means the same layer here as in the papers.
-
-Any other shape is a *spec*, ``op:key=value,...``, accepted wherever a workload name is
-(``get``, ``adatune tune --workload``)::
+Any other shape is a *spec*, ``op:key=value,...``, accepted wherever a workload name is (``get``,
+``adatune tune --workload``)::
 
     dense:M=128,N=3072,K=768                          # [M,K] @ [K,N]
     batch_matmul:B=12,M=128,N=128,K=64,layout=NT      # [B,M,K] @ [B,K,N] (NN) or [B,N,K]^T (NT)
     conv2d:N=1,CI=64,H=56,W=56,CO=64,KH=3,KW=3,stride=1,pad=1
 
-``dtype`` is optional everywhere (default float32), ``layout`` defaults to NN, ``space=autotvm`` asks for
-AutoTVM's unpruned space (10^4-10^6 configs instead of the hardware-pruned default), and conv2d also takes
-``space=small`` for the restricted x86 space.
+``dtype`` defaults to float32 and ``layout`` to NN; ``space=autotvm`` asks for AutoTVM's unpruned space instead of
+the hardware-pruned default, and conv2d also takes ``space=small`` (the restricted x86 space).
 """
 
 from __future__ import annotations

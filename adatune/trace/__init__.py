@@ -1,18 +1,9 @@
 """Trace search: MetaSchedule's probabilistic schedule programs and rule-made design spaces as adatune tasks.
 
-A trace task's candidates are the decisions of a schedule trace, replayed and post-processed by TVM, so the
-tuners, records, ``apply_history_best`` and resume treat them as they treat knob configs::
-
-    import adatune.trace
-
-    @adatune.trace.probabilistic_template("matmul-sampled")
-    def matmul(n):
-        ...  # build tensors, sch = tvm.s_tir.Schedule(te.create_prim_func(...)), sch.sample_perfect_tile(...)
-        return sch, [A, B, C]
-
-    task = adatune.task.create("trace/matmul-sampled", (512,), adatune.target.host())
-    rules = adatune.trace.TraceTask.from_module(my_prim_func, adatune.target.host())  # no template at all
-    blocked = adatune.trace.TraceTask.from_module(my_prim_func, adatune.target.host(), rules="vector")
+A trace task's candidates are the decisions of a schedule trace, replayed and post-processed by TVM, so the tuners,
+records, ``apply_history_best`` and resume treat them as they treat knob configs. A task comes from a
+``@probabilistic_template("name")`` (then ``adatune.task.create("trace/name", args, target)``) or from any PrimFunc
+through ``TraceTask.from_module(func, target, rules=...)``, no template at all.
 """
 
 from ._candidate import GENERIC_SPACE, TraceCandidate

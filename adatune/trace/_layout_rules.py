@@ -1,23 +1,18 @@
 """Schedule rules that change layouts, so a trace space can reach the programs the x86 knob templates are built on.
 
-TVM's CPU rules never change a buffer's layout (``RewriteLayout`` does, but only for weights declared layout-free
-and packed outside the function), and its multi-level tiling vectorises the output's innermost axis whatever it is.
-Two rules run before the tiling, and each offers a block twice: as it was, and re-laid. Which is faster is the
-search's decision, as every other choice of the space.
+TVM's CPU rules never change a buffer's layout (``RewriteLayout`` only packs weights declared layout-free), and its
+multi-level tiling vectorises the output's innermost axis whatever it is. Two rules run before the tiling, each
+offering a block as it was and re-laid, for the search to decide:
 
-- :class:`PackOperandPanels`: the operand that the output's innermost (vectorised) axis ``j`` walks, ``B[j, k]``
-  of a batch matmul in NT layout or ``B[k, j]`` of a dense layer, is read from a per-call copy packed as
-  ``[..., j // P, k..., j % P]``: for each reduction step a register tile of ``P`` columns loads ``P`` consecutive
-  floats, and a tile's panel is one contiguous stretch (the templates' ``pack_b``).
-- :class:`VectorizeOutputChannels`: a block whose output's innermost extent the tile does not divide (an NCHW
-  convolution's 28 columns) but whose output has another axis ``f`` that indexes a weight (the output channels)
-  is re-laid so that ``f % P`` is its innermost axis: it accumulates into an ``[..., f // P, ..., f % P]`` copy of
-  the output (NCHW[P]c, written back to the output's layout after), with the weight packed as above
-  (``[f // P, c, kh, kw, f % P]``), which the tiling then vectorises, as the templates vectorise the channels.
+- :class:`PackOperandPanels`: the operand the output's vectorised axis ``j`` walks is read from a per-call copy
+  packed as ``[..., j // P, k..., j % P]``, so a register tile of ``P`` columns loads consecutive floats (the
+  templates' ``pack_b``).
+- :class:`VectorizeOutputChannels`: a block whose innermost output extent the tile does not divide (an NCHW
+  convolution's 28 columns) but with an axis ``f`` that indexes a weight accumulates into an NCHW[P]c copy of the
+  output, its weight packed as above, so the tiling vectorises the channels as the templates do.
 
-``P`` is the innermost output tile of the ``vector`` rule set (``panel_bits`` over the element width), so one
-register tile reads exactly one panel. Operands and outputs whose extent ``P`` does not divide are left as they
-are (a tail panel would need padding). Every index of a block they touch must be one block variable.
+``P`` is the ``vector`` rule set's innermost output tile, so one register tile reads one panel. Extents ``P`` does
+not divide are left alone (a tail panel would need padding); every index a rule touches must be one block variable.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """A trace space: MetaSchedule design spaces as an adatune ``CandidateSpace``.
 
-Design spaces come from a ``tvm.s_tir.meta_schedule`` space generator inside a ``TuneContext`` (TVM's
-post-order-apply with the target's schedule rules, or a probabilistic template's trace), which also gives the
-target's postprocessors and mutators. Every candidate is a design space replayed with concrete decisions and
-passed through the postprocessors (on CUDA these include TVM's GPU verification), so a program that could not
-be built or launched is rejected here and never reaches the builder.
+Design spaces come from a space generator inside a ``TuneContext``, which also gives the target's postprocessors and
+mutators. Every candidate is a design space replayed with concrete decisions and postprocessed (on CUDA this
+includes TVM's GPU verification), so a program that could not be built or launched never reaches the builder.
+Mutations apply the context's mutators plus a uniform re-draw of one ``sample_categorical`` decision, which TVM's
+mutators cover only when it feeds an unroll or a thread binding. Features are TVM's ``PerStoreFeature`` rows pooled
+by ``StoreFeatures``, plus the design space.
 
-Random candidates re-sample every decision (MetaSchedule's ``SampleInitPopulation``); mutations apply the
-context's mutators (tile sizes, compute locations, unroll depths, parallel extents) plus a uniform re-draw of one
-``sample_categorical`` decision, which TVM's mutators cover only when the choice feeds an unroll or a thread
-binding. Features are TVM's ``PerStoreFeature`` rows pooled by ``StoreFeatures``, plus the design space.
-
-On a CPU the space also holds the shape-generic program (``adatune.codegen.generic_schedule``: rows in parallel, loops
-in vectors, windows around vectors), as design space ``GENERIC_SPACE`` of no decisions: random candidates give it
-first, so every search measures it in its first plan and keeps it unless a program measures faster: a short
-search never ends below the shape-generic program.
+On a CPU the space also holds the shape-generic program (``adatune.codegen.generic_schedule``) as design space
+``GENERIC_SPACE`` of no decisions, given first by random candidates: a short search never ends below it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Trace tasks: tuning tasks whose candidates are schedule traces, with names records can recreate.
 
-Two ways to get a trace space:
-
-- a *probabilistic template* (``@probabilistic_template("name")``): a function of the task's arguments that
-  builds TE tensors, schedules ``te.create_prim_func(...)`` with ``tvm.s_tir.Schedule`` and calls
-  ``sch.sample_perfect_tile`` / ``sample_categorical`` / ``sample_compute_location`` where a knob template
-  would read a knob. It runs once; its trace is the design space (Python branches on sampled values are frozen
-  into that trace, as in MetaSchedule's ``ScheduleFn``). Task name: ``"trace/name"``.
-- *design spaces from TVM's rules* for any PrimFunc with no template: post-order-apply of the target's default
-  schedule rules. Task names: ``"trace/rules/name"`` for a function registered with ``@workload("name")`` or
-  for a knob template's computation (``"trace/rules/dense.x86"``), and ``"trace/rules/ir-<hash>"`` for a module
-  given to ``TraceTask.from_module``, whose records store the module so any process recreates the task.
-  ``"trace/vector-rules/..."`` names the same programs in the ``vector`` rule set (``_rules``: TVM's rules with a
-  register-blocked output tile of whole SIMD vectors).
+- a *probabilistic template* (``@probabilistic_template("name")``, task ``"trace/name"``): builds TE tensors and
+  schedules them with ``sample_*`` calls where a knob template would read a knob. It runs once; its trace is the
+  design space (Python branches on sampled values are frozen, as in MetaSchedule's ``ScheduleFn``).
+- *design spaces from TVM's rules* for any PrimFunc: ``"trace/rules/name"`` for a ``@workload`` function or a knob
+  template's computation, ``"trace/rules/ir-<hash>"`` for a module given to ``TraceTask.from_module`` (its records
+  store the module). ``"trace/vector-rules/..."`` uses the ``vector`` rule set (``_rules``).
 
 ``adatune.task.create`` makes all of them once this package is imported.
 """

@@ -1,26 +1,20 @@
-"""The shape-generic CPU schedule (see the package docstring). TVM's legalised TIR runs as one serial loop nest per
-block; nothing here depends on the symbolic extent, so one schedule serves every T. Per function:
+"""The shape-generic CPU schedule (see the package docstring): nothing depends on the symbolic extent, so one schedule
+serves every T. Per function:
 
-1. element-wise intermediates with a single consumer are inlined into it (one pass over memory instead of two),
-   but a window's pad (step 5);
-2. row fusion: the output block's loops but the innermost are fused into one parallel loop over rows, and every
-   other block (a softmax's max, exponentials and sum; a layer norm's mean and variance) is computed inside it,
-   for that row only, so a row's data is read from cache rather than from a whole tensor written before
-   (not where a row would need a block whole, as a mean over the rows: each row would redo it);
-3. where a block cannot be moved there, it gets its own parallel loop over its leading data-parallel loops;
-4. a reduction over a constant extent that the SIMD width divides (a layer norm's mean and variance over the
-   hidden size) is factored (``rfactor``) into one vector of partial results, accumulated a vector at a time,
-   and summed once at the end: a serial sum waits on each add's latency. Reductions over T, or over a constant
-   the width does not divide, get the same partials from ``_vector_tail`` (TVM 0.27's rfactor drops the guard of
-   a split over a symbolic extent);
-5. a block on its own whose innermost loops are a small constant reduction (a pooling window, a depthwise
-   kernel) runs the window's loops inside the output row's loop over vectors (``_window_outside``), so a vector of
-   outputs accumulates the whole window in a register; its pad is not inlined but computed per plane in the
-   parallel loop, so the update reads no guarded element.
+1. single-consumer element-wise intermediates are inlined (but a window's pad, step 5);
+2. row fusion: the output block's loops but the innermost become one parallel loop over rows, and every other block
+   (a softmax's max and sum, a layer norm's moments) is computed inside it for that row only, so a row is read from
+   cache (not where a row would need a block whole, as a mean over the rows);
+3. a block that cannot move there gets its own parallel loop over its leading data-parallel loops;
+4. a reduction over a constant extent the SIMD width divides is ``rfactor``-ed into a vector of partials (a serial
+   sum waits on each add's latency); over T or another constant, ``_vector_tail`` does the same (TVM 0.27's rfactor
+   drops the guard of a split over a symbolic extent);
+5. a small constant-window reduction (pooling, depthwise) runs the window inside the row's loop over vectors
+   (``_window_outside``) so a vector of outputs accumulates in a register; its pad is computed per plane.
 
-The innermost loop is never fused into the parallel loop (a fused index costs a 64-bit division and modulo per
-element); it is vectorised when the SIMD width divides its constant extent, else by ``_vector_tail``. A step TIR
-rejects is skipped, so the worst case is the unscheduled function, which is still correct.
+The innermost loop is never fused into the parallel one (a fused index costs a 64-bit division per element); it is
+vectorised when the width divides it, else by ``_vector_tail``. A step TIR rejects is skipped, so the worst case is
+the unscheduled function, which is still correct.
 """
 
 from __future__ import annotations

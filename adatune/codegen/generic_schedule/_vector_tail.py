@@ -1,24 +1,18 @@
 """Loops the SIMD width does not divide, vectorised: whole vectors first, then halving vectors, the rest scalar.
 
-TVM vectorises a loop only over a constant extent. Split by the SIMD width over a symbolic one (a softmax's T
-columns), the inner loop carries the guard ``jo * lanes + ji < T`` and TVM scalarises it; its loop partitioning
-refuses symbolic extents, and buffer-level predication emits an invalid LLVM call for 64-bit indices (TVM 0.27).
-A constant extent the width does not divide (a softmax over 62 columns) fares the same.
+TVM vectorises a loop only over a constant extent. Split by the width over a symbolic one (a softmax's T columns),
+the inner loop carries the guard ``jo * lanes + ji < T`` and TVM scalarises it; its loop partitioning refuses
+symbolic extents, and buffer-level predication emits an invalid LLVM call for 64-bit indices (TVM 0.27). A constant
+extent the width does not divide fares the same. This rewrite partitions a serial loop around one block that
+accesses contiguously in it (a strided access would become a gather):
 
-This rewrite does the partitioning itself, for a serial loop over a symbolic extent, or a constant one above the
-width, around one block that reads and writes contiguously in it (a strided access would become a gather):
+- element-wise: ``T // lanes`` unguarded vectors, the remainder in halving vectors down to ``MIN_TAIL_LANES``, the
+  last iterations scalar, each part a copy of the block with fresh definitions (TIR defines each variable once);
+- a reduction ``acc = acc (+, max, min) f(j)`` accumulates ``lanes`` partials a vector at a time, folds them down to
+  four, then adds the last terms: a serial loop waits on each add's latency. A sum's order changes, as in any
+  vectorised sum; max and min are exact.
 
-- element-wise: ``for j in range(T)`` becomes ``T // lanes`` whole vectors (a vectorised inner loop with no guard),
-  the remainder in halving vectors down to ``MIN_TAIL_LANES`` and its last few iterations scalar, each part a copy
-  of the block with fresh definitions (TIR requires every variable defined once);
-- a reduction ``acc = acc (+, max, min) f(j)`` (a softmax's max and sum over T) accumulates ``lanes`` partial
-  results, a vector at a time (whole vectors and the remainder's halving ones), in a per-thread buffer, folds them
-  in halving vectors down to four, adds those to ``acc`` and then the last few terms: a serial loop waits on each
-  add's latency. The order of a sum's adds changes, as in any vectorised sum (the layer norm's ``rfactor`` over
-  constant extents does the same); max and min are exact.
-
-It is the last step of a schedule (two blocks then share a name, which a ``Schedule`` could no longer look up); a
-loop that does not qualify is unchanged.
+It is the last step of a schedule (two blocks then share a name, which a ``Schedule`` could no longer look up).
 """
 
 from __future__ import annotations

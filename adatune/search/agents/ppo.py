@@ -114,18 +114,15 @@ def _torch_threads(n: int | None) -> Iterator[None]:
 class PPOAgent(ModelOptimizer):
     """A ``ModelOptimizer`` whose search is a PPO agent; the policy persists across ``find_maximums`` calls.
 
-    Each call runs up to ``max_episodes`` episodes of ``parallel_size`` walkers. As in the paper, walkers
-    continue where the last episode (of this call or the previous one) left them; ``restart_ratio`` > 0
-    sends that share of them to random configs before each episode instead. An episode ends
-    once at most ``1 - stop_ratio`` of the knobs moved in a step (most knobs stopped) or after ``step_cap``
-    steps; it is a truncation, so its last state's value is bootstrapped. A call also ends once an episode
-    leaves the top-``num`` set unchanged. ``last_steps`` / ``steps_history`` record the search steps (moves
-    of all walkers, like one step of all of SA's chains) per call.
+    Each call runs up to ``max_episodes`` episodes of ``parallel_size`` walkers, which continue where the last episode
+    left them, as in the paper (``restart_ratio`` > 0 sends that share to random configs first). An episode ends once
+    at most ``1 - stop_ratio`` of the knobs moved in a step, or after ``step_cap`` steps (a truncation: its last value
+    is bootstrapped); a call ends once an episode leaves the top-``num`` set unchanged. ``last_steps`` /
+    ``steps_history`` count search steps per call.
 
-    Defaults are the paper's: Adam lr 1e-3, discount 0.9, GAE lambda 0.99, 3 epochs, clip 0.3, value
-    coefficient 1.0, entropy coefficient 0.1 (on the mean per-knob entropy, so it does not grow with the
-    number of knobs). Rewards are divided by their running standard deviation; advantages are
-    standardised per episode; gradients are clipped to ``max_grad_norm`` (None: off).
+    Defaults are the paper's (Adam lr 1e-3, discount 0.9, GAE lambda 0.99, 3 epochs, clip 0.3, value coefficient 1.0,
+    entropy coefficient 0.1 on the mean per-knob entropy). Rewards are divided by their running standard deviation,
+    advantages standardised per episode, gradients clipped to ``max_grad_norm``.
     """
 
     def __init__(

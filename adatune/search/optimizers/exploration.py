@@ -1,14 +1,8 @@
 """The one exploration policy: how much of a plan is random, and which random candidates fill it.
 
-AutoTVM spends a fixed share ``eps_greedy`` of every plan on random candidates. AdaTune (NeurIPS 2020, sec. 4.2)
-sets the share from the cost model's own uncertainty after each refit: draw K candidates that were never
-measured and take
-
-    eps_t = mean(sigma(x_k)) / f(x+), clamped to [0, 1],
-
-so plans are mostly random while the model knows little. Every search in the library splits its plans here, with
-``eps * n`` rounded stochastically, so a plan of 16 with eps = 0.05 still explores in expectation (``int`` never
-would).
+AutoTVM spends a fixed share ``eps_greedy`` of every plan on random candidates; AdaTune (NeurIPS 2020, sec. 4.2)
+sets it after each refit from the model's uncertainty over K unmeasured candidates, ``eps_t = mean(sigma(x_k)) /
+f(x+)`` clamped to [0, 1]. ``eps * n`` is rounded stochastically, so a small plan still explores in expectation.
 """
 
 from __future__ import annotations
