@@ -1,11 +1,8 @@
 """Options declared once, as data: name, type, bounds, default and doc of every constructor keyword.
 
-A tuner, cost model or search strategy lists its keywords in ``OPTIONS`` (a tuple of ``Option``) and derives
-from ``Configurable``; its constructor then checks every declared keyword against its declaration, and the
-defaults are read from the constructor's own signature, so nothing is written twice. The tuner registry, the
-CLI's ``-o KEY=VALUE``, ``adatune tuners`` and docs/tuners.md all read the same declarations
-(``Configurable.declared_options``). Shared options (``plan_size``, ``n_trees``...) are one ``Option`` object
-that every class using them lists.
+A ``Configurable`` tuner, cost model or search lists its keywords in ``OPTIONS``; its constructor checks them
+against their declarations, and defaults come from the constructor's own signature, so nothing is written twice.
+The registry, the CLI's ``-o KEY=VALUE``, ``adatune tuners`` and docs/tuners.md all read these declarations.
 """
 
 from __future__ import annotations

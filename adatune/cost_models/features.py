@@ -1,13 +1,10 @@
 """Feature vectors of candidates for cost models.
 
-``knob``: the space's own features (``task.space.featurize``; for knob configs each knob's entity as numbers,
-by table lookup, so simulated annealing can score tens of thousands of configs per second).
-``itervar``: the loop structure of the scheduled TIR (AutoTVM's itervar features adapted to TIR): for each
-loop in nest order its log extent, kind (serial/parallel/vectorized/unrolled/thread-bound), depth and
-the log of the iterations beneath it, plus the sizes of cache buffers the schedule allocates. It requires
-applying the candidate (milliseconds each), so it is cached per candidate key. A candidate that cannot be
-applied is reported (a warning, counted in ``failures``) and gets a row of NaN, which the tree models treat
-as missing, never a silent vector of zeros.
+``knob``: the space's own features (``task.space.featurize``, by table lookup, so simulated annealing scores tens of
+thousands of configs per second). ``itervar``: AutoTVM's itervar features adapted to TIR (per loop its log extent,
+kind, depth and log iterations beneath, plus cache buffer sizes), cached per candidate key since it applies the
+candidate. A candidate that cannot be applied gets a row of NaN (missing, for the tree models), with a warning
+counted in ``failures``.
 """
 
 from __future__ import annotations

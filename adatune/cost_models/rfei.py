@@ -1,14 +1,11 @@
 """AdaTune's cost model: a random forest whose predictive uncertainty turns into expected improvement.
 
-The forest predicts a config's throughput; the infinitesimal jackknife (Wager, Hastie & Efron 2014, as
-implemented by forestci) gives the variance of that prediction. Expected improvement over the best measured
-throughput (AdaTune, NeurIPS 2020, eqs. (1)-(2)) then rewards configs that are either predicted fast or
-poorly known, which is what lets the search explore where the model is unsure.
-
-``forestci.random_forest_error`` is not called per query: it is slow (input validation, the in-bag matrix again)
-and its calibration depends on the whole query batch and NumPy's global state. This model runs the same
-computation with the in-bag matrix and the empirical-Bayes calibration fitted once per fit (the latter on a fixed
-reference sample of the space). With ``calibrate=False`` the variance equals forestci's clipped at zero (tested).
+The infinitesimal jackknife (Wager, Hastie & Efron 2014, as in forestci) gives the variance of the forest's
+throughput prediction, and expected improvement over the best measured throughput (AdaTune, NeurIPS 2020, eqs.
+(1)-(2)) rewards configs predicted fast or poorly known. ``forestci.random_forest_error`` is not called per query
+(slow, and its calibration depends on the query batch and NumPy's global state): the in-bag matrix and the
+empirical-Bayes calibration are fitted once per fit. With ``calibrate=False`` the variance equals forestci's
+clipped at zero (tested).
 """
 
 from __future__ import annotations

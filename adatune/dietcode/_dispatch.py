@@ -1,11 +1,8 @@
 """DietCode's dispatcher: a decision tree from a runtime extent T to one of a few kernels, and its emitters.
 
-DietCode tunes one small set of micro-kernels for a whole range of T; at run time each T must reach the
-kernel predicted best for it. Every T of the tuned range votes for its kernel, a scikit-learn
-``DecisionTreeClassifier`` learns the votes (grown until it reproduces every one), and the tree is emitted as
-nested ifs by one walk (``ShapeDispatcher.emit``) for three consumers: a Python function, a C function compiled
-with the system C compiler into a tiny shared library that deployments call, and Relax ``If`` expressions inside
-a compiled model (``to_relax``). Data in, data out: kernels are named by plain string labels.
+A ``DecisionTreeClassifier`` learns every T's vote exactly, and one walk (``ShapeDispatcher.emit``) emits it as
+nested ifs for a Python function, a C function compiled into a tiny shared library for deployments, and Relax
+``If``s in a compiled model (``to_relax``). Kernels are named by plain string labels.
 """
 
 from __future__ import annotations

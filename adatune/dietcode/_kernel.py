@@ -1,12 +1,9 @@
 """The deployed dynamic kernel: every selected micro-kernel in one compiled module plus the C dispatcher.
 
-``DynamicKernel(t, a, b)`` asks the compiled C decision tree which micro-kernel serves ``t`` and runs it.
-Every micro-kernel pads locally, so any positive T gets a correct answer; a T outside the tuned range only
-warns, since the choice was not tuned there. A bmm kernel ships with its aligned version where the tuner timed it
-faster (``aligned_versions``). ``export(directory)`` writes what a deployment loads: the kernels' shared library,
-the dispatcher's C source and shared library and a JSON manifest. It sizes TVM's thread pool as
-``adatune.models.CompiledModel`` does (``adatune.target.size_tvm_thread_pool``): every usable core, as when the kernels
-were measured.
+``DynamicKernel(t, a, b)`` asks the C decision tree which micro-kernel serves ``t`` and runs it; every kernel pads
+locally, so any positive T is correct (outside the tuned range it warns). ``export(directory)`` writes the kernels'
+library, the dispatcher's C source and library and a JSON manifest. It sizes TVM's thread pool to every usable core
+(``adatune.target.size_tvm_thread_pool``), as when the kernels were measured.
 """
 
 from __future__ import annotations

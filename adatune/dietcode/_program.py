@@ -1,13 +1,9 @@
 """f_MK's inputs: the features of a micro-kernel's program, as TVM extracts them, or hand-made ones.
 
-DietCode learns f_MK from the micro-kernel's own program. Here the program is the workload scheduled with the
-kernel at the smallest T that one tile covers without padding (``unit_extent``), so it holds exactly one row
-of tiles and no pad copies: what every T runs repeatedly. TVM's ``PerStoreFeature`` (the extractor MetaSchedule's
-cost models use) describes its buffer stores, pooled to one row by ``aggregate_store_features`` as trace search
-does. Rows are cached per kernel: the evolutionary search scores the same kernels many times.
-
-``HandFeatures`` is the baseline (the space's tile arithmetic: sizes, intensities, panel bytes), kept so the two
-can be compared (``DietCodeTuner(features="hand")``).
+The program is the workload scheduled with the kernel at the smallest T one tile covers without padding
+(``unit_extent``): one row of tiles, what every T runs repeatedly. TVM's ``PerStoreFeature`` rows are pooled by
+``aggregate_store_features`` as trace search does, and cached per kernel. ``HandFeatures`` (tile arithmetic) is the
+baseline, ``DietCodeTuner(features="hand")``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Applying a micro-kernel to a dynamic GEMM with local padding.
 
-``pad_einsum`` pads every axis the tile does not divide (the T axes). On x86 a T axis is padded only to a
-multiple of the register tile, not of the whole tile (which can compute several times the real work between tile
-multiples): a part-full tile runs just the register tiles that hold real rows or columns, behind one guard per
-register tile, outside the unrolled and vectorised loops (``padding_units``). CUDA pads to the thread block's tile.
-Where A's padded copy is made and the output cropped: ``pad_places``. The register-blocked inner loops run full
-tiles with no predicate, which would guard every FMA.
+``pad_einsum`` pads every axis the tile does not divide (the T axes). On x86 a T axis is padded only to the
+register tile: a part-full tile runs the register tiles holding real rows or columns, one guard each, outside the
+unrolled and vectorised loops (``padding_units``); CUDA pads to the block's tile. ``pad_places`` says where A's
+padded copy is made and the output cropped.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Proposing micro-kernels from the joint cost model: DietCode's evolutionary search, or every kernel scored.
 
-A kernel's fitness is its predicted quality on the sampled shape it serves best: for each T, the best predicted
-cost among the kernels measured so far divided by the kernel's predicted cost there (1 = as good as the
-best measured; above 1 = predicted better), the largest over T, since the dispatcher gives every T its own kernel
-(averaged, a kernel only one T needs would be lost from the population). MetaSchedule's ``EvolutionarySearch``
-(the one used by trace search) evolves a population seeded with the best measured kernels by this fitness,
-mutating one field of a kernel at a time. From every kernel it scored, each sampled T takes its predicted best (then its
-second best), then the rest of the batch goes by mean quality over T, so kernels that are best only on some shapes are
-still measured. ``search="exhaustive"`` scores the whole space instead (slow: each kernel's program features are
-extracted).
+A kernel's fitness is its best predicted quality over the sampled T (the best measured kernel's predicted cost
+over its own), the largest over T, not the mean, since the dispatcher gives every T its own kernel. MetaSchedule's
+``EvolutionarySearch`` evolves a population seeded with the best measured kernels, mutating one field at a time;
+each sampled T then takes its predicted best and second best, and the rest of the batch goes by mean quality.
+``search="exhaustive"`` scores the whole space instead (slow: every kernel's features are extracted).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """From predicted costs to deployed kernels: every T votes over all measured kernels, a decision tree compresses.
 
-Each T of the range votes for the kernel the joint model predicts fastest there, among every kernel measured
-correct. Deploying all winners would be exact but large, so trees with 1, 2, ... leaves (scikit-learn's
-``DecisionTreeClassifier`` with ``max_leaf_nodes``) learn the votes; each leaf then serves its T with the one
-kernel of least summed predicted latency over them. The loss a tree costs is the mean over T of the
-predicted slowdown against each T's own winner; the kernels of the smallest tree within ``tolerance`` are
-deployed, so their number follows from what fewer kernels would cost, not from a fixed cap. Each T then takes
-its predicted best among the deployed kernels (never worse than its leaf's kernel), and the dispatcher's tree
-learns those choices exactly.
+Each T votes for the kernel predicted fastest there among those measured correct. Trees with 1, 2, ... leaves
+(``DecisionTreeClassifier(max_leaf_nodes=...)``) learn the votes, each leaf serving its T with the kernel of least
+summed predicted latency; the smallest tree whose mean predicted slowdown is within ``tolerance`` is deployed, so
+the kernel count follows from its cost, not a cap. Each T then takes its best deployed kernel, and the dispatcher's
+tree learns those choices exactly.
 """
 
 from __future__ import annotations
@@ -138,15 +135,13 @@ def compress_votes(
 
 
 def verified_labels(labels: Sequence[int], timed: np.ndarray, aligned: np.ndarray) -> tuple[list[int], int]:
-    """Each T's deployed kernel chosen again on the deployed kernels' timings at every T (``DietCodeTuner``'s
-    ``verify``): rows of ``timed`` (seconds, non-finite where a kernel failed) are the deployed kernels, columns
-    the T; ``labels[j]`` is the row serving ``ts[j]``; ``aligned[i, j]`` says kernel ``i`` runs its aligned version
-    at ``ts[j]``. The generic versions were timed, so a T whose kernel runs its generic version takes the row timed
-    fastest there (an aligned rival is judged on its generic timing, an upper bound), and a T whose kernel runs its
-    aligned version keeps it (its generic timing would overstate it). Returns the labels and how many T changed.
+    """Each T's kernel chosen again on the deployed kernels' timings at every T (``DietCodeTuner``'s ``verify``): the
+    vote sees timings only at the sampled T, and between them another deployed kernel can be faster.
 
-    Why: the vote sees timings at the sampled T only, so between them a deployed kernel that pads a T less than
-    the voted one can be the faster, and only a timing at that T shows it."""
+    ``timed``: seconds, a row per deployed kernel, a column per T (non-finite where it failed); ``labels[j]``: the
+    row serving ``ts[j]``; ``aligned[i, j]``: kernel ``i`` runs its aligned version at ``ts[j]``, which it keeps (its
+    timed generic version would overstate it); other T take the row timed fastest. Returns the labels and how many
+    changed."""
     t = np.asarray(timed, dtype=np.float64)
     al = np.asarray(aligned, dtype=bool)
     if t.ndim != 2 or t.shape != al.shape or t.shape[1] != len(labels):

@@ -299,15 +299,11 @@ def _split_k_kernels(
 class MicroKernelSpace(CandidateSpace):
     """The micro-kernels of one target and GEMM kind (no dependence on T beyond the workload's static dims).
 
-    A CUDA space fits the GPU's limits: ``device_limits`` if given, else the live device's, else the profile of
-    the target's ``arch`` (``adatune.measure.device_limits``); its occupancy term counts that device's SMs. ``split_k``
-    (CUDA): the parts each kernel may also split its reduction into; default each of ``DEFAULT_SPLIT_K`` where the
-    reduction is fixed (``static_k`` given, ``dense`` or ``bmm_nt``: at small T a GEMM has too few output tiles to
-    fill a GPU, and deep reductions gain from more parts than shallow ones), ``(1,)`` for none. ``interleave``:
-    whether kernels give each thread rows and columns a thread-tile apart (``(False,)``: adjacent only;
-    ``(False, True)``: both; a small gain for twice the space, so not by default). ``smem`` (CUDA ``bmm_nt``): the
-    layouts of B's shared tile (``SMEM_LAYOUTS``; None: ``DEFAULT_SMEM``, the padded k-major tile; other kinds
-    read B k-major already and take ``("",)``).
+    A CUDA space fits ``device_limits`` (else the live device's, else the profile of the target's ``arch``).
+    ``split_k`` (CUDA): the parts a kernel may split its reduction into (default ``DEFAULT_SPLIT_K`` where the reduction
+    is fixed: at small T a GEMM has too few output tiles to fill a GPU; ``(1,)`` for none). ``interleave``: whether
+    threads also take rows and columns a thread-tile apart (off by default: a small gain for twice the space).
+    ``smem`` (CUDA ``bmm_nt``): the layouts of B's shared tile (None: ``DEFAULT_SMEM``; other kinds take ``("",)``).
     """
 
     kind: ClassVar[str] = "microkernel"

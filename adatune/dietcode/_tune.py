@@ -91,13 +91,11 @@ VERSION_CHECK_TS = 3
 class DietCodeTuner(Tuner):
     """Tune one dynamic workload for its whole T range (see the module docstring).
 
-    Each round proposes ``kernels_per_round`` micro-kernels found by ``search`` on the model (each sampled T's
-    predicted best, then the best on average), with a share ``explore`` of random ones (the one
-    ``ExplorationPolicy``, ``explore`` as its epsilon); all of them random before the first fit.
-    ``max_kernels=None`` deploys as many kernels as the ``dispatch_tolerance`` needs.
-    ``number``/``repeat``/``min_repeat_ms`` time every T when ``tune`` makes its own runner; pass
-    ``measure_option`` to measure elsewhere (RPC, the adaptive evaluator). A ``log_to_file`` callback gets one
-    record per kernel, each T's timings in its ``extra["points"]`` (``log_file=`` is its deprecated spelling).
+    Each round proposes ``kernels_per_round`` kernels by ``search`` on the model, with a share ``explore`` of random
+    ones (all random before the first fit). ``max_kernels=None`` deploys as many as ``dispatch_tolerance`` needs.
+    ``number``/``repeat``/``min_repeat_ms`` time every T when ``tune`` makes its own runner; ``measure_option`` measures
+    elsewhere. A ``log_to_file`` callback gets one record per kernel, each T's timings in ``extra["points"]``
+    (``log_file=`` is its deprecated spelling).
     """
 
     OPTIONS = (

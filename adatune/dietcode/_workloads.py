@@ -1,14 +1,10 @@
 """Dynamic-shape GEMM workloads: one symbolic extent ``T`` (tokens) over a range, the rest fixed.
 
-Three GEMM kinds cover a BERT layer: ``dense`` (``Y[T, N] = X[T, K] @ W[K, N]``, weights stored K-major as
-Relax's FoldConstant leaves them), ``bmm_nt`` (``S[B, T, T] = Q[B, T, D] @ K[B, T, D]^T``) and ``bmm_nn``
-(``O[B, T, D] = P[B, T, T] @ V[B, T, D]``, where ``T`` is also the reduction extent). Every kernel takes
-``T`` as its last, explicit argument: TVM only binds a shape variable from a buffer shape when it appears
-alone, and passing it keeps one calling convention for every kind.
-
-A dense workload may take its weight pre-packed (``b_panel = W``): ``B[K, N]`` stored as ``[N / W, K, W]`` panels,
-so a register tile's k loop streams contiguous memory; weights are packed once as a model loads (``pack_b``), with
-``W`` from the target (``weight_panel``) so every micro-kernel of the space reads one layout.
+Three kinds cover a BERT layer: ``dense`` (``X[T, K] @ W[K, N]``, weights K-major as Relax's FoldConstant leaves
+them), ``bmm_nt`` (``Q[B, T, D] @ K[B, T, D]^T``) and ``bmm_nn`` (``P[B, T, T] @ V[B, T, D]``). Every kernel takes
+``T`` as its last, explicit argument: TVM binds a shape variable from a buffer shape only where it appears alone.
+A dense weight may come pre-packed (``b_panel = W``: ``[N / W, K, W]`` panels, packed once as a model loads, ``W``
+from ``weight_panel`` so every kernel of the space reads one layout).
 """
 
 from __future__ import annotations

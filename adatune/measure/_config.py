@@ -22,12 +22,10 @@ _TIMING = {f.name for f in dataclasses.fields(EvaluatorConfig)}
 class RunnerConfig:
     """How every candidate is checked and timed, wherever it runs.
 
-    ``evaluator``: the timing options (``adatune.measure.evaluator.EVALUATOR_OPTIONS``); ``timeout`` bounds one
-    candidate's run (over RPC: its whole session on the server);
-    ``cooldown_interval`` rests the device between candidates; ``check_correctness`` compares each
-    candidate's outputs with the reference (``rtol``/``atol``: by the outputs' precision when None) before it
-    is timed; ``device_profile`` names the GPU whose per-block limits CUDA candidates are checked against
-    before they are built (``adatune.measure.device_limits.PROFILES``: "h100", "a100", ...), for machines without it.
+    ``evaluator``: the timing options (``EVALUATOR_OPTIONS``); ``timeout``: one candidate's run (over RPC, its
+    session); ``cooldown_interval`` rests the device between candidates; ``check_correctness`` compares outputs with
+    the reference (``rtol``/``atol`` by precision when None); ``device_profile`` names the GPU whose limits CUDA
+    candidates are checked against before building (``device_limits.PROFILES``), for machines without it.
     """
 
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)

@@ -1,13 +1,9 @@
-"""Replay: serve measurements from a recorded table instead of hardware.
+"""Replay: serve measurements from a recorded table, keyed by (workload key, candidate key), instead of hardware.
 
-Strategies can then be compared over many seeds quickly and deterministically. Each served result keeps
-its recorded build and measurement time, and ``done_at`` reports those recorded seconds, so the tuner's
-clock advances as it would have on hardware. The table is keyed by (workload key, candidate key).
-
-With ``min_converge_coef`` (``measure_option(..., min_converge_coef=0.1)`` sets it, as on hardware) each
-recorded candidate is cut where AdaTune's adaptive evaluator would have stopped on its recorded micro-batch
-timings (``adatune.measure.evaluator.adaptive_replay``): a sweep timed with ``number`` = the micro-batch holds
-exactly what the evaluator would have seen, and the served run seconds drop by the batches it skipped.
+Strategies can then be compared over many seeds quickly and deterministically; ``done_at`` reports the recorded
+build and run seconds, so the tuner's clock advances as on hardware. With ``min_converge_coef`` each candidate is
+cut where AdaTune's adaptive evaluator would have stopped on its recorded micro-batches
+(``adatune.measure.evaluator.adaptive_replay``).
 """
 
 from __future__ import annotations

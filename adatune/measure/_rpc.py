@@ -1,14 +1,9 @@
 """``RPCRunner``: time built candidates on remote devices through a TVM RPC tracker.
 
-A tracker (``python -m tvm.exec.rpc_tracker``) hands out the servers (``python -m tvm.exec.rpc_server
---tracker HOST:PORT --key KEY``) registered under a key. Each candidate's shared library (``BuildResult.artifact``)
-is uploaded to a free server of the key, loaded, optionally checked against the reference and timed there with
-the same code and ``RunnerConfig`` as ``LocalRunner`` (``_remote``). ``n_parallel`` local workers (default: one
-per server of the key) each hold one server at a time, so a batch is spread over all servers in parallel.
-
-A server that dies mid-run costs only the candidates it was running: they come back as ``RUNTIME_DEVICE``
-errors naming the server, and the tracker hands the rest of the batch to the servers still alive. A kernel
-that outlives ``timeout`` is ended by the server (its session timeout) and recorded as ``RUN_TIMEOUT``.
+Each candidate's library is uploaded to a free server of the tracker's key, loaded, checked and timed there with
+``LocalRunner``'s code and ``RunnerConfig`` (``_remote``); ``n_parallel`` workers (default one per server) spread a
+batch over all servers. A server that dies costs only its candidates (``RUNTIME_DEVICE`` errors naming it), and a
+kernel that outlives ``timeout`` is ended by the server's session timeout (``RUN_TIMEOUT``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""AdaTune's methods as drop-in plug-ins for TVM's own ``tvm.s_tir.meta_schedule`` tuning.
-
-Pass them to ``ms.tune_tir``, ``ms.tune_tasks`` or Relax tuning in place of the stock components:
-
-* ``RFEICostModel`` (``cost_model=``): random forest + forestci uncertainty + expected improvement;
-* ``ContextualEvolutionarySearch`` (``strategy=``): evolutionary search whose random share is AdaTune's
-  uncertainty-driven eps_t instead of a fixed 5%;
-* ``AdaptiveRunner`` (``runner=``): stops timing a candidate once its throughput is stable;
-* ``FastBuilder`` (``builder=``): a warm build pool instead of fresh processes per call.
+"""AdaTune's methods as drop-in plug-ins for TVM's own ``tvm.s_tir.meta_schedule`` tuning (``ms.tune_tir``,
+``ms.tune_tasks``, Relax tuning): ``RFEICostModel`` (``cost_model=``), ``ContextualEvolutionarySearch``
+(``strategy=``, random share AdaTune's eps_t instead of a fixed 5%), ``AdaptiveRunner`` (``runner=``, stops timing
+once throughput is stable) and ``FastBuilder`` (``builder=``, a warm build pool).
 """
 
 from ..codegen.tensor_intrinsics import import_tensor_intrinsics

@@ -1,11 +1,9 @@
 """FastBuilder: meta_schedule's builder with a warm, persistent pool of build processes.
 
-The stock ``LocalBuilder`` starts new workers on every ``build`` call, each importing ``tvm.s_tir.tensor_intrin``
+The stock ``LocalBuilder`` starts new workers per ``build`` call, each importing ``tvm.s_tir.tensor_intrin``
 inside the timed build, so small batches mostly import and, under load, time out. FastBuilder keeps its workers
-(recycled after ``maximum_process_uses`` builds) and imports the intrinsics only when ``tensorize=True``, once per
-worker. Artifacts have the stock
-format (a tar of objects named ``tvm_tmp_mod.tar`` in a directory of its own), so every meta_schedule runner
-loads them and ``RemoveBuildArtifact`` cleans them up.
+(recycled after ``maximum_process_uses``) and imports the intrinsics only for ``tensorize=True``. Artifacts have
+the stock format, so every meta_schedule runner loads them and ``RemoveBuildArtifact`` cleans them up.
 """
 
 from __future__ import annotations

@@ -55,12 +55,9 @@ def _workload_key(context: Any) -> str:
 class RFEICostModel(PyCostModel):
     """Random forest + expected improvement over meta_schedule candidates.
 
-    ``predict`` returns expected improvement over the workload's best measured candidate (``predict="ei"``) or
-    the predicted normalised throughput (``predict="mean"``); higher is better either way.
-    ``predict_mean_std(context, candidates)`` gives the forest's mean and forestci standard deviation in the
-    same normalised units (the best measured candidate of a workload is 1), which
-    ``ContextualEvolutionarySearch`` turns into its exploration rate. ``save``/``load`` write and read the
-    training data (``.npz``, no pickle); loading refits the forest.
+    ``predict``: expected improvement over the workload's best (``"ei"``) or normalised throughput (``"mean"``),
+    higher better. ``predict_mean_std`` gives mean and forestci standard deviation in the same units, from which
+    ``ContextualEvolutionarySearch`` sets its exploration rate. ``save``/``load`` keep the training data (``.npz``).
     """
 
     def __init__(

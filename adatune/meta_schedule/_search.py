@@ -1,11 +1,9 @@
 """ContextualEvolutionarySearch: meta_schedule's search strategy slot filled with adatune's own search.
 
-meta_schedule's ``EvolutionarySearch`` takes its random share as ``int(n * 0.05)``: with fewer than 20 trials per
-iteration it never explores. This adapter turns the design spaces ``tune_tir`` hands over into an
-``adatune.trace.TraceSpace``, searches it with ``adatune.search.optimizers.EvolutionarySearch`` and splits each
-iteration by the one ``ExplorationPolicy`` (AdaTune's eps_t when the cost model has ``predict_mean_std``, else
-``eps_greedy``). The database's best records seed the population; a candidate (keyed by the structural hash of its
-scheduled module) is never measured twice.
+meta_schedule's ``EvolutionarySearch`` takes its random share as ``int(n * 0.05)``, so with fewer than 20 trials
+per iteration it never explores. This searches the design spaces as an ``adatune.trace.TraceSpace`` with
+``adatune.search.optimizers.EvolutionarySearch``, split by the one ``ExplorationPolicy`` (AdaTune's eps_t when the
+cost model has ``predict_mean_std``); no candidate (by structural hash) is measured twice.
 """
 
 from __future__ import annotations

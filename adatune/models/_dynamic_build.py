@@ -57,13 +57,11 @@ def build_dynamic(
     vector_tails: bool = True,
 ) -> CompiledModel:
     """One Relax VM executable for every extent in the model's ranges, its GEMMs on DietCode micro-kernels
-    dispatched by nested Relax ``If``s (``adatune.dietcode._relax_build.build_relax``, whose docstring says how).
+    (``adatune.dietcode._relax_build.build_relax``).
 
-    ``results`` (``tune_dynamic``'s, or any DietCode results for the workloads ``dynamic_workloads`` names) are
-    matched to GEMMs by kind, dims and T range; a GEMM without one warns and runs a generic schedule. ``applied``
-    of the returned model says, per PrimFunc, ``dietcode``, ``generic``, ``view`` or ``unscheduled``. CPU (llvm)
-    targets only. ``CompiledModel.run`` checks every input extent is in its range. ``vector_math`` as in
-    ``build``; ``vector_tails`` as in ``schedule_generic`` (a softmax over T in vectors).
+    ``results`` are matched to GEMMs by kind, dims and T range; a GEMM without one warns and runs a generic
+    schedule. The model's ``applied`` says per PrimFunc ``dietcode``, ``generic``, ``view`` or ``unscheduled``. CPU
+    targets only; ``vector_math`` as in ``build``, ``vector_tails`` as in ``schedule_generic``.
     """
     model = _dynamic(model, "build_dynamic")
     built = build_relax(model.mod, model.symbols, results, target, vector_math, vector_tails)

@@ -1,11 +1,9 @@
 """Task extraction: every PrimFunc of a fused model becomes a tuning task, with its weight and FLOPs.
 
-A function whose main computation is a knob template's (NCHW conv2d, 2-D dense ``A[N,L] @ B[L,M]``, batch
-matmul NN/NT) becomes a ``FusedKnobTask``: the template's schedule for a config (its trace, replayed on the
-fused function) with the fused epilogue (bias, residual add, ReLU, GELU, ...) inlined into the template's
-register-tile write-back. When the template cannot take the function or its epilogue, the task is a trace task
-(``adatune.trace.TraceTask``: TVM's rule-made design spaces) instead, so no function is left unscheduled. Records
-of both store the fused function (``workload_json``), so a log recreates its tasks without the model.
+A function whose main computation is a knob template's (NCHW conv2d, 2-D dense, batch matmul NN/NT) becomes a
+``FusedKnobTask``: the template's schedule replayed on the fused function, its epilogue inlined into the register
+tile's write-back. Otherwise it is a ``TraceTask``, so no function is left unscheduled. Records of both store the
+fused function, so a log recreates its tasks without the model.
 """
 
 from __future__ import annotations

@@ -42,15 +42,11 @@ def from_torch(
     conv_layout: str = "NCHW",
     winograd: bool | Sequence[Sequence[int]] = False,
 ) -> Model:
-    """A ``torch.nn.Module`` (in eval mode) traced by ``torch.export`` with ``example_inputs`` (their shapes are
-    the model's); ``fast_math``: approximate erf/exp/softmax/tanh; ``conv_layout``: ``"NCHW"``, a blocked
-    ``"NCHW<b>c"`` for the convolutions (see ``prepare``) or ``"auto"`` (blocks of the host's SIMD width);
-    ``winograd``: 3x3 stride-1 convolutions as Winograd (NCHW only; True, or (smallest map in pixels, tile)
-    pairs; see ``prepare``).
-
-    ``dynamic`` (input name -> {axis: (lo, hi)}, e.g. ``{"x": {1: (1, 128)}}``) makes those axes symbolic (a
-    ``torch.export.Dim`` per distinct range) and returns a ``DynamicModel``: tune its GEMMs with
-    ``tune_dynamic`` and compile it once for the whole range with ``build_dynamic``."""
+    """A ``torch.nn.Module`` (in eval mode) traced by ``torch.export`` with ``example_inputs`` (their shapes are the
+    model's); ``fast_math``: approximate erf/exp/softmax/tanh; ``conv_layout``: ``"NCHW"``, ``"NCHW<b>c"`` or
+    ``"auto"`` (the host's SIMD width); ``winograd``: True, or (smallest map in pixels, tile) pairs (see ``prepare``).
+    ``dynamic`` (input name -> {axis: (lo, hi)}) makes those axes symbolic and returns a ``DynamicModel`` for
+    ``tune_dynamic`` and ``build_dynamic``."""
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 

@@ -1,11 +1,9 @@
 """Channel-blocked convolutions in a whole model: ``NCHW[x]c`` activations between operators, kernels blocked once.
 
-``convert_conv_layout(mod, "NCHW8c")`` runs TVM's ``ConvertLayout`` (every convolution whose channels the block
-divides takes ``NCHW8c`` data and an ``OIHW8i8o`` kernel; element-wise operators, pooling and residual adds
-follow the layout, so transforms remain only where a layout begins or ends, e.g. after the 3-channel stem), then
-legalises the blocked convolutions with ``adatune.templates.conv2d_nchwc`` (Relax has no legalisation for them),
-so each becomes a function the ``conv2d_NCHWc.x86`` template recognises. The kernels' layout transforms act on
-constants: ``FoldConstant`` in ``prepare`` computes them once, when the model is imported.
+``convert_conv_layout(mod, "NCHW8c")`` runs TVM's ``ConvertLayout`` (element-wise operators, pooling and residual
+adds follow, so transforms remain only where a layout begins or ends), then legalises the blocked convolutions with
+``adatune.templates.conv2d_nchwc`` (Relax has no legalisation for them), so ``conv2d_NCHWc.x86`` recognises them.
+``FoldConstant`` in ``prepare`` transforms the kernels once, at import.
 """
 
 from __future__ import annotations

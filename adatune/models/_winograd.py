@@ -1,12 +1,10 @@
 """Winograd convolutions in a whole model: each eligible 3x3 stride-1 NCHW convolution legalised as
 ``adatune.templates.conv2d_winograd`` with its constant kernel transformed once, at import.
 
-Eligible: NCHW data, OIHW kernel, groups 1, dilation 1, stride 1, the same padding on every side, a constant
-kernel (``FoldConstant`` in ``prepare`` computes ``G g G^T`` once; the deployed model never transforms a
-weight), and an output of at least ``WINOGRAD_MIN_PIXELS`` pixels. The output tile ``m`` follows the map's size
-(``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times the original, streamed once per call for ever
-fewer output tiles as the map shrinks, so maps from 14x14 take ``m = 4`` and smaller ones ``m = 2``. Every other
-convolution keeps Relax's legalisation.
+Eligible: NCHW/OIHW, groups 1, dilation 1, stride 1, even padding, a constant kernel (``FoldConstant`` computes
+``G g G^T`` once) and at least ``WINOGRAD_MIN_PIXELS`` output pixels. The tile ``m`` follows the map's size
+(``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times larger and streamed once per call for ever
+fewer tiles, so small maps take ``m = 2``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""A look at any tuning log: what a user would otherwise script by hand after a run.
-
-``report(log)`` reads a log (knob, trace, DietCode or model records, in any mix) and gives per task the
-best-so-far against trials and against tuning time, the error kinds, and the best candidate; for a model log
-(tasks that carry their calls per model, ``TuningTask.uses``, or weights passed in) the estimated end-to-end
-latency over tuning time and where the remaining time goes (tasks by weighted latency).
-``LogReport.text()`` is the table ``adatune report LOG`` prints and ``LogReport.plot(path)`` the figure.
-
-Tuning time is the wall-clock since the log's first record (timestamps), so it includes builds, model fitting
-and search, and tasks tuned in turns (a model) share one clock.
+"""A look at any tuning log: ``report(log)`` gives per task the best-so-far against trials and tuning time, the error
+kinds and the best candidate, and for a model log the estimated end-to-end latency over time and where the
+remaining time goes. ``LogReport.text()`` is what ``adatune report LOG`` prints, ``LogReport.plot(path)`` the
+figure. Tuning time is wall-clock since the log's first record, so it includes builds, fitting and search.
 """
 
 from __future__ import annotations

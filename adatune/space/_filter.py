@@ -1,11 +1,9 @@
 """Which config indices pass a space's ``multi_filter``s, counted and ranked without listing them.
 
-A filter reads knobs by name (``e["tile_x"]``). While enumerating, the filter sees a view that records which
-knobs it reads; a deterministic filter that reads only the knobs in ``S`` is a function of ``S``'s digits, so
-the validity of every index is one boolean table over the (usually small) product of ``S``'s dimensions, not
-over the whole space. From that table and its partial sums the space counts the valid indices below any
-index (``count_below``) and finds the r-th valid index (``select``) in O(sum of dims), which makes ``len``,
-``subrange_length``, ``get_next_index`` and uniform sampling exact and cheap on very large filtered spaces.
+While enumerating, a filter sees a view that records which knobs it reads; a deterministic filter reading knobs
+``S`` is a boolean table over ``S``'s product, not the whole space. Its partial sums give ``count_below`` and
+``select`` in O(sum of dims), so ``len``, ``get_next_index`` and uniform sampling are exact and cheap on very large
+filtered spaces.
 """
 
 from __future__ import annotations

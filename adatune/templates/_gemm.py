@@ -1,11 +1,8 @@
-"""The packed, register-blocked x86 GEMM of ``dense`` and ``batch_matmul``: its schedule, which shapes are
-padded, and which register and cache tiles are worth measuring.
+"""The packed, register-blocked x86 GEMM of ``dense`` and ``batch_matmul``: schedule, padding and tile choice.
 
-Every valid shape gets configs. Awkward extents are padded locally (``gemm_padding``), and the cache-tile
-rules come in tiers: the strict one (panels in L2, enough reuse, every core evenly busy) wherever some
-config passes it, then without the cache rules, then without the parallel rule (a problem too small to
-split over the cores). Each tier is checked on the cache tiles the register tiles can run before any knob
-is defined, so a template never ends with an empty space.
+Every valid shape gets configs: awkward extents are padded locally (``gemm_padding``), and the cache-tile rules come
+in tiers (panels in L2, enough reuse, every core busy; then without the cache rules; then without the parallel
+rule), each checked before any knob is defined, so a template never ends with an empty space.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Batched matrix multiplication: ``C[b, i, j] = sum_k A[b, i, k] * B'[b, k, j]``.
 
-``transpose_b="NN"`` takes ``B[b, k, j]`` (BERT's ``attn @ V``: [12,128,128] x [12,128,64], or
-[12,128,64] x [12,64,128]); ``"NT"`` takes ``B[b, j, k]`` (BERT's ``Q @ K^T``: [12,128,64] x
-[12,128,64]^T). Both templates reuse the dense kernels with the batch loop fused outermost:
-
-- ``batch_matmul.x86``: knobs of ``dense.x86``; B is packed to ``[b, j // nr, k, j % nr]`` from either
-  layout, so NT costs no strided gathers.
-- ``batch_matmul.cuda``: knobs of ``dense.cuda``; the batch is bound to ``blockIdx.z``.
+``transpose_b="NN"`` takes ``B[b, k, j]`` (BERT's ``attn @ V``), ``"NT"`` ``B[b, j, k]`` (``Q @ K^T``). Both reuse
+the dense kernels with the batch loop fused outermost: ``batch_matmul.x86`` packs B to ``[b, j // nr, k, j % nr]``
+from either layout (so NT costs no strided gathers); ``batch_matmul.cuda`` binds the batch to ``blockIdx.z``.
 """
 
 from __future__ import annotations

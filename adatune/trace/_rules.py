@@ -1,12 +1,10 @@
 """Which schedule rules make a rule-made trace space: TVM's own, or TVM's with a register-blocked output tile.
 
-TVM's default CPU rules sample tiles from all divisors, so at a budget of a few dozen trials most candidates have an
-innermost output tile that is not a whole number of vectors, and run partly scalar. The ``vector`` rule set keeps
-every other rule of TVM's and replaces its multi-level tiling by TVM's ``MultiLevelTilingWideVector``: the innermost
-output tile is whole SIMD vectors (the x86 knob templates' register block), every other innermost factor at most
-the accumulator rows the registers hold. An axis the vector length does not divide gets a guarded tail.
-
-The ``packed`` rule set is ``vector`` plus the two layout rules of ``_layout_rules`` before the tiling.
+TVM's default CPU rules sample tiles from all divisors, so at a budget of a few dozen trials most candidates'
+innermost output tile is not whole vectors and runs partly scalar. The ``vector`` rule set replaces TVM's
+multi-level tiling by ``MultiLevelTilingWideVector``: the innermost output tile is whole SIMD vectors (the knob
+templates' register block), a non-dividing axis gets a guarded tail. ``packed`` is ``vector`` plus
+``_layout_rules`` before the tiling.
 """
 
 from __future__ import annotations

@@ -180,15 +180,13 @@ class Tuner(Configurable, abc.ABC):
     def confirm(
         self, measure_option: MeasureOption, top: int = 4, rounds: int = 3, callbacks: Sequence[Callback] = ()
     ) -> Any:
-        """Re-time the ``top`` fastest candidates measured so far in turns; the fastest by the median of those
-        readings becomes the best, which it returns.
+        """Re-time the ``top`` fastest candidates measured so far in turns; the fastest by the median becomes the best,
+        which it returns.
 
-        Why: the best of many single noisy readings is biased low (the winner's curse). Each of ``rounds`` rounds
-        runs every candidate once, the order reversed every other round, so a change of the host's state hits all
-        alike. Results go to ``callbacks`` marked
-        ``extra["confirm"] = {"session": ..., "round": ...}``: ``log_to_file`` keeps them, and ``best_records``
-        and ``apply_history_best`` pick by them. They are not trials (``trials`` and ``visited`` are unchanged);
-        the tuner's clock advances by their time."""
+        The best of many single noisy readings is biased low (the winner's curse). Each of ``rounds`` runs every
+        candidate once, the order reversed every other round, so a change of the host's state hits all alike. Results
+        go to ``callbacks`` marked ``extra["confirm"]`` (``best_records`` and ``apply_history_best`` pick by them);
+        they are not trials, but the tuner's clock advances by their time."""
         if top < 1 or rounds < 1:
             raise ValueError(f"confirm needs top >= 1 and rounds >= 1, got top={top}, rounds={rounds}")
         leaders = sorted(self._measured.values(), key=lambda cc: cc[0])[:top]

@@ -64,13 +64,11 @@ def submodular_pick(scores: np.ndarray, knobs: np.ndarray, n_pick: int, knob_wei
 class ModelBasedTuner(Tuner):
     """A tuner that alternates measuring a plan and refitting a cost model.
 
-    The first ``plan_size`` trials are random (drawn from the ``plan`` stream, so every scheme of one seed
-    measures the same first plan); after each ``plan_size`` measurements the model is refit, the model
-    optimizer proposes candidates and ``exploration`` (the one ``ExplorationPolicy``: a fixed ``eps_greedy``
-    by default, AdaTune's eps_t when contextual) mixes in random ones (``explore`` stream).
-    ``diversity_filter_ratio`` asks the optimizer for that many times the model's share and keeps a diverse
-    subset; ``sampler`` replaces that choice with its own (ReLeASE's adaptive sampling).
-    ``feature_type``: "knob" (the space's own features) or "itervar" (loop structure of the applied program).
+    The first ``plan_size`` trials are random (from the ``plan`` stream, so every scheme of one seed measures the same
+    first plan); after each plan the model is refit, the model optimizer proposes candidates and ``exploration`` (the
+    one ``ExplorationPolicy``) mixes in random ones. ``diversity_filter_ratio`` keeps a diverse subset of that many
+    times the model's share; ``sampler`` replaces that choice (ReLeASE's adaptive sampling). ``feature_type``: "knob"
+    or "itervar".
     """
 
     OPTIONS: ClassVar[tuple[Option, ...]] = (PLAN_SIZE, EPS_GREEDY, DIVERSITY_FILTER_RATIO)

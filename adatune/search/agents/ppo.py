@@ -1,12 +1,9 @@
 """ReLeASE's search agent: proximal policy optimisation over knob vectors, rewarded by the cost model.
 
-Where simulated annealing moves one random knob at a time, the agent learns across iterations which way each knob
-should move: every knob moves at once, so an episode climbs in a few dozen steps and stops once the knobs settle.
-
-State: the config's knob indices scaled to [-1, 1]. Action: for every knob one of {decrement, stay,
-increment}, clamped to the knob's range (a factored categorical). Reward: the cost model's predicted
-throughput of the config reached. A shared layer feeds a policy head and a value head; PPO with GAE
-trains both after every episode. Many walkers move in parallel, like SA's chains.
+Where simulated annealing moves one random knob at a time, every knob moves at once, so an episode climbs in a few
+dozen steps. State: knob indices scaled to [-1, 1]; action: per knob one of {decrement, stay, increment}, clamped
+(a factored categorical); reward: the model's predicted throughput. A shared layer feeds policy and value heads,
+trained by PPO with GAE after every episode; many walkers move in parallel, like SA's chains.
 """
 
 from __future__ import annotations

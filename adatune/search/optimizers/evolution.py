@@ -1,11 +1,9 @@
 """MetaSchedule's evolutionary search (Shao et al., NeurIPS 2022) as a model optimizer over any candidate space.
 
-A population of the best measured candidates (``init_measured_ratio`` of it, from ``seeds``) and fresh random
-samples evolves for ``genetic_num_iters`` generations: parents are drawn in proportion to their score and each
-is mutated with probability ``mutate_prob`` (the space's own mutation: TVM's mutators on trace spaces, one knob
-step on knob spaces); duplicates are dropped by key. The best-scored unmeasured candidates seen on the way are
-returned. ``TraceSearchTuner`` and the meta_schedule plug-in ``ContextualEvolutionarySearch`` both search with
-this class.
+A population of the best measured candidates (``init_measured_ratio``) and random samples evolves for
+``genetic_num_iters`` generations: parents drawn in proportion to their score, each mutated with probability
+``mutate_prob`` by the space's own mutation, duplicates dropped by key. It returns the best-scored unmeasured
+candidates seen. ``TraceSearchTuner`` and ``ContextualEvolutionarySearch`` search with it.
 """
 
 from __future__ import annotations
