@@ -1,8 +1,6 @@
-"""Command line: ``adatune tune``, ``adatune best``, ``adatune report``, ``adatune workloads``, ``adatune tuners``.
-
-Every mistake a user can make on the command line (an unknown workload, tuner, option or target, a bad
-trial count, a log that cannot be read or written) ends in one line on stderr and exit code 2, before
-anything is measured or written.
+"""Command line: ``adatune tune``, ``best``, ``report``, ``workloads``, ``tuners``. Every user mistake (unknown
+workload, tuner, option or target, bad trial count, unreadable log) ends in one line on stderr and exit code 2,
+before anything is measured or written.
 """
 
 from __future__ import annotations

@@ -34,11 +34,9 @@ _FALSE = ("false", "no", "off", "0")
 class Option:
     """One constructor keyword: its type, default, meaning and allowed values.
 
-    ``type`` is ``int``, ``float``, ``str``, ``bool``, ``dict`` (JSON text on the command line), ``tuple``
-    (``length`` items of ``item_type``, comma-separated on the command line) or ``object`` (a Python object
-    such as a cost model, settable from Python only). A ``None`` default, or ``None`` among
-    ``choices``, makes ``none`` a valid value. ``objects=True`` lets Python callers pass an object instead of
-    one of the text choices (e.g. a ``Sampler`` instance); it is handed to the constructor unchanged.
+    ``type``: ``int``, ``float``, ``str``, ``bool``, ``dict`` (JSON on the command line), ``tuple`` (``length``
+    comma-separated ``item_type`` items) or ``object`` (Python only). A ``None`` default or choice makes ``none``
+    valid; ``objects=True`` also accepts an object in place of a text choice, passed on unchanged.
     """
 
     name: str

@@ -1,10 +1,8 @@
 """Targets as TVM 0.27 JSON dicts, with proper host-CPU detection and what a CPU target really offers.
 
-TVM's wheel reports a conda triple by default and ``"mcpu": "native"`` silently falls back to generic x86,
-which loses AVX-512 and much of the speed; ``host()`` asks LLVM for the real CPU name and pins the triple.
-``cpu_info(target)`` reads the target's ISA from LLVM's feature set for its ``mcpu``/``mattr`` (TVM's
-``llvm_get_vector_width`` answers 512 bits for every x86 CPU, AVX2-only ones included, so it is not used),
-and the cache sizes from the operating system when the target is this machine.
+TVM's wheel reports a conda triple and ``"mcpu": "native"`` silently falls back to generic x86 (no AVX-512), so
+``host()`` asks LLVM for the real CPU and pins the triple. ``cpu_info`` reads the ISA from LLVM's features
+(``llvm_get_vector_width`` answers 512 bits for every x86 CPU) and caches from the OS when the target is this host.
 """
 
 from __future__ import annotations
@@ -234,11 +232,8 @@ def vector_lanes(target: tvm.target.Target, dtype: str = "float32") -> int:
 
 @dataclass(frozen=True)
 class CpuInfo:
-    """What a CPU target offers a kernel: its ISA level, vector registers, caches and cores.
-
-    Cache sizes are per core for L1d and L2 and per package for L3, in bytes. They come from the
-    operating system when the target is this machine (``from_host``); for another CPU they are the
-    typical sizes of parts with that ISA (the tuning space only needs their order of magnitude).
+    """What a CPU target offers a kernel: its ISA level, vector registers, caches (bytes: L1d and L2 per core, L3 per
+    package) and cores. Caches come from the OS for this machine (``from_host``), else typical sizes for the ISA.
     """
 
     model: str

@@ -1,8 +1,6 @@
-"""Templates and tasks: AutoTVM's programming model on TIR schedules.
-
-A template is a function that builds TE tensors, schedules ``te.create_prim_func(...)`` with
-``tvm.s_tir.Schedule`` and reads its knobs from ``adatune.get_config()``. A task is a template bound to
-arguments and a target; creating it runs the template once to collect the config space.
+"""Templates and tasks: AutoTVM's programming model on TIR schedules. A template builds TE tensors, schedules
+``te.create_prim_func(...)`` and reads its knobs from ``adatune.get_config()``; a task binds it to arguments and a
+target, running it once to collect the config space.
 """
 
 from __future__ import annotations
@@ -129,11 +127,9 @@ def _resolve_config(name: str, args: Sequence[Any]) -> Any:
 def template(name: str, reference: Callable[..., Any] | None = None) -> Callable:
     """Register a schedule template under ``name``.
 
-    ``reference(*inputs) -> output(s)`` is an optional numpy implementation used to check candidates;
-    one with a keyword parameter ``args`` also gets the template's arguments (a conv2d reference needs
-    its stride and padding). Without it the unscheduled TIR function is the reference. Called directly,
-    the template is instantiated with the best record of the enclosing ``apply_history_best`` (or a
-    fallback config).
+    ``reference(*inputs) -> output(s)``: an optional numpy implementation that checks candidates (given the
+    template's arguments when it takes a keyword ``args``); without it the unscheduled TIR is the reference. Called
+    directly, the template uses the best record of the enclosing ``apply_history_best`` (or a fallback config).
     """
     if name in _TEMPLATES:
         raise ValueError(f"a template named {name!r} is already registered")
@@ -155,11 +151,8 @@ def template(name: str, reference: Callable[..., Any] | None = None) -> Callable
 
 
 class TuningTask(abc.ABC):
-    """What tuners, builders, runners and records need of a task, whatever its kind of candidate.
-
-    A task is a computation bound to arguments and a target with a search space (``space``) of candidates.
-    ``scheduled_module(candidate)`` applies a candidate to the task's program; that is all the builder needs.
-    Knob templates (``Task``), trace spaces and DietCode micro-kernel spaces are kinds of task.
+    """What tuners, builders, runners and records need of a task, whatever its kind of candidate: a computation bound
+    to arguments and a target with a ``space`` of candidates, and ``scheduled_module(candidate)`` for the builder.
     """
 
     name: str

@@ -1,9 +1,8 @@
 """Importing TVM's tensor intrinsics without scanning ``sys.modules`` once per stack frame.
 
-Every ``tvm.s_tir.meta_schedule.TuneContext`` first imports ``tvm.s_tir.tensor_intrin``: hundreds of TVMScript
-functions whose decorators call ``inspect.stack()``, and for every frame of generated code (``<string>``, ``<ast>``,
-...) ``inspect.getmodule`` scans all of ``sys.modules`` again. ``import_tensor_intrinsics`` imports them with
-``inspect.getmodule`` answering None at once for such a pseudo-file (what the scan would answer), then puts it back.
+Every ``TuneContext`` imports ``tvm.s_tir.tensor_intrin``, whose decorators call ``inspect.stack()``, and for every
+generated-code frame ``inspect.getmodule`` scans all of ``sys.modules``. ``import_tensor_intrinsics`` makes it
+answer None at once for such pseudo-files (what the scan answers), then puts it back.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""One rebuild of a TIR statement's children, for the rewrites adatune does in Python.
-
-TVM 0.27's Python API has no statement mutator: ``adatune.codegen.stack_bounds`` (over lowered functions) and
-``adatune.codegen.generic_schedule._vector_tail`` (over scheduled ones) each visit a body and rebuild what they pass
-through, and this is the one place that knows how each kind of statement holds its children.
+"""One rebuild of a TIR statement's children: TVM 0.27's Python API has no statement mutator, so ``stack_bounds`` and
+``_vector_tail`` rebuild what they pass through here, the one place that knows each statement's children.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""x86 building blocks shared by the CPU templates: the register budget of the micro-kernel, cache and
-parallel limits, unroll pragmas, (the packed GEMM of ``dense`` and ``batch_matmul`` is in ``templates._gemm``).
-
-Every limit comes from ``adatune.target.cpu_info``, so one template gives fast spaces on AVX2 and AVX-512; configs
-that would spill or stall are left out of the spaces rather than spending trials on them.
+"""x86 building blocks of the CPU templates: the micro-kernel's register budget, cache and parallel limits, unroll
+pragmas. Every limit comes from ``adatune.target.cpu_info``, so configs that would spill or stall stay out of the
+spaces on AVX2 and AVX-512 alike.
 """
 
 from __future__ import annotations
@@ -45,12 +43,9 @@ def fits_registers(rows: int, vectors: int, info: CpuInfo) -> bool:
 
 
 def register_tiles(rows: Iterable[int], vectors: Iterable[int], info: CpuInfo) -> set[tuple[int, int]]:
-    """The ``(rows, vectors)`` micro-kernel tiles worth measuring among the ones a shape allows.
-
-    A tile must fit the registers (``fits_registers``) and hold ``FMA_CHAINS`` accumulators; and each k
-    step, which loads ``rows`` broadcasts and ``vectors`` operand vectors for ``rows x vectors`` FMAs,
-    must not load more than it multiplies (an 8x1 tile: 9 loads, 8 FMAs). Where the shape allows no such tile,
-    the largest that fit are kept instead.
+    """The ``(rows, vectors)`` micro-kernel tiles worth measuring among the ones a shape allows: those that fit the
+    registers with ``FMA_CHAINS`` accumulators and load no more per k step than they multiply (not 8x1: 9 loads,
+    8 FMAs); where none does, the largest that fit.
     """
     fit = [(r, v) for r in set(rows) for v in set(vectors) if fits_registers(r, v, info)]
     if not fit:

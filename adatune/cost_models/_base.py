@@ -1,8 +1,5 @@
-"""The cost-model interface (AutoTVM's ``CostModel``): learn from measured candidates, score unmeasured ones.
-
-Cost models see feature matrices only, so one model serves knob configs, traces and micro-kernels alike.
-Models made with a task (AutoTVM's ``XGBoostCostModel(task, feature_type)``) also accept candidates or knob
-config indices and featurize them with that task.
+"""The cost-model interface (AutoTVM's ``CostModel``): learn from measured candidates, score unmeasured ones. Models
+see feature matrices only, so one serves every candidate kind; made with a task, they also featurize candidates.
 """
 
 from __future__ import annotations

@@ -31,11 +31,9 @@ def average_recall_score(y_true: np.ndarray, y_pred: np.ndarray, n: int) -> floa
 
 
 class XGBoostCostModel(CostModel):
-    """XGBoost model with AutoTVM's hyperparameters (depth 3, eta 0.3, up to 8000 rounds, early stop 50).
-
-    Fits and predicts on feature matrices; made with a task (AutoTVM's way) it also takes candidates or
-    knob config indices. ``load_basemodel`` stacks on a model fitted on earlier records (transfer learning):
-    its predictions become this model's base margin.
+    """XGBoost model with AutoTVM's hyperparameters (depth 3, eta 0.3, up to 8000 rounds, early stop 50); made with a
+    task it also takes candidates or config indices. ``load_basemodel`` stacks on a model fitted on earlier records
+    (its predictions become this model's base margin).
     """
 
     OPTIONS = (

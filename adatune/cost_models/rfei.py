@@ -37,10 +37,7 @@ def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.n
     """EI(x) = E[max(0, f(x) - f(x+))] for f(x) ~ N(mu, sigma^2) (eq. 1), in closed form (eq. 2):
     (mu - f+) Phi(Z) + sigma phi(Z), Z = (mu - f+) / sigma.
 
-    Where sigma = 0, f(x) is certain and eq. (1) is max(0, mu - f+); this is computed directly, never through
-    Z, so there is no division by zero, overflow, NaN or warning (also for tiny sigma). (A forest's mean
-    never exceeds the best training target, so for this model that value is 0, the sigma = 0 branch of the
-    paper's eq. (2).)
+    Where sigma = 0 (or tiny) it is max(0, mu - f+), computed directly, never through Z, so nothing divides by zero.
     """
     mu = np.asarray(mu, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64)

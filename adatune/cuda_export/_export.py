@@ -1,9 +1,7 @@
-"""A batch of CUDA candidates written out for a GPU machine without TVM: one ``.cu`` file per candidate, the
-seeded inputs and reference outputs (``reference.npz``), a ``manifest.json`` saying how to launch each kernel
-and the record each result completes, and a copy of the standalone ``cupy_runner.py`` that measures them.
-
-Candidates that break the device's limits, or that cannot be exported, stay in the manifest with their
-error, so the runner records them and the tuner never proposes them again.
+"""A batch of CUDA candidates written out for a GPU machine without TVM: a ``.cu`` file per candidate, inputs and
+reference outputs, a ``manifest.json`` (how to launch each kernel, which record each result completes) and a copy
+of ``cupy_runner.py``. Candidates that break the device's limits or cannot be exported stay in the manifest with
+their error, so the tuner never proposes them again.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""One scheduled CUDA candidate as what a machine without TVM needs to launch it: the CUDA C source TVM
-emits, the kernel's name, its launch grid and block, and which task argument each kernel parameter is.
-
-The source is TVM's own codegen (``tvm.tirx.build`` without a device compiler keeps the CUDA source in
-the library); the extents come from the scheduled PrimFunc's thread bindings; the argument order comes
-from the kernel's signature, whose parameters TVM names ``<buffer>_ptr`` and orders its own way (a
-conv2d kernel takes its output first), mapped back to the PrimFunc's parameters by buffer name.
+"""One scheduled CUDA candidate as what a machine without TVM needs to launch it: TVM's CUDA C source, the kernel's
+name, its grid and block (from the thread bindings), and which task argument each kernel parameter is (TVM names
+them ``<buffer>_ptr`` and orders them its own way, so they are mapped back by buffer name).
 """
 
 from __future__ import annotations

@@ -6,23 +6,19 @@
     python cupy_runner.py plan BATCH --out OUT_DIR [--budget 480]
 
 **A candidate batch** (``python -m adatune.cuda_export export``; numpy and CuPy): each candidate runs in its own
-child process, so an illegal address, a failed launch or a crash costs only that child (recorded with its error
-kind), and a hang is killed after ``--timeout``. Each is compiled (NVRTC), launched once, checked against the
-exported reference outputs, then timed (launches captured in a CUDA graph, between CUDA events) by the evaluator's
-rule, loaded from ``adatune/measure/micro_batches.py`` so that it exists once. Results are adatune records
-(version-2 JSON lines) that ``tuner.load_history`` resumes from.
+child process, so a crash costs only that child (recorded with its error kind), and a hang is killed after
+``--timeout``. Each is compiled (NVRTC), checked against the exported reference outputs, then timed as a CUDA graph
+by the evaluator's rule, loaded from ``adatune/measure/micro_batches.py`` so that it exists once. Results are
+adatune records that ``tuner.load_history`` resumes from.
 
-**A DietCode plan** (``benchmarks.gpu.dietcode_export``; numpy, CuPy, PyTorch and nvcc): nvcc builds every module;
-phase 1 times every kernel of the space at the T values the tuning seeds sample (so a tuner can be replayed on real
-timings), phase 2 the best ``--top`` and the ``--p2-keys`` kernels at every T of the range. Each (kernel, T) is
-checked against PyTorch's float32 product (TF32 off, rtol = atol = 1e-3), then timed as a CUDA graph of ``n``
-launches replayed ``--repeat`` times; cuBLAS is timed the same way before and after each T. A workload runs in its
-own process, so a kernel that kills it is recorded as a crash. Results: ``results.npz`` (per workload
-``p1_seconds``/``p2_seconds [kernel, T, repeat]``, errors, ``p2_kernels``, ``cublas_p1``/``cublas_p2``) and
-``meta.json``.
+**A DietCode plan** (``benchmarks.gpu.dietcode_export``; numpy, CuPy, PyTorch and nvcc): phase 1 times every kernel
+of the space at the T values the tuning seeds sample (so a tuner can be replayed on real timings), phase 2 the best
+``--top`` and the ``--p2-keys`` kernels at every T of the range. Each (kernel, T) is checked against PyTorch's
+float32 product (TF32 off, rtol = atol = 1e-3), then timed as a CUDA graph replayed ``--repeat`` times, cuBLAS
+beside it. A workload runs in its own process, so a kernel that kills it is recorded as a crash. Results:
+``results.npz`` and ``meta.json``.
 
-This file must not import adatune or TVM: its error numbers are ``adatune.measure.MeasureErrorNo``'s, kept
-identical by the tests.
+This file must not import adatune or TVM: its error numbers are ``MeasureErrorNo``'s, kept identical by the tests.
 """
 
 from __future__ import annotations
@@ -201,13 +197,9 @@ class CupyLauncher:
         self.cp.cuda.Device().synchronize()
 
     def time(self, kernel: Any, grid: Any, block: Any, args: list, shared_mem: int, number: int, repeat: int) -> list:
-        """``repeat`` mean seconds per launch of ``number`` back-to-back launches, after one untimed launch
-        (what TVM's ``time_evaluator`` does), measured with CUDA events.
-
-        The ``number`` launches are captured once into a CUDA graph and the graph is replayed: a kernel of a
-        few microseconds launched from Python one call at a time measures the launch path, not the kernel.
-        Where capture fails, the
-        launches are timed as they are (``timing`` says which)."""
+        """``repeat`` mean seconds per launch of ``number`` launches after one untimed one, with CUDA events. The
+        launches are replayed as one captured CUDA graph (launched from Python one at a time, a few-microsecond
+        kernel measures the launch path); where capture fails they are timed as they are (``timing`` says which)."""
         cp = self.cp
         stream = cp.cuda.Stream(non_blocking=True)
         graph = None

@@ -1,10 +1,8 @@
 """A dynamic workload over its sampled extents as one task: DietCode's measure input.
 
-Each micro-kernel is compiled once, shape-generic (T is the kernel's last, scalar argument), and the shared
-runner checks and times that one build at every sampled T (``measure_points``), so a candidate is one
-``MeasureInput`` and one record, with each T's timings in ``result.extra["points"]``. Task names are
-``dietcode-range/<kind>``; the arguments (the workload's JSON form and the sampled T, then the alignment where a
-task times aligned versions) recreate the task in any process (``adatune.task.create``).
+Each micro-kernel is compiled once, T its last scalar argument, and the shared runner times that build at every
+sampled T (``measure_points``): one ``MeasureInput`` and one record per kernel, each T's timings in
+``result.extra["points"]``. Tasks are ``dietcode-range/<kind>``, recreated from their arguments in any process.
 """
 
 from __future__ import annotations

@@ -347,12 +347,9 @@ def build_relax(
 ) -> RelaxBuild:
     """One Relax VM executable for every extent in the graph's ranges (see the module docstring).
 
-    ``results`` (DietCode results for the workloads ``gemm_workloads`` names) are matched to GEMMs by kind, dims
-    and T range; a GEMM without one warns and is legalised and scheduled like any other operator. ``applied``
-    says, per PrimFunc, ``dietcode`` (a micro-kernel), ``generic`` (``schedule_generic`` changed it), ``view``
-    (a reshape, which the build makes a view, no copy) or ``unscheduled``. CPU (llvm) targets only. Memory is
-    planned for each range's top: calling ``main`` with a larger extent is undefined. ``vector_math`` as in
-    ``adatune.models.build``; ``vector_tails`` as in ``schedule_generic`` (a softmax over T in vectors).
+    ``results`` are matched to GEMMs by kind, dims and T range; a GEMM without one warns and is scheduled like any
+    other operator. ``applied`` says per PrimFunc ``dietcode``, ``generic``, ``view`` (a reshape made a view) or
+    ``unscheduled``. CPU targets only. Memory is planned for each range's top, so a larger extent is undefined.
     """
     by_key = _results_by_key(results)
     first = next(iter(by_key.values()), None)

@@ -57,14 +57,12 @@ def computed_units(wl: DynamicWorkload, mk: MicroKernel) -> tuple[int, int, int]
 
 
 def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
-    """What ``T`` must be a multiple of for ``mk``'s aligned version on a bmm ``wl`` (``schedule_microkernel(wl,
-    mk, align)``) to leave the workload's ``aligned_axis`` unpadded: that axis's padding unit; 1 (no version) where
-    it is never padded, on CUDA and on dense GEMMs. The version leaves every T axis whose unit divides it unpadded
-    too (the rows of a 4 x 64 register tile at 64).
+    """What ``T`` must be a multiple of for ``mk``'s aligned version on a bmm ``wl`` to leave its ``aligned_axis``
+    unpadded (that axis's padding unit); 1 (no version) on CUDA and dense GEMMs, which pad only A's rows once.
 
-    Why: a shape-generic kernel pads and crops even at a T that needs no padding; the version does neither. Dense
-    GEMMs pad only A's rows, once per call, and get none. Where that axis is never padded (a bmm NN kernel with
-    ``kt = 1``, a one-column bmm NT tile) the version aligns the rows' unit ``mr`` instead."""
+    A shape-generic kernel pads and crops even at a T that needs no padding; the version does neither. Where that axis
+    is never padded (bmm NN with ``kt = 1``, a one-column NT tile) the version aligns the rows' unit
+    ``mr`` instead."""
     if mk.device != "cpu" or wl.kind == "dense":
         return 1
     units = padding_units(wl, mk)
@@ -148,12 +146,9 @@ def _rows_only(wl: DynamicWorkload, mk: MicroKernel, cols_padded: bool | None = 
 
 
 def pad_places(wl: DynamicWorkload, mk: MicroKernel, cols_padded: bool | None = None) -> tuple[str, str]:
-    """Where the shipped x86 schedule makes A's padded copy and crops the output of ``mk`` on ``wl``.
-
-    A dense GEMM's padded A is made once per call, rows in parallel (in each tile it would be made N / nt times); the
-    bmm kernels have one or two column tiles, so their copy stays in the tile, just before it is read. bmm_nt's
-    padded T x T output is cropped as ``mk.crop`` says: ``""`` once per call (unguarded, vectorised, one more
-    parallel launch), ``"tile"`` in each tile (element by element behind a guard); each T's vote picks."""
+    """Where the x86 schedule makes A's padded copy and crops the output of ``mk`` on ``wl``: dense pads A once per
+    call (per tile it would be made N / nt times), bmm inside the tile; bmm_nt's output is cropped once per call
+    (``mk.crop == ""``: vectorised, one more parallel launch) or per tile behind a guard (``"tile"``), as T votes."""
     a_pad = "call" if wl.kind == "dense" else "tile"
     if mk.crop and wl.kind != "bmm_nt":
         raise ValueError(

@@ -19,11 +19,8 @@ __all__ = ["Compression", "calibrated_costs", "compress_votes", "kept_versions",
 
 @dataclass
 class Compression:
-    """The deployed choice: ``labels[i]`` is the kernel (row of the cost matrix) serving ``ts[i]``, ``votes[i]``
-    the one it voted for among all.
-
-    ``loss`` is the choice's mean predicted slowdown against every T's own winner; ``tried`` lists (leaves,
-    kernels, loss) of every tree considered, smallest first (its loss before the re-vote among the deployed).
+    """The deployed choice: ``labels[i]`` serves ``ts[i]``, ``votes[i]`` is what it voted for; ``loss``: mean predicted
+    slowdown against every T's own winner; ``tried``: (leaves, kernels, loss) of every tree considered.
     """
 
     ts: list[int]
@@ -39,12 +36,9 @@ class Compression:
 
 
 def calibrated_costs(predicted: np.ndarray, timed: np.ndarray, ts: Sequence[int]) -> np.ndarray:
-    """Each kernel's predicted seconds anchored to its timings: measured where timed, elsewhere the prediction
-    times the kernel's measured / predicted ratio, interpolated in log space between the nearest T it was timed at
-    (held constant beyond the first and last); rows never timed keep the prediction.
-
-    The model's f_MK is one number per kernel and its T dependence analytic (occupancy, padding), so its error for
-    a kernel is mostly the same at neighbouring T; a T between two timings should not vote against both of them.
+    """Each kernel's predicted seconds anchored to its timings: measured where timed, elsewhere the prediction times
+    the measured / predicted ratio, interpolated in log space between the nearest timed T (constant beyond); rows
+    never timed keep the prediction. f_MK is one number per kernel, so its error is mostly the same at neighbouring T.
     """
     pred = np.asarray(predicted, dtype=np.float64)
     meas = np.asarray(timed, dtype=np.float64)

@@ -203,12 +203,10 @@ def _one_vector_tiles(info: CpuInfo) -> set[tuple[int, int]]:
 
 
 def weight_panel(target: Any, dtype: str, n: int) -> int:
-    """Panel width a dense weight with ``n`` columns is packed in for ``target``'s micro-kernels: one SIMD vector,
-    so a register tile of ``v`` vectors reads ``v`` panels, each one contiguous vector per k step (``[N / W, K, W]``
-    streams through memory in order); 0 (no packing) when it does not divide ``n`` or the target is not x86.
-
-    Why one vector: one layout serves every kernel of the space, and a panel as wide as the least common multiple
-    of the register tiles' widths made a narrow tile read a fraction of each panel row per k step."""
+    """Panel width a dense weight of ``n`` columns is packed in for ``target``'s kernels: one SIMD vector, so one
+    layout serves every kernel and a tile of ``v`` vectors reads ``v`` contiguous panels per k step (a panel as wide
+    as the tiles' least common multiple made narrow tiles read part of each row). 0 where it does not divide ``n``
+    or off x86."""
     tgt = create_target(target)
     if str(tgt.kind.name) != "llvm":
         return 0  # CUDA kernels stage B through shared memory from its row-major layout

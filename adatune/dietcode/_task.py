@@ -1,8 +1,5 @@
-"""A dynamic workload at one extent T as an adatune task, so records store micro-kernel measurements.
-
-Task names are ``dietcode/<kind>``; the arguments are the workload's JSON form followed by T. The module a
-candidate gives is the shape-generic kernel specialised to that T (the same schedule, T bound), so the
-standard builder and runner can measure it too; ``adatune.task.create`` recreates it from a record.
+"""A dynamic workload at one extent T as an adatune task (``dietcode/<kind>``, args the workload's JSON and T): the
+shape-generic kernel specialised to T, so the standard builder and runner can measure it and records recreate it.
 """
 
 from __future__ import annotations

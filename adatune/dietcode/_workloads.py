@@ -129,13 +129,12 @@ class DynamicWorkload:
         return {"dense": 0, "bmm_nt": 1, "bmm_nn": 2}[self.kind]
 
     def prim_func(self, packed: bool = True, align: int = 1, axes: Any = None) -> tvm.tirx.PrimFunc:
-        """The computation with a symbolic ``T`` (int32), args ``(A, B, C, T)``, blocks A/B/C; B in the packed
-        layout unless ``packed=False`` (the einsum a schedule pads before it packs, see ``pack_b_layout``).
+        """The computation with a symbolic ``T`` (int32), args ``(A, B, C, T)``, blocks A/B/C; B in the packed layout
+        unless ``packed=False`` (see ``pack_b_layout``).
 
-        ``align > 1``: the version for ``T`` a multiple of ``align`` only. The T axes in ``axes`` (GEMM axes: 0
-        rows, 1 columns, 2 reduction; default ``aligned_axis``) have the extent ``T // align * align``, so a
-        schedule that pads them to a divisor of ``align`` leaves them unpadded (no padded copy, no crop); called
-        with another ``T`` it fails TVM's shape check instead of computing wrongly."""
+        ``align > 1``: the version for ``T`` a multiple of ``align``: the T axes in ``axes`` (0 rows, 1 columns, 2
+        reduction; default ``aligned_axis``) span ``T // align * align``, so a schedule leaves them unpadded; another
+        ``T`` fails TVM's shape check instead of computing wrongly."""
         if isinstance(align, bool) or not isinstance(align, int) or align < 1:
             raise ValueError(f"align must be a positive int, got {align!r}")
         axes = frozenset({self.aligned_axis()} if axes is None else axes)

@@ -1,9 +1,6 @@
-"""Apply-history-best: which candidate a template call gets, from the best records of a log.
-
-``with apply_history_best(log):`` makes every template call inside the block use the best record for its
-workload and the current target (``with target:`` or the host CPU). Records for another target never apply;
-a workload with no record gets a fallback config (each knob's first entity) and one warning per workload.
-Records of any candidate kind are applied through their task's ``candidate_from_json``.
+"""Apply-history-best: inside ``with apply_history_best(log):`` every template call uses the best record for its
+workload and the current target (records for another target never apply; a workload with none gets a fallback
+config and one warning). Records of any candidate kind apply through their task's ``candidate_from_json``.
 """
 
 from __future__ import annotations

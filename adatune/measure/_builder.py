@@ -1,9 +1,8 @@
 """Builders: turn measure inputs into shared libraries, returned as bytes so they can travel to another machine.
 
-``LocalBuilder`` keeps a warm, persistent pool of worker processes: TVM 0.27's own LocalBuilder starts
-fresh processes on every call and pays TVM's imports each time. Candidates are applied to their task's
-program in the parent (a few ms), only the scheduled IRModule travels to the worker. Given the runner's
-device limits, a CUDA candidate that breaks them is rejected before it is compiled.
+``LocalBuilder`` keeps a warm pool of workers (TVM 0.27's starts fresh processes per call and pays TVM's imports
+each time); candidates are applied in the parent and only the scheduled IRModule travels. A CUDA candidate that
+breaks the runner's device limits is rejected before it is compiled.
 """
 
 from __future__ import annotations

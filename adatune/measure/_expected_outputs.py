@@ -1,10 +1,6 @@
-"""Reference data for ``check_correctness``, computed as AutoTVM computes it.
-
-AutoTVM's runners build the task with its default schedule for the host CPU, run that build on random
-inputs and compare every candidate's outputs with it. Here the task's reference program (``reference_module``:
-unscheduled, so TVM's default lowering, whatever the candidate kind; a template's computation for the host target)
-is built for the host once per task, on seeded inputs; the inputs and
-its outputs go to an ``.npz`` file that the workers (local or RPC) read.
+"""Reference data for ``check_correctness``, computed as AutoTVM computes it: the task's unscheduled reference
+program (``reference_module``), built for the host once per task and run on seeded inputs; inputs and outputs go
+to an ``.npz`` file the workers (local or RPC) read.
 """
 
 from __future__ import annotations

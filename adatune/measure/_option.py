@@ -44,11 +44,8 @@ class MeasureOption:
 def measure_option(
     builder: Builder | None = None, runner: Runner | None = None, min_converge_coef: float | None = None
 ) -> MeasureOption:
-    """Combine a builder and a runner (defaults: ``LocalBuilder()``, ``LocalRunner()``).
-
-    ``min_converge_coef`` switches to AdaTune's adaptive evaluator: a candidate's measurement stops once the
-    coefficient of variation of its micro-batch throughputs falls under this value. The runner you pass is
-    left as it is; the option measures with an adaptive copy of it.
+    """Combine a builder and a runner (defaults: ``LocalBuilder()``, ``LocalRunner()``). ``min_converge_coef``
+    switches to AdaTune's adaptive evaluator, measuring with an adaptive copy of the runner passed.
     """
     runner = runner if runner is not None else LocalRunner()
     if builder is None:

@@ -1,9 +1,6 @@
-"""The remote side of ``RPCRunner``: what a local worker process does with one candidate on an RPC server.
-
-It holds a free server of the key, uploads the library, loads it, checks and times it there with the same
-code as ``LocalRunner``'s worker, and returns a typed ``RunOutcome``. A session that dies under a call (its
-server killed or crashed by the kernel, the connection broken) is told apart from the kernel's own errors by
-TVM's error types.
+"""The remote side of ``RPCRunner``: a local worker holds a free server, uploads the library, checks and times it
+there with ``LocalRunner``'s code and returns a typed ``RunOutcome``; a dead session (server killed, connection
+broken) is told apart from the kernel's own errors by TVM's error types.
 """
 
 from __future__ import annotations

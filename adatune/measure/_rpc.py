@@ -29,12 +29,9 @@ _TRANSFER_SLACK = 10.0
 
 
 class RPCRunner(WorkerRunner):
-    """Measure on the servers a TVM RPC tracker at ``host:port`` holds under ``key``.
-
-    ``options`` are ``LocalRunner``'s (``RunnerConfig``: same meaning, same defaults), ``timeout`` bounding
-    one candidate's session on its server. ``priority`` is the tracker's request priority;
-    ``request_timeout`` bounds the wait for a free server; ``n_parallel`` is how many candidates are in
-    flight (None: one per server registered when the first batch runs).
+    """Measure on the servers a TVM RPC tracker at ``host:port`` holds under ``key``. ``options`` are ``LocalRunner``'s
+    (``timeout`` bounding one candidate's session); ``request_timeout`` bounds the wait for a free server;
+    ``n_parallel``: candidates in flight (None: one per server registered at the first batch).
     """
 
     worker_clock = True

@@ -1,9 +1,6 @@
-"""Runners: time built candidates.
-
-``LocalRunner`` runs one candidate at a time in a single persistent worker process, so timings do not
-compete with each other and a kernel that crashes or hangs only costs that worker (restarted lazily).
-Local and RPC runners share ``WorkerRunner``: one ``RunnerConfig``, the reference data, the requests their
-workers get and the results they make of the workers' typed outcomes.
+"""Runners: time built candidates. ``LocalRunner`` runs one candidate at a time in a persistent worker, so timings
+do not compete and a crash or hang costs only that worker. Local and RPC runners share ``WorkerRunner``: one
+``RunnerConfig``, the reference data, and the results made of the workers' typed outcomes.
 """
 
 from __future__ import annotations

@@ -114,11 +114,8 @@ class BuildResult:
 
 @dataclass
 class MeasureResult:
-    """Timings of one candidate.
-
-    ``costs`` are seconds per run (one value per repeat or micro-batch); ``all_cost`` is the wall-clock this
-    candidate cost the tuner (build plus measurement); ``runs`` is how many kernel runs were timed and
-    ``cv`` the final coefficient of variation when the adaptive evaluator decided when to stop.
+    """Timings of one candidate: ``costs`` in seconds per run (one per repeat or micro-batch), ``all_cost`` the
+    wall-clock it cost the tuner, ``runs`` the kernel runs timed, ``cv`` the adaptive evaluator's final CV.
     """
 
     costs: tuple[float, ...]

@@ -71,11 +71,9 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
 def gpu_limit_violation(mod: Any, limits: dict) -> str:
     """Empty when every GPU function of ``mod`` respects ``limits``, else which limit it breaks and why.
 
-    ``verify_gpu_code`` on a naively lowered function passes everything: its thread variables keep their
-    loop names and the shared buffers are allocated outside the kernel. Meta-schedule's ``VerifyGPUCode``
-    postproc lowers the way ``tvm.build`` does (buffer allocations planned into the kernel, thread bindings
-    unified) before verifying, so it is what rejects here, on the scheduled TIR, before any nvcc run.
-    Per-axis thread limits (``max_thread_x/y/z``) are read from the loops' thread bindings."""
+    ``verify_gpu_code`` on a naively lowered function passes everything (thread variables keep loop names, shared
+    buffers sit outside the kernel), so Meta-schedule's ``VerifyGPUCode`` postproc, which lowers as ``tvm.build``
+    does first, rejects here, before any nvcc run. Per-axis thread limits are read from the thread bindings."""
     import tvm
 
     max_threads = int(limits["max_threads_per_block"])

@@ -1,8 +1,5 @@
-"""Device limits: what a kernel may ask of the device it will run on (AutoTVM's runner-to-builder handshake).
-
-A runner reports the limits of its real device (``Runner.device_limits``); without a device they come from a
-named profile (``--device-profile h100``). Builders and templates reject candidates that break them before
-building, so an invalid config costs no compile and no run.
+"""Device limits: what a kernel may ask of its device (AutoTVM's runner-to-builder handshake), from the runner's real
+device or a named profile (``--device-profile h100``), so builders reject an invalid config before compiling it.
 """
 
 from __future__ import annotations

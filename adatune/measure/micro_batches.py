@@ -63,11 +63,8 @@ def adaptive_runs(
     runs: Sequence[int] = (),
 ) -> tuple[list[float], list[int], float | None]:
     """Micro-batches of ``batch`` runs until the CV falls under ``min_converge_coef`` or ``cap`` runs are spent.
-
-    ``timed(number, repeat)`` times ``repeat`` micro-batches of ``number`` runs and returns their mean seconds per
-    run; the first ``min_micro_batches`` are asked for in one call (no decision is possible before them). ``costs``
-    and ``runs``: micro-batches already timed. Returns every batch's cost and runs, and the last CV (None when it
-    could not be judged)."""
+    ``timed(number, repeat)`` returns mean seconds per run of ``repeat`` micro-batches; ``costs`` and ``runs``: batches
+    already timed. Returns every batch's cost and runs, and the last CV (None when it could not be judged)."""
     costs, runs = list(costs), list(runs)
     cv = math.inf
     while sum(runs) < cap:

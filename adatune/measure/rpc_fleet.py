@@ -1,8 +1,6 @@
-"""A loopback RPC fleet: a tracker (a thread of this process) and ``n`` CPU servers (child processes) on 127.0.0.1.
-
-For tests, benchmarks and trying ``RPCRunner`` on one machine; a real fleet runs the same two commands on
-its hosts (``python -m tvm.exec.rpc_tracker`` on one, ``python -m tvm.exec.rpc_server --tracker ...`` on each
-board). Every process started here is ended by ``close()`` (also on ``with`` exit), children included.
+"""A loopback RPC fleet: a tracker (a thread of this process) and ``n`` CPU servers (child processes) on 127.0.0.1,
+for tests, benchmarks and trying ``RPCRunner`` on one machine. ``close()`` (or ``with`` exit) ends every process
+started here.
 """
 
 from __future__ import annotations
@@ -110,12 +108,9 @@ class LoopbackFleet:
             raise TimeoutError(f"loopback RPC fleet: {what} ({reason}); log:\n{tail}")
 
     def registered(self) -> int:
-        """Servers of the key that a client can get now: connected to the tracker and offered to it.
-
-        A TVM server connects and reports its key (``server_info``) before it offers itself (``queue_info``:
-        ``free``), and the tracker answers requests from the second only; counting the first alone let a
-        client ask in between and find no server. Once offered, an idle server stays offered; a busy one is
-        offered again when its session ends, while it stays connected."""
+        """Servers of the key a client can get now: connected to the tracker and offered to it (``queue_info``:
+        ``free``). A server reports its key before it offers itself, and counting the first alone let a client ask in
+        between and find no server; a busy server is offered again when its session ends."""
         try:
             summary = tracker_summary(self.host, self.port, timeout=2.0)
         except OSError:

@@ -1,8 +1,5 @@
-"""AdaTune's RFEI cost model as a meta_schedule ``PyCostModel``.
-
-``adatune.cost_models.RFEICostModel`` fitted on trace search's features (``adatune.trace.StoreFeatures``). Targets
-are throughputs normalised per workload (best measured cost / cost, 0 for failures), as meta_schedule's XGB model
-does, so one model serves every task of ``tune_tasks``.
+"""AdaTune's RFEI cost model as a meta_schedule ``PyCostModel``, on trace search's features. Targets are throughputs
+normalised per workload (0 for failures), as meta_schedule's XGB model does, so one model serves every task.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """AdaptiveRunner: meta_schedule's runner with AdaTune's adaptive evaluator, in one isolated, persistent worker.
 
-The stock ``LocalRunner`` always spends ``number * repeat`` runs per candidate; this one times with
-``adatune.measure.evaluator.evaluate``, so stable kernels cost a few micro-batches. One worker process measures one
-candidate at a time; a candidate that crashes it or runs past ``timeout_sec`` comes back as a ``RunnerResult``
-error and the worker is replaced.
+The stock ``LocalRunner`` always spends ``number * repeat`` runs; this one times with
+``adatune.measure.evaluator.evaluate``, so stable kernels cost a few micro-batches. A candidate that crashes the
+worker or outruns ``timeout_sec`` comes back as a ``RunnerResult`` error and the worker is replaced.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What runs inside the FastBuilder and AdaptiveRunner worker processes.
-
-The workers are ``python -m tvm.exec.popen_worker`` processes that stay alive between calls, so ``import tvm``
-(and, for tensorized schedules, the tensor intrinsics: ``adatune.codegen.tensor_intrinsics``) is paid once per worker
-instead of once per candidate. These functions take and return plain data, so a crash or a hang costs only the worker.
-adatune is installed in the interpreter the workers run, so they are pickled by reference.
+"""What runs inside the FastBuilder and AdaptiveRunner worker processes: persistent ``tvm.exec.popen_worker``
+processes, so ``import tvm`` (and the tensor intrinsics) is paid once per worker, not per candidate. The functions
+take and return plain data, so a crash or a hang costs only the worker.
 """
 
 from __future__ import annotations

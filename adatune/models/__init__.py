@@ -1,5 +1,6 @@
 """Whole models: import (PyTorch, ONNX, built-in ResNet-18 and BERT-base), one task per fused function, one tuning
-budget over all of them, and a compiled, deployable model with the best schedule of every task::
+budget over all of them, and a compiled, deployable model with the best schedule of every task
+(``import adatune.models as am``)::
 
     model = am.load_builtin("resnet18")               # or am.from_torch(module, inputs), am.from_onnx(path, shapes)
     am.tune_model(model, "resnet18.jsonl", n_trial=2000, strategy="gradient", tuner="xgb")

@@ -1,9 +1,6 @@
-"""Where a compiled model's time goes: every call the Relax VM makes (each fused kernel, and the VM's own
-builtins: storage allocation, reshapes, copies), timed one by one, beside the end-to-end latency.
-
-A kernel slower inside the model than alone, time outside the kernels, or weights re-packed on every call show
-up here per call site. The per-call instrument adds Python overhead, so the end-to-end latency is timed
-separately, uninstrumented, and "outside the kernels" is that latency less the kernels' sum.
+"""Where a compiled model's time goes: every call the Relax VM makes (fused kernels and builtins), timed one by one.
+The instrument adds Python overhead, so the end-to-end latency is timed separately and "outside the kernels" is
+that latency less the kernels' sum.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Apply and deploy: compile a model with the best record of every task (a fallback schedule where none).
-
-Records for another target never apply. A task with no record warns and gets its fallback: the knob
-template's fallback config, or on a CPU the shape-generic schedule dynamic models use (``schedule_generic``), so an
-operator left untuned runs its rows in parallel and its loops in vectors rather than TVM's serial default.
+"""Apply and deploy: compile a model with the best record of every task. Records for another target never apply; a
+task with none warns and gets the template's fallback config or, on a CPU, the shape-generic schedule, so an
+untuned operator still runs rows in parallel and loops in vectors.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """PyTorch models with a symbolic extent (a sequence length) imported through Relax.
 
-``from_torch(module, inputs, dynamic={"x": {1: (1, 128)}})`` lands here: every distinct ``(lo, hi)`` range
-becomes one ``torch.export.Dim`` (axes given the same range share it, as a sequence length shared by an input
-and its mask must), ``torch.export`` traces the module, and ``from_exported_program`` gives a Relax graph whose
-shapes carry TIR variables (named after torch's symbols, "s27", not after the Dim). The graph is kept before
-legalisation, so ``build_dynamic`` still sees its GEMMs as ``R.matmul`` calls.
+Each distinct ``(lo, hi)`` range of ``from_torch(..., dynamic=...)`` becomes one ``torch.export.Dim`` (axes of one
+range share it, as a sequence length of an input and its mask must). The Relax graph's shapes carry TIR variables
+named after torch's symbols; it is kept before legalisation, so ``build_dynamic`` sees ``R.matmul`` calls.
 """
 
 from __future__ import annotations
@@ -82,11 +80,8 @@ def _resize(x: Any, axis: int, size: int) -> Any:
 
 @dataclass
 class DynamicModel(Model):
-    """A model whose ``dynamic`` axes take any extent in their range.
-
-    ``mod`` is the Relax graph *before* legalisation (GEMMs are ``R.matmul`` calls); ``inputs`` give the shapes
-    at the top of every range; ``symbols`` maps each TIR variable of the graph to its ``(lo, hi)`` range and
-    ``axes`` each (input, axis) to its variable's name.
+    """A model whose ``dynamic`` axes take any extent in their range: ``mod`` before legalisation, ``inputs`` at each
+    range's top, ``symbols`` each TIR variable's ``(lo, hi)``, ``axes`` each (input, axis)'s variable name.
     """
 
     dynamic: DynamicSpec = field(default_factory=dict)

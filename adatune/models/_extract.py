@@ -325,11 +325,9 @@ _MATCHERS: list[Callable[[tvm.s_tir.Schedule, list[str], _Params], _Match | None
 
 # -- the task table ---------------------------------------------------------------------------------------
 class ModelTask:
-    """One distinct fused function of a model: its calls (``weight``), FLOPs and the task that tunes it.
-    ``kind`` is the template name for knob tasks and ``"trace"`` for trace search; ``note`` says why a
-    function a template recognised went to trace search. A trace task is created on first use (its design
-    spaces import TVM's tensor intrinsics). Every function also has its trace task (``trace_task``), so a log
-    tuned with templates off (``extract_tasks(templates=False)``) applies to a table extracted with them.
+    """One distinct fused function of a model: its calls (``weight``), FLOPs and the task that tunes it. ``kind``: the
+    template name, or ``"trace"``; ``note``: why a recognised function went to trace search. Every function also has
+    its ``trace_task`` (created on first use), so a log tuned with templates off applies to a table with them.
     """
 
     def __init__(

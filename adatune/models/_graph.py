@@ -1,9 +1,7 @@
 """A model imported into Relax, and the graph passes every import shares.
 
-``Model`` (and its ``InputSpec``) is what ``from_torch``/``from_onnx`` return; ``prepare`` is the front half of
-TVM's static-shape tuning pipeline: ``DecomposeOpsForInference`` (so a BatchNorm left in the graph becomes
-element-wise ops that fuse into its convolution), then the ``zero`` pipeline (LegalizeOps, AnnotateTIROpPattern,
-FoldConstant, FuseOps, FuseTIR); ``simplify`` is its graph-level half, what a dynamic-shape model keeps.
+``prepare`` is the front half of TVM's static-shape tuning pipeline: ``DecomposeOpsForInference`` (a BatchNorm
+fuses into its convolution), then the ``zero`` pipeline; ``simplify`` is the graph-level half a dynamic model keeps.
 """
 
 from __future__ import annotations
@@ -33,11 +31,9 @@ class InputSpec:
 
 @dataclass
 class Model:
-    """A model imported into Relax and fused: ``mod["main"]`` calls one PrimFunc per fused operator.
-
-    ``reference`` (when known) computes the framework's own outputs for numpy inputs, so compiled models can
-    be checked against it. ``source`` is what it was imported from (the ``torch.nn.Module`` or the
-    ``onnx.ModelProto``), so its latency can be measured beside TVM's (``adatune.models.latency_table``).
+    """A model imported into Relax and fused: ``mod["main"]`` calls one PrimFunc per fused operator. ``reference``
+    computes the framework's outputs for checking; ``source`` (the torch module or ONNX model) lets
+    ``latency_table`` time it beside TVM.
     """
 
     name: str
@@ -70,14 +66,12 @@ def prepare(
     conv_layout: str = "NCHW",
     winograd: bool | Sequence[Sequence[int]] = False,
 ) -> tvm.IRModule:
-    """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task. With ``fast_math``,
-    erf (GELU), exp and softmax, and tanh become TVM's vectorisable approximations (``FastMathTransform``)
-    first: the exact erf in a dense layer's GELU write-back is a scalar libm call per element. ``conv_layout``
-    ``"NCHW<b>c"`` (e.g. ``"NCHW8c"``) runs the convolutions on channel-blocked activations with kernels blocked
-    once, here (``_layout.convert_conv_layout``); ``"NCHW"`` keeps the model's layout. ``winograd`` runs the
-    3x3 stride-1 NCHW convolutions with large enough outputs as Winograd F(m x m, 3 x 3), m by the output map's
-    size (True: ``_winograd.WINOGRAD_TILE_BY_MAP``; or a table of one's own, ``_winograd.winograd_tiles``), their
-    kernels transformed here (``_winograd.legalize_winograd``)."""
+    """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task.
+
+    ``fast_math`` first makes erf, exp, softmax and tanh TVM's vectorisable approximations (exact erf is a scalar libm
+    call per element). ``conv_layout`` ``"NCHW<b>c"`` blocks activations and kernels (``_layout``); ``winograd`` runs
+    large enough 3x3 stride-1 NCHW convolutions as Winograd, m by the map's size (True: ``WINOGRAD_TILE_BY_MAP``, or
+    one's own table), kernels transformed here."""
     tiles = winograd_tiles(winograd)
     if tiles and conv_layout != "NCHW":
         raise ValueError(f"winograd convolutions take NCHW activations, got conv_layout={conv_layout!r}")

@@ -1,9 +1,7 @@
 """One tuning budget over all tasks of a model: round-robin or Ansor's gradient-based task scheduler.
 
-Each round gives one task ``round_trials`` trials with its own tuner (any registered tuner for knob tasks,
-the trace tuner for trace tasks). All records go to one log; a run killed at any point resumes from it: every
-tuner first loads its task's records (``Tuner.load_history``), so nothing is measured twice, and the trials
-already in the log count against the budget.
+Each round gives one task ``round_trials`` trials with its own tuner. All records go to one log, and a killed run
+resumes from it: every tuner first loads its task's records, and trials in the log count against the budget.
 """
 
 from __future__ import annotations

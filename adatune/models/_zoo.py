@@ -1,9 +1,6 @@
-"""Built-in models in plain PyTorch with seeded random weights (no download, no torchvision).
-
-``resnet18``: torchvision's ResNet-18 layout (batch 1, 3x224x224), BatchNorm with non-trivial statistics
-folded into the convolutions for inference. ``bert-base``: a BERT-base encoder (12 layers, hidden 768,
-12 heads, FFN 3072, sequence 128, batch 1) on embedded tokens; its linear layers run on ``[B*S, H]`` rows so
-they are the 2-D GEMMs the ``dense`` template schedules.
+"""Built-in models in plain PyTorch with seeded random weights (no download, no torchvision): ``resnet18`` (batch 1,
+3x224x224, BatchNorm with non-trivial statistics) and ``bert-base`` (12 layers, hidden 768, sequence 128, batch 1,
+its linear layers on ``[B*S, H]`` rows so they are 2-D GEMMs for the ``dense`` template).
 """
 
 from __future__ import annotations

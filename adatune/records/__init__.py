@@ -341,10 +341,8 @@ CONFIRM = "confirm"
 def best_records(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:
     """Fastest valid record per workload (optionally only those for ``target``).
 
-    Where a workload's log holds confirmation readings (``Tuner.confirm``: its top candidates re-timed in
-    turns), the latest confirmation decides: the candidate with the lowest median reading there, returned as
-    its reading nearest that median. A record measured after that confirmation (a run resumed later) takes over
-    only if it beats the winner's own tuning reading, a single reading against a single reading."""
+    Where a log holds confirmation readings (``Tuner.confirm``), the latest decides: the lowest median, returned as
+    its reading nearest that median. A later record takes over only if it beats the winner's own tuning reading."""
     tgt = _target.to_json(_target.create(target)) if target is not None else None  # type: ignore[arg-type]
     valid: dict[str, list[Record]] = {}
     for r in records:

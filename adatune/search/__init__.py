@@ -1,9 +1,6 @@
-"""Search: what a tuner measures next, given its cost model's scores.
-
-``optimizers`` walk the candidate space for what the model scores best (simulated annealing, evolutionary search)
-under the one exploration policy that decides how much of each plan is random; ``agents`` holds ReLeASE's PPO agent,
-which stands in for an optimizer; ``samplers`` ReLeASE's k-means adaptive sampling. The agent (torch) and the
-sampler (scikit-learn) load on first use, so a tuner that uses neither never imports them.
+"""Search: what a tuner measures next, given its cost model's scores. ``optimizers`` (simulated annealing,
+evolutionary search, the exploration policy), ``agents`` (ReLeASE's PPO agent, torch) and ``samplers`` (k-means
+adaptive sampling, scikit-learn); the latter two load on first use.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""ReLeASE's adaptive sampling: measure representatives of the search trajectory, not its top configs.
-
-The optimizer's walkers crowd around a few promising regions, so measuring the top ``plan_size`` of what
-they found spends hardware time on near-duplicates. Clustering their trajectory with k-means and measuring
-one config per cluster covers the same regions with fewer measurements; the number of clusters follows the
-data (the knee of the inertia curve) instead of a fixed plan size.
+"""ReLeASE's adaptive sampling: measure representatives of the search trajectory, not its top configs. Walkers crowd
+around a few regions, so the top ``plan_size`` are near-duplicates; one config per k-means cluster covers the same
+regions with fewer measurements, k at the knee of the inertia curve.
 """
 
 from __future__ import annotations
@@ -24,11 +21,8 @@ __all__ = ["AdaptiveSampler", "knee_kmeans"]
 def knee_kmeans(
     points: np.ndarray, k_min: int = 8, k_max: int = 64, threshold: float = 1.05, seed: int = 0, n_init: int = 3
 ) -> tuple[np.ndarray, list[float]]:
-    """Cluster ``points`` with k = k_min, k_min + 1, ... and stop at the knee of the inertia curve.
-
-    The search stops at the first k whose inertia L_k satisfies ``threshold * L_k > L_{k-1}``, i.e. one
-    more cluster no longer cuts the loss by the factor ``threshold``; the centroids of k - 1, the last
-    k that still paid off, are returned (or those of ``k_max``). Also returns the inertias computed.
+    """Cluster ``points`` with k = k_min, k_min + 1, ... up to the knee of the inertia curve: the first k with
+    ``threshold * L_k > L_{k-1}`` stops, and the centroids of k - 1 (or ``k_max``) are returned, with the inertias.
     """
     n_distinct = len(np.unique(points, axis=0))
     k_max = max(1, min(k_max, n_distinct))

@@ -1,10 +1,9 @@
-"""Config spaces and config entities (AutoTVM's knob model, as a candidate space).
+"""Config spaces and config entities (AutoTVM's knob model, as a candidate space of kind ``"knob"``).
 
-``ConfigSpace`` collects knobs while a template runs once; ``ConfigEntity`` is one point of the space and
-replays the same template with chosen values. Indexing is AutoTVM's mixed radix: the first knob defined is
-the least significant digit, so ``index = sum(k_i * prod(len(knob_j) for j < i))``. As in AutoTVM v0.18,
-``range_length`` counts every index while ``len(space)`` counts only the configs that pass ``multi_filter``,
-and ``get`` refuses a filtered index. Knob configs are candidates of kind ``"knob"`` (key ``str(index)``).
+``ConfigSpace`` collects knobs while a template runs once; a ``ConfigEntity`` replays it with chosen values.
+Indexing is AutoTVM's mixed radix (the first knob is the least significant digit). As in AutoTVM v0.18,
+``range_length`` counts every index, ``len(space)`` only those passing ``multi_filter``, and ``get`` refuses a
+filtered index.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Knobs of a config space and the entities they take (AutoTVM's programming model on TIR schedules).
-
-A knob is a finite, ordered list of entities. A split entity splits one loop into ``num_outputs`` loops;
-a reorder entity permutes loops; an annotate entity marks loops unroll/vectorize/parallel; an "other
-option" entity is a plain value. Every entity knows how to apply itself to a ``tvm.s_tir.Schedule``.
+"""Knobs of a config space: finite, ordered lists of entities (split, reorder, annotate, or a plain "other option"
+value), each of which applies itself to a ``tvm.s_tir.Schedule``.
 """
 
 from __future__ import annotations

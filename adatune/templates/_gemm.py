@@ -58,14 +58,12 @@ def _divisors(n: int, cap: int) -> list[int]:
 
 
 def gemm_padding(n_i: int, n_j: int, lanes: int, rows_cap: int) -> tuple[int, int]:
-    """The multiples ``(rows, cols)`` a GEMM's output is padded to (1: not padded), so that every shape
-    gets full-width vectors and a register tile of at least ``MIN_TILE_ROWS`` rows.
+    """The multiples ``(rows, cols)`` a GEMM's output is padded to (1: not padded), so that every shape gets
+    full-width vectors and a register tile of at least ``MIN_TILE_ROWS`` rows.
 
-    Columns are padded to whole SIMD vectors (a 1000-wide classifier runs 63 vectors instead of
-    2.5-vector pieces); rows are padded when no divisor in ``[MIN_TILE_ROWS, min(rows_cap, 16)]`` exists
-    (BERT's FFN2 at 62 tokens: 62 = 2 x 31). The padding is local (``pad_einsum``): the register-blocked
-    loops run full tiles with no guard, and only the copies into padded buffers and the write-back of the
-    accumulators are guarded."""
+    Columns are padded to whole SIMD vectors; rows when no divisor in ``[MIN_TILE_ROWS, min(rows_cap, 16)]`` exists
+    (62 = 2 x 31 tokens). The padding is local: register-blocked loops run full tiles unguarded, and only the copies
+    into padded buffers and the write-back are guarded."""
     pad_cols = lanes if n_j > lanes and n_j % lanes else 1
     tall = [d for d in _divisors(n_i, min(rows_cap, 16)) if d >= MIN_TILE_ROWS]
     pad_rows = ROW_PAD if n_i > MIN_TILE_ROWS and not tall else 1

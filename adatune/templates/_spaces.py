@@ -1,10 +1,8 @@
 """Which search space a template offers: its hardware-derived default, or AutoTVM's unpruned one.
 
-``space="full"`` (the default) keeps only configs that fit the target's registers, caches and cores (see
-``_x86`` and ``_cuda``): a few hundred to a few thousand configs, where every search method finds the same
-plan. ``space="autotvm"`` keeps the same knobs with every factorisation and combination, as AutoTVM's
-templates define them (10^4-10^6 configs, slow and spilling ones included): the spaces on which search
-methods can differ. The space name is a template argument, so records of the two never mix.
+``space="full"`` keeps only configs that fit the target's registers, caches and cores, where every search method
+finds the same plan; ``space="autotvm"`` keeps every factorisation and combination, as AutoTVM's templates define
+them: the spaces on which methods differ. The name is a template argument, so their records never mix.
 """
 
 from __future__ import annotations

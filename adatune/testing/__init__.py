@@ -1,9 +1,7 @@
 """Conformance suites for what you plug into adatune, as ``optuna.testing`` ships Optuna's.
 
-One call checks a new piece against the contract the shipped ones pass (plain functions raising
-``AssertionError`` with a clear message, so they work in pytest or anywhere)::
-
-    import adatune.testing as t
+One call (``import adatune.testing as t``) checks a new piece against the contract the shipped ones pass (plain
+functions raising ``AssertionError`` with a clear message, so they work in pytest or anywhere)::
 
     t.check_tuner(lambda task, seed: MyTuner(task, seed=seed))       # on a recorded table, seconds
     t.check_cost_model(lambda seed, task: MyModel(task, seed=seed))  # fit, rank, seeds, candidates
@@ -11,9 +9,8 @@ One call checks a new piece against the contract the shipped ones pass (plain fu
     t.check_candidate_kind(my_task, cost=lambda cand: seconds)       # every tuner, model, records, a build
     t.check_runner(MyRunner(timeout=3, check_correctness=True))      # error kinds on real faulty kernels
 
-``TUNER_CHECKS`` and ``COST_MODEL_CHECKS`` name each check, for a test suite to parametrise over. The fixtures
-(``knob_fixture``: a small matmul task with a synthetic recorded table; ``CostFunctionRunner``: any candidate
-timed by a function; the ``adatune.testing/*`` templates) keep the suites fast and deterministic.
+``TUNER_CHECKS`` and ``COST_MODEL_CHECKS`` name each check for parametrising; the fixtures (``knob_fixture``,
+``CostFunctionRunner``, the ``adatune.testing/*`` templates) keep the suites fast and deterministic.
 """
 
 from ._candidate import (

@@ -1,9 +1,6 @@
-"""The candidate-kind contract: a new kind of candidate (its space and its task) goes through every tuner,
-cost model, records, resume, dispatch and a real build with no change to library code.
-
-``check_candidate_space(space)`` checks the space protocol alone; ``check_candidate_kind(task, cost)`` checks
-everything, ``cost(candidate) -> seconds`` standing in for hardware (a learnable surface, so cost models can
-be checked to learn it).
+"""The candidate-kind contract: a new kind of candidate goes through every tuner, cost model, records, resume,
+dispatch and a real build with no change to library code. ``cost(candidate) -> seconds`` stands in for hardware
+(a learnable surface, so cost models can be checked to learn it).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""One point of a trace space: the decisions of a design space's sampling instructions, replayed.
-
-A trace candidate is what MetaSchedule's evolutionary search keeps in its population: a schedule whose trace
-came from one design space with every ``sample_*`` instruction decided, already post-processed. Its key is the
-structural hash of the scheduled module, so two decision vectors that give the same program (an unroll depth on
-a loop nest with nothing to unroll, a compute location that is equivalent) count as one candidate.
+"""One point of a trace space: a design space with every ``sample_*`` instruction decided, replayed and
+post-processed. Its key is the scheduled module's structural hash, so decisions that give the same program count as
+one candidate.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The one trace feature extractor: TVM's ``PerStoreFeature`` rows pooled to one fixed-width row per program.
-
-``PerStoreFeature`` gives one 164-wide row per buffer store, so programs have different numbers of rows; a cost
-model needs one row each. Sum, mean and max over the stores keep both the total work (the sum also carries the
-store count) and the heaviest store. ``TraceSpace.featurize`` (trace search) and the meta_schedule
-``RFEICostModel`` plug-in both describe candidates with this class.
+"""The one trace feature extractor: TVM's ``PerStoreFeature`` rows (one per buffer store) pooled by sum, mean and max
+to one fixed-width row per program, keeping the total work and the heaviest store. Trace search and the
+meta_schedule ``RFEICostModel`` both use it.
 """
 
 from __future__ import annotations

@@ -62,10 +62,8 @@ def _tile_choices(extent: int, n: int, max_innermost: int) -> int:
 
 class TraceSpace(CandidateSpace):
     """Candidates of the design spaces that ``space_generator`` makes for ``mod`` on ``target``.
-
-    ``categorical_mutation`` is the weight of the categorical re-draw next to the mutators' own probabilities
-    (applied only to spaces that sample categorically). ``max_tries`` bounds the replays spent per mutation.
-    ``generic``: on a CPU target, the shape-generic program as one more candidate (module docstring).
+    ``categorical_mutation``: the categorical re-draw's weight beside the mutators'; ``max_tries``: replays spent per
+    mutation; ``generic``: the shape-generic program as one more candidate on a CPU.
     """
 
     kind = "trace"

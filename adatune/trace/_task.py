@@ -181,10 +181,8 @@ def _template_space(trace: tvm.s_tir.Trace) -> ms.SpaceGenerator:
 
 class TraceTask(TuningTask):
     """A PrimFunc bound to a target with a trace space (see the module docstring for the kinds).
-
-    ``space_generator`` is any ``tvm.s_tir.meta_schedule`` space generator; its postprocessors and mutators
-    ("from-target" by default) become the space's. ``generic``: on a CPU, the space also holds the shape-generic
-    program (``TraceSpace``); a probabilistic template's space is its author's alone.
+    ``space_generator``: any meta_schedule space generator (its postprocessors and mutators become the space's);
+    ``generic``: on a CPU, the space also holds the shape-generic program.
     """
 
     def __init__(

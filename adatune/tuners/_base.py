@@ -32,11 +32,8 @@ STREAMS = ("plan", "explore", "model", "search", "agent", "sampler")
 
 
 class RandomStreams:
-    """Independent random generators per component, spawned from one seed.
-
-    ``plan`` draws the initial random plan, ``explore`` later random picks, ``model`` seeds the cost model,
-    ``search`` the model optimizer, ``agent`` and ``sampler`` ReLeASE's parts. Every scheme of one seed
-    therefore measures the same initial plan, whatever its model or search consumes.
+    """Independent random generators per component (``plan``, ``explore``, ``model``, ``search``, ``agent``,
+    ``sampler``), spawned from one seed, so every scheme of one seed measures the same initial plan.
     """
 
     def __init__(self, seed: int | None):
@@ -240,10 +237,8 @@ class Tuner(Configurable, abc.ABC):
     ) -> None:
         """Measure up to ``n_trial`` new candidates, in batches, calling ``callbacks`` after each batch.
 
-        The budget: stops when the space is exhausted, after ``n_trial`` trials, with ``early_stopping``
-        when that many trials have passed without a better candidate, once this call has spent
-        ``time_budget`` seconds of the tuner's clock (search plus measurement), or once a candidate reaches
-        ``target_flops``.
+        It stops when the space is exhausted, after ``n_trial`` trials, after ``early_stopping`` trials without a better
+        candidate, after ``time_budget`` seconds of the tuner's clock, or once a candidate reaches ``target_flops``.
         """
         if n_trial < 0:
             raise ValueError(f"n_trial must be non-negative, got {n_trial}")

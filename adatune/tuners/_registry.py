@@ -1,9 +1,6 @@
-"""Tuners by name, each registered once with its options declared as data.
-
-The CLI's ``--tuner``/``--option``, its help text, docs/tuners.md and ``create_tuner`` all read the same
-``TunerSpec``, whose options are the tuner class's own ``OPTIONS`` (``adatune.options``: declared once, checked by
-the constructor, defaults read from its signature). Modules adding a tuner call ``register_tuner(TunerSpec(...))``
-when imported; ``signature_mismatches`` checks a hand-written spec against its factory.
+"""Tuners by name, each registered once (``register_tuner(TunerSpec(...))``) with its class's declared ``OPTIONS``:
+the CLI, its help, docs/tuners.md and ``create_tuner`` all read the same ``TunerSpec``. ``signature_mismatches``
+checks a hand-written spec against its factory.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""``ReleaseTuner``: ReLeASE (Ahn et al., 2019; Chameleon, ICLR 2020) on the model-based tuning loop.
-
-A PPO agent replaces simulated annealing as the search over the cost model, and adaptive sampling
-measures k-means representatives of the agent's candidates instead of the top ``plan_size``::
-
-    tuner = ReleaseTuner(task)                   # RL + adaptive sampling
-    tuner = ReleaseTuner(task, sampler=None)     # RL alone, AutoTVM's top-plan_size batches
+"""``ReleaseTuner``: ReLeASE (Ahn et al., 2019; Chameleon, ICLR 2020) on the model-based tuning loop: a PPO agent
+replaces simulated annealing, and adaptive sampling measures k-means representatives of its candidates instead of
+the top ``plan_size`` (``sampler=None``: RL alone).
 """
 
 from __future__ import annotations

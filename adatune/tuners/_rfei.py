@@ -1,10 +1,5 @@
-"""``RFEITuner``: AdaTune's tuner, a random-forest expected-improvement model searched by contextual
-simulated annealing.
-
-AutoTVM-style use::
-
-    tuner = RFEITuner(task)
-    tuner.tune(n_trial=200, measure_option=measure_option(builder, runner, min_converge_coef=0.1))
+"""``RFEITuner``: AdaTune's tuner, a random-forest expected-improvement model searched by contextual simulated
+annealing.
 """
 
 from __future__ import annotations
@@ -23,13 +18,9 @@ __all__ = ["CONTEXTUAL", "RFEITuner"]
 
 
 class RFEITuner(ModelBasedTuner):
-    """Random forest (``n_trees``) with uncertainty from forestci (``uncertainty="forestci"``) or the
-    per-tree spread (``"trees"``); simulated annealing maximises expected improvement.
-
-    ``contextual=True`` (AdaTune): each plan's random share is eps_t, the model's mean uncertainty over
-    ``n_context`` unmeasured configs relative to the best throughput, instead of a fixed epsilon-greedy share.
-    ``contextual=False``: plain simulated annealing with AutoTVM's fixed ``eps_greedy`` (0.05), the "RFEI+SA"
-    arm of the paper's ablation.
+    """Random forest (``n_trees``) with forestci or per-tree uncertainty; simulated annealing maximises expected
+    improvement. ``contextual=True`` (AdaTune): each plan's random share is eps_t, the model's mean uncertainty over
+    ``n_context`` unmeasured configs; ``False``: AutoTVM's fixed ``eps_greedy``, the paper's "RFEI+SA" ablation arm.
     """
 
     OPTIONS = (

@@ -1,8 +1,6 @@
-"""``TraceSearchTuner``: MetaSchedule's evolutionary search (Shao et al., NeurIPS 2022) as an adatune tuner.
-
-The model-based loop of every tuner (``ModelBasedTuner``) with ``EvolutionarySearch`` as its model optimizer and
-XGBoost or RFEI as its cost model (with RFEI and ``contextual=True`` the random share is AdaTune's eps_t). It runs
-on any ``CandidateSpace`` but is made for trace spaces (``adatune.trace``). Registered as tuner ``"trace"``.
+"""``TraceSearchTuner`` (tuner ``"trace"``): MetaSchedule's evolutionary search (Shao et al., NeurIPS 2022) as the
+model optimizer of the model-based loop, with XGBoost or RFEI (contextual: AdaTune's eps_t) as its cost model.
+It runs on any ``CandidateSpace`` but is made for trace spaces.
 """
 
 from __future__ import annotations
@@ -24,11 +22,9 @@ __all__ = ["TraceSearchTuner"]
 
 
 class TraceSearchTuner(ModelBasedTuner):
-    """Evolutionary search with a cost model over ``task.space`` (see the module docstring).
-
-    ``cost_model``: a name from ``adatune.cost_models.COST_MODELS`` (``"xgb"``, ``"rfei"``, ...) or a
-    ``CostModel`` that fits and predicts on feature matrices.
-    ``eps_greedy``: the fixed random share of a plan (default 0.05), used unless RFEI explores contextually.
+    """Evolutionary search with a cost model over ``task.space`` (see the module docstring). ``cost_model``: a name
+    from ``adatune.cost_models.COST_MODELS`` or a ``CostModel``; ``eps_greedy``: the fixed random share of a plan,
+    used unless RFEI explores contextually.
     """
 
     OPTIONS = (

@@ -121,13 +121,11 @@ def _is_padding(sch: tvm.s_tir.Schedule, name: str) -> bool:
 def _window_outside(
     sch: tvm.s_tir.Schedule, name: str, lanes: int, staged: tuple[str, ...] = (), vectors: bool = True
 ) -> tvm.s_tir.Schedule | None:
-    """A block of ``_window``: the output row's column loop split into vectors and the window's loops moved
-    between the two (a vector of outputs stays in a register while the window accumulates into it, read and
-    written once), the init split off (``decompose_reduction``) and vectorised, the rows in parallel; where no
-    vector divides the row, the window's loops go outside the whole column loop. None where the block is not like
-    that. The ``staged`` producers (its pads) are computed per plane inside the parallel loop, so the update reads a
-    padded plane from cache with no guard (which would keep it scalar). ``vectors=False``: the window around the
-    whole row (a baseline for ``benchmarks.no_template_ops``)."""
+    """A block of ``_window``: the row's column loop split into vectors with the window's loops between, so a vector of
+    outputs accumulates in a register; the init split off and vectorised, rows in parallel (where no vector divides
+    the row, the window goes outside the whole column loop). None for other blocks. The ``staged`` pads are computed
+    per plane inside the parallel loop, so the update reads with no guard (which would keep it scalar).
+    ``vectors=False``: the window around the whole row (a baseline)."""
     spatial = _window(sch, name)
     if spatial is None:
         return None
