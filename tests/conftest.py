@@ -56,6 +56,18 @@ def checked_option() -> Iterator[adatune.measure.MeasureOption]:
 
 
 @pytest.fixture(scope="session")
+def dietcode_option() -> Iterator[adatune.measure.MeasureOption]:
+    """One builder and correctness-checking runner for the DietCode tuning runs whose timings nothing asserts (one
+    run per kernel): each tuner would otherwise start, warm and close worker pools of its own."""
+    option = adatune.measure_option(
+        adatune.LocalBuilder(),
+        adatune.LocalRunner(number=1, repeat=1, min_repeat_ms=1, timeout=60, check_correctness=True),
+    )
+    yield option
+    option.close()
+
+
+@pytest.fixture(scope="session")
 def model_option() -> Iterator[adatune.measure.MeasureOption]:
     """What ``tune_model`` measures with by default (``LocalBuilder()``, ``model_runner()``), started once per test
     process for the tests that tune a small model briefly."""

@@ -71,7 +71,9 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
 
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[DietCodeResult, str]]:
+def tuned(
+    tmp_path_factory: pytest.TempPathFactory, dietcode_option: adatune.measure.MeasureOption
+) -> dict[str, tuple[DietCodeResult, str]]:
     """A real (small) tuning run per GEMM kind, with its record log."""
     out = {}
     for kind, wl in WORKLOADS.items():
@@ -80,7 +82,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[DietCodeR
             wl, HOST, n_shapes=4, rounds=2, kernels_per_round=3, max_kernels=3, seed=1,
             number=1, repeat=1, min_repeat_ms=1, population=24, generations=1,
         )  # fmt: skip  # a small search: what is tested is the deployed kernels, not how they were found
-        tuner.tune(callbacks=[adatune.callback.log_to_file(log)])
+        tuner.tune(measure_option=dietcode_option, callbacks=[adatune.callback.log_to_file(log)])
         out[kind] = (tuner.result(), log)
     return out
 

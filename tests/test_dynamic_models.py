@@ -80,8 +80,8 @@ def block() -> am.DynamicModel:
 
 
 @pytest.fixture(scope="module")
-def block_results(block: am.DynamicModel) -> dict:
-    return am.tune_dynamic(block, **TUNE)
+def block_results(block: am.DynamicModel, dietcode_option: Any) -> dict:
+    return am.tune_dynamic(block, measure_option=dietcode_option, **TUNE)
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +210,7 @@ def test_exported_module_reloads_and_runs_every_length(
         np.testing.assert_allclose(out[0].numpy(), block.reference(*x)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_mlp_with_batched_rows() -> None:
+def test_mlp_with_batched_rows(dietcode_option: Any) -> None:
     """[2, T, 32] inputs: the dense GEMMs run 2T rows, so their workloads cover [2, 48]."""
     model = _dynamic(_MLP, (2, 1, 32))  # an example extent of 1 is re-tiled: torch would specialise it
     wls = am.dynamic_workloads(model)
@@ -218,7 +218,7 @@ def test_mlp_with_batched_rows() -> None:
         ("dense", (32, 64), (2, 48)),
         ("dense", (64, 32), (2, 48)),
     }
-    compiled = am.build_dynamic(model, am.tune_dynamic(model, **TUNE))
+    compiled = am.build_dynamic(model, am.tune_dynamic(model, measure_option=dietcode_option, **TUNE))
     _check(model, compiled, (1, 7, 13, 24))
     with warnings.catch_warnings(record=True) as caught:  # no results: the GEMMs fall back to generic TIR
         warnings.simplefilter("always")
