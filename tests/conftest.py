@@ -3,7 +3,8 @@ synthetic table, so the suite and the shipped conformance checks measure on the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import fixture_templates  # noqa: E402,F401  (registers test/matmul and test/faulty)
 import pytest
@@ -76,3 +77,20 @@ def model_option() -> Iterator[adatune.measure.MeasureOption]:
     option = adatune.measure_option(adatune.LocalBuilder(), model_runner())
     yield option
     option.close()
+
+
+@pytest.fixture
+def tune_knob_tasks_briefly(model_option: adatune.measure.MeasureOption) -> Callable[..., None]:
+    """Two round-robin trials per knob task of a model, into ``log`` (a trace task's first design space takes
+    minutes, so trace tasks are left out): what the model tests build from."""
+
+    def tune(model: Any, tasks: Sequence[Any], log: Any) -> None:
+        from adatune.models import tune_model
+
+        knob = [t for t in tasks if t.kind != "trace"]
+        tune_model(
+            model, log, n_trial=len(knob) * 2, strategy="round-robin", round_trials=2, tasks=knob,
+            progress=False, option=model_option,
+        )  # fmt: skip
+
+    return tune

@@ -102,7 +102,7 @@ class _Net(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
-def test_a_blocked_model_uses_the_template_and_matches_pytorch(tmp_path, model_option) -> None:
+def test_a_blocked_model_uses_the_template_and_matches_pytorch(tmp_path, tune_knob_tasks_briefly) -> None:
     torch.manual_seed(0)
     model = am.from_torch(_Net(), (torch.randn(1, 3, 12, 12),), name="blocked", conv_layout="NCHW8c")
     tasks = am.extract_tasks(model)
@@ -117,17 +117,7 @@ def test_a_blocked_model_uses_the_template_and_matches_pytorch(tmp_path, model_o
     np.testing.assert_allclose(fallback.run(*x)[0], model.reference(*x)[0], rtol=1e-4, atol=1e-4)
 
     log = tmp_path / "blocked.jsonl"
-    knob = [t for t in tasks if t.kind != "trace"]  # a trace task's first design space takes minutes
-    am.tune_model(
-        model,
-        log,
-        n_trial=len(knob) * 2,
-        strategy="round-robin",
-        round_trials=2,
-        tasks=knob,
-        progress=False,
-        option=model_option,
-    )
+    tune_knob_tasks_briefly(model, tasks, log)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pooling and the layout transforms fall back
         tuned = am.build(model, log)

@@ -95,7 +95,7 @@ class _Net(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
-def test_a_winograd_model_uses_the_template_and_matches_pytorch(tmp_path, model_option) -> None:
+def test_a_winograd_model_uses_the_template_and_matches_pytorch(tmp_path, tune_knob_tasks_briefly) -> None:
     assert winograd_tile(16 * 16) == 4 and winograd_tile(8 * 8) == 2 and winograd_tile(6 * 6) is None
     torch.manual_seed(0)
     net = _Net()
@@ -123,17 +123,7 @@ def test_a_winograd_model_uses_the_template_and_matches_pytorch(tmp_path, model_
     np.testing.assert_allclose(fallback.run(*x)[0], model.reference(*x)[0], rtol=1e-4, atol=1e-4)
 
     log = tmp_path / "winograd.jsonl"
-    knob = [t for t in tasks if t.kind != "trace"]  # a trace task's first design space takes minutes
-    am.tune_model(
-        model,
-        log,
-        n_trial=len(knob) * 2,
-        strategy="round-robin",
-        round_trials=2,
-        tasks=knob,
-        progress=False,
-        option=model_option,
-    )
+    tune_knob_tasks_briefly(model, tasks, log)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pooling falls back
         tuned = am.build(model, log)
