@@ -623,7 +623,8 @@ def test_a_live_study_killed_before_its_re_measurement_keeps_every_finished_run(
     (study,) = saved["studies"]
     assert study["partial"] is True and study["common_gflops"] == {}
     assert [(r["scheme"], r["seed"]) for r in study["runs"]] == [("Random", 0), ("Random", 1)]
-    assert all(r["trials"] and r["trials"][0]["gflops"] > 0 for r in study["runs"])
+    # a random candidate may fail to build or run; each finished run keeps its trials, some of them measured
+    assert all(r["trials"] and any(t["gflops"] > 0 for t in r["trials"]) for r in study["runs"])
 
 
 def test_the_dietcode_benchmark_takes_a_dynamic_gemm_that_is_not_berts(tmp_path: pathlib.Path) -> None:
