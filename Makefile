@@ -28,9 +28,9 @@ check: $(STAMP)
 	$(BIN)/lint-imports
 
 test: check
-	$(BIN)/python examples/autotvm_style.py
-	# two workers, a file to each at a time (module fixtures stay in one process; the tests assert no timings, so
-	# sharing the cores changes how long they take, not what they check)
+	# examples/ run inside the suite (tests/test_examples.py); two workers, a file to each at a time (module fixtures
+	# stay in one process; the tests assert no timings, so sharing the cores changes how long they take, not what they
+	# check)
 	# ms.tune_tir leaves TVM process state behind (its logging set-up, meta_schedule globals) that later tests in
 	# the same process trip over (a second tune_tir crashes; trace-space postprocessing stalled): its own process
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 tests --ignore=tests/test_meta_schedule.py

@@ -79,7 +79,7 @@ def tuned(
     for kind, wl in WORKLOADS.items():
         log = str(tmp_path_factory.mktemp("dietcode") / f"{kind}.jsonl")
         tuner = DietCodeTuner(
-            wl, HOST, n_shapes=4, rounds=2, kernels_per_round=3, max_kernels=3, seed=1,
+            wl, HOST, n_shapes=4, rounds=1, kernels_per_round=3, max_kernels=3, seed=1,
             number=1, repeat=1, min_repeat_ms=1, population=24, generations=1,
         )  # fmt: skip  # a small search: what is tested is the deployed kernels, not how they were found
         tuner.tune(measure_option=dietcode_option, callbacks=[adatune.callback.log_to_file(log)])
@@ -646,7 +646,7 @@ def test_dietcode_tunes_on_the_shared_loop_over_rpc_with_the_adaptive_evaluator(
     with LoopbackFleet(n_servers=1) as fleet:
         runner = RPCRunner(fleet.key, fleet.host, fleet.port, number=2, repeat=6, timeout=60, check_correctness=True)
         option = measure_option(LocalBuilder(n_parallel=1), runner, min_converge_coef=0.1)
-        tuner = DietCodeTuner(wl, HOST, n_shapes=3, rounds=2, kernels_per_round=2, max_kernels=2, seed=3)
+        tuner = DietCodeTuner(wl, HOST, n_shapes=2, rounds=2, kernels_per_round=2, max_kernels=2, seed=3)
         try:
             tuner.tune(measure_option=option)
         finally:
@@ -660,7 +660,9 @@ def test_dietcode_tunes_on_the_shared_loop_over_rpc_with_the_adaptive_evaluator(
 
 
 # ---------------------------------------------------------------------- the tuner's contract and the deployed kernel
-def test_the_result_comes_from_a_method_and_log_file_still_logs_with_a_warning(tmp_path: os.PathLike) -> None:
+def test_the_result_comes_from_a_method_and_log_file_still_logs_with_a_warning(
+    tmp_path: os.PathLike, dietcode_option: adatune.measure.MeasureOption
+) -> None:
     """``tune()`` follows the shared Tuner signature (returns None); ``result()`` gives what it chose, and the old
     ``log_file=`` keeps writing the log, with a DeprecationWarning naming ``log_to_file``."""
     wl = WORKLOADS["dense"]
@@ -670,7 +672,7 @@ def test_the_result_comes_from_a_method_and_log_file_still_logs_with_a_warning(t
     log = os.path.join(str(tmp_path), "old.jsonl")
     with pytest.warns(DeprecationWarning, match="log_to_file"):
         tuner = DietCodeTuner(wl, HOST, log_file=log, check_versions=False, **small)  # type: ignore[arg-type]
-    assert tuner.tune() is None  # type: ignore[func-returns-value]
+    assert tuner.tune(measure_option=dietcode_option) is None  # type: ignore[func-returns-value]
     res = tuner.result()
     assert isinstance(res, DietCodeResult) and res.kernels
     assert [r.input.config.key for r in load_from_file(log)] == [t.key for t in tuner.trials]

@@ -24,6 +24,7 @@ def test_a_model_outside_the_zoo_tunes_builds_and_matches_pytorch(name: str, tmp
     kinds = {t.kind for t in tasks}
     assert "trace" in kinds and kinds - {"trace"}, f"{name}: expected template and trace tasks, got {kinds}"
     log = tmp_path / f"{name}.jsonl"
+    confirm = 2 if name == "depthwise-separable" else 0  # re-timing rebuilds: checked on the smallest model only
     summary = am.tune_model(
         model,
         log,
@@ -31,13 +32,13 @@ def test_a_model_outside_the_zoo_tunes_builds_and_matches_pytorch(name: str, tmp
         strategy="round-robin",
         round_trials=2,
         progress=False,
-        confirm=2,
+        confirm=confirm,
         option=model_option,
     )
     assert sum(summary.trials) > 0 and log.exists()
     records = list(adatune.load_from_file(str(log)))  # each task's two fastest re-timed (3 rounds) after the budget
     confirmed = {r.workload_key for r in records if "confirm" in r.result.extra}
-    assert confirmed and all(
+    assert bool(confirmed) == bool(confirm) and all(
         len({r.key for r in records if r.workload_key == w and r.result.ok}) >= 2 for w in confirmed
     )
     compiled = am.build(model, log)
