@@ -503,8 +503,8 @@ def test_the_paper_preset_times_candidates_at_n_500_and_the_adaptive_arm_in_micr
     try:
         de, ae, common = (opts[k].runner.eval_config for k in ("DE", "AE", "common"))
         assert (de.cap_runs, de.min_converge_coef) == (500, None)
-        assert (ae.cap_runs, ae.micro_batch, ae.min_micro_batches, ae.min_converge_coef) == (500, 50, 2, 0.1)
-        assert ae.adaptive_micro_batch * ae.min_micro_batches == 100  # the floor: 20% of n
+        assert (ae.cap_runs, ae.micro_batch, ae.min_micro_batches, ae.min_converge_coef) == (500, 50, 3, 0.1)
+        assert ae.adaptive_micro_batch * ae.min_micro_batches == 150  # the floor: 30% of n
         assert (common.cap_runs, common.min_converge_coef) == (500, None)
     finally:
         for opt in opts.values():

@@ -245,10 +245,21 @@ def test_adaptive_sampling_refits_after_each_sampled_batch(matmul_task, replay_o
     tuner.tune(n_trial=80, measure_option=replay_option, batch_size=16)
     history = tuner.sampler.history
     assert history and all(1 <= n <= 64 for n in history)  # k by the knee rule, not capped at the plan size
-    # 16 random trials, then each sampled batch (plus the random share) is measured and the model refit
-    # before the next one
+    # 16 random trials, then each sampled batch is measured and the model refit before the next one; the centroids
+    # are the whole plan (ReLeASE's Algorithm 2): no epsilon-greedy share unless eps_greedy is given
     splits = tuner.exploration.splits
-    assert tuner.train_ct == len(history) == len(splits) and [m for m, _ in splits] == history
+    assert tuner.train_ct == len(history) == len(splits) and splits == [(m, 0) for m in history]
+    assert tuner.eps_greedy == 0.0
     plans = [m + r for m, r in splits]
     assert 16 + sum(plans[:-1]) <= 80 < 16 + sum(plans)
     assert len({t.index for t in tuner.trials}) == len(tuner.trials) == 80
+
+
+@pytest.mark.parametrize("make", [XGBTuner, ReleaseTuner], ids=["xgb", "release"])
+def test_an_explicit_eps_greedy_adds_its_random_share_to_adaptive_sampling(matmul_task, replay_option, make):
+    kwargs = {"agent_options": {"parallel_size": 16, "step_cap": 8}} if make is ReleaseTuner else {}
+    tuner = make(matmul_task, plan_size=16, sampler="adaptive", eps_greedy=0.25, seed=0, **kwargs)
+    tuner.tune(n_trial=64, measure_option=replay_option, batch_size=16)
+    splits = tuner.exploration.splits
+    assert splits and all(r == 4 for _, r in splits)  # 0.25 of the 16-trial plan, on top of the centroids
+    assert XGBTuner(matmul_task, seed=0).eps_greedy == 0.05  # without a sampler: AutoTVM's default

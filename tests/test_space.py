@@ -172,6 +172,22 @@ def test_task_space_features_and_flop(matmul_task):
     assert g.shape[0] == 2 and not np.allclose(g[0], g[1])
 
 
+def test_itervar_features_are_computed_once_per_task_and_candidate(matmul_task, monkeypatch):
+    """Itervar rows apply the candidate: a second extractor of the same task (another seed or scheme of a study)
+    reuses the first one's rows instead of scheduling again."""
+    from adatune.cost_models.features import FeatureExtractor
+
+    first = FeatureExtractor(matmul_task, "itervar")
+    rows = first([1, 2, 3])
+    second = FeatureExtractor(matmul_task, "itervar")
+
+    def no_schedule(cand):  # noqa: ANN001, ANN202 - stands in for scheduled_module
+        raise AssertionError(f"candidate {cand.key} was scheduled again")
+
+    monkeypatch.setattr(matmul_task, "scheduled_module", no_schedule)
+    np.testing.assert_array_equal(second([1, 2, 3]), rows)
+
+
 def test_unknown_template_and_bad_target():
     with pytest.raises(KeyError, match="no template named"):
         adatune.task.create("nope", (1,))

@@ -2,15 +2,17 @@
 
 ``knob``: the space's own features (``task.space.featurize``, by table lookup, so simulated annealing scores tens of
 thousands of configs per second). ``itervar``: AutoTVM's itervar features adapted to TIR (per loop its log extent,
-kind, depth and log iterations beneath, plus cache buffer sizes), cached per candidate key since it applies the
-candidate. A candidate that cannot be applied gets a row of NaN (missing, for the tree models), with a warning
-counted in ``failures``.
+kind, depth and log iterations beneath, plus cache buffer sizes). It applies the candidate, so rows are cached per
+candidate key, process-wide per (task, target) for the last few tasks: every tuner of a study on one task (seeds,
+schemes) shares them. A candidate that cannot be applied gets a row of NaN (missing, for the tree models), with a
+warning from each extractor that meets it, counted in its ``failures``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +28,19 @@ FEATURE_TYPES = ("knob", "itervar")
 _MAX_LOOPS = 24
 _PER_LOOP = 8  # log extent, 5 kinds, depth, log inner iterations
 _MAX_ALLOCS = 4
+_CACHED_TASKS = 8
+# (workload key, target) -> candidate key -> (row, failure message or "")
+_ITERVAR_ROWS: OrderedDict[tuple[str, str], dict[str, tuple[np.ndarray, str]]] = OrderedDict()
+
+
+def _task_rows(task: TuningTask) -> dict[str, tuple[np.ndarray, str]]:
+    """This task's shared itervar rows (least recently used tasks dropped)."""
+    ident = (str(task.workload_key), str(task.target))
+    rows = _ITERVAR_ROWS.pop(ident, None)
+    _ITERVAR_ROWS[ident] = rows if rows is not None else {}
+    while len(_ITERVAR_ROWS) > _CACHED_TASKS:
+        _ITERVAR_ROWS.popitem(last=False)
+    return _ITERVAR_ROWS[ident]
 
 
 class FeatureExtractor:
@@ -36,7 +51,7 @@ class FeatureExtractor:
             raise ValueError(f"unknown feature_type {feature_type!r}: use one of {FEATURE_TYPES}")
         self.task = task
         self.feature_type = feature_type
-        self._cache: dict[str, np.ndarray] = {}
+        self._rows = _task_rows(task) if feature_type == "itervar" else {}
         self.failures: dict[str, str] = {}
 
     def candidates(self, xs: Sequence[Any]) -> list[Any]:
@@ -51,26 +66,27 @@ class FeatureExtractor:
         rows = []
         for c in cands:
             key = str(c.key)
-            if key not in self._cache:
-                self._cache[key] = self._itervar(c)
-            rows.append(self._cache[key])
+            if key not in self._rows:
+                self._rows[key] = self._itervar(c)
+            row, failure = self._rows[key]
+            if failure and key not in self.failures:
+                self.failures[key] = failure
+                logger.warning(
+                    "itervar features of candidate %s: applying it failed (%s); its features are marked missing",
+                    key,
+                    failure.splitlines()[0][:200],
+                )
+            rows.append(row)
         return np.stack(rows) if rows else np.zeros((0, _MAX_LOOPS * _PER_LOOP + _MAX_ALLOCS), np.float32)
 
-    def _itervar(self, cand: Any) -> np.ndarray:
+    def _itervar(self, cand: Any) -> tuple[np.ndarray, str]:
         import tvm
 
         feat = np.zeros(_MAX_LOOPS * _PER_LOOP + _MAX_ALLOCS, dtype=np.float32)
         try:
             mod = self.task.scheduled_module(cand)
         except Exception as err:  # noqa: BLE001 - reported, and marked missing for the model
-            msg = f"{type(err).__name__}: {err}"
-            self.failures[str(cand.key)] = msg
-            logger.warning(
-                "itervar features of candidate %s: applying it failed (%s); its features are marked missing",
-                cand.key,
-                msg.splitlines()[0][:200],
-            )
-            return np.full_like(feat, np.nan)
+            return np.full_like(feat, np.nan), f"{type(err).__name__}: {err}" or type(err).__name__
         func = mod["main"]
         loops: list[tuple[int, int, int]] = []  # (extent, kind, depth)
         allocs: list[int] = []
@@ -103,4 +119,4 @@ class FeatureExtractor:
             feat[base + 7] = math.log2(inner + 1)
         for n, size in enumerate(sorted(allocs, reverse=True)[:_MAX_ALLOCS]):
             feat[_MAX_LOOPS * _PER_LOOP + n] = math.log2(size + 1)
-        return feat
+        return feat, ""

@@ -53,7 +53,13 @@ class AdaptiveSampler:
     ``num``. On a ``DiscreteSpace`` a centroid is rounded to a digit vector; one already taken is replaced by its
     cluster's per-dimension mode (the paper's sample synthesis), then by the untaken member nearest the centroid, which
     also represents clusters on other spaces. A batch never measures a config twice. ``max_points`` caps the points
-    clustered (a seeded subsample).
+    clustered (a seeded subsample). The centroids are the whole plan (Alg. 2: NextSamples = Centroids): tuners add no
+    random share unless ``eps_greedy`` is given.
+
+    Where this leaves the paper: Alg. 2 replaces a visited centroid by ``mode(s_Theta)``, one mode of the whole
+    trajectory, for every visited centroid alike; its text (sec. 4.2) says "modes of each dimension". Taking each
+    cluster's own per-dimension mode keeps two replaced centroids from becoming the same config, which one global
+    mode would make them.
     """
 
     def __init__(

@@ -10,7 +10,7 @@ from typing import Any
 from ..cost_models import CostModel, XGBoostCostModel
 from ..options import Option
 from ..search.agents import PPOAgent
-from ..search.optimizers.exploration import EPS_GREEDY
+from ..search.optimizers.exploration import EPS_GREEDY, default_eps_greedy
 from ..task import TuningTask
 from ._base import model_seed
 from ._model_based import PLAN_SIZE, SAMPLER, ModelBasedTuner, Sampler
@@ -39,7 +39,7 @@ class ReleaseTuner(ModelBasedTuner):
         plan_size: int = 64,
         cost_model: CostModel | None = None,
         sampler: Sampler | str | None = "adaptive",
-        eps_greedy: float = 0.05,
+        eps_greedy: float | None = None,
         feature_type: str = "knob",
         loss_type: str = "reg",
         num_threads: int | None = None,
@@ -48,7 +48,8 @@ class ReleaseTuner(ModelBasedTuner):
     ):
         if cost_model is None:
             cost_model = XGBoostCostModel(task, feature_type, loss_type, num_threads, model_seed(seed))
-        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps_greedy, sampler=None, seed=seed)
+        eps = default_eps_greedy(eps_greedy, sampler is not None)  # the centroids are the whole plan (Algorithm 2)
+        super().__init__(task, cost_model, None, plan_size=plan_size, eps_greedy=eps, sampler=None, seed=seed)
         # the agent draws from its own stream, made after the first plan: every scheme of a seed measures
         # the same first plan whatever the agent consumes
         self.agent = PPOAgent(self.space, rng=self.streams.agent, **(agent_options or {}))  # type: ignore[arg-type]

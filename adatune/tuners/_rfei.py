@@ -73,7 +73,9 @@ class RFEITuner(ModelBasedTuner):
         )
         super().__init__(task, cost_model, None, plan_size=plan_size, seed=seed, exploration=exploration)
         self.contextual = contextual
-        self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.streams.search)
+        # t in units of the chains' score spread: EI over the best throughput is ~1e-5..1e-2, on which AutoTVM's
+        # absolute rule accepts every move (a random walk); the papers state no temperature (see optimizers/_sa.py)
+        self.model_optimizer = SimulatedAnnealingOptimizer(self.space, self.streams.search, temp_scale="spread")
 
     @property
     def eps_history(self) -> list[float]:

@@ -10,7 +10,7 @@ import numpy as np
 from ..cost_models import XGBoostCostModel
 from ..options import Option
 from ..search.optimizers import SimulatedAnnealingOptimizer
-from ..search.optimizers.exploration import EPS_GREEDY
+from ..search.optimizers.exploration import EPS_GREEDY, default_eps_greedy
 from ..task import TuningTask
 from ._base import model_seed
 from ._model_based import DIVERSITY_FILTER_RATIO, PLAN_SIZE, SAMPLER, ModelBasedTuner, Sampler
@@ -20,7 +20,9 @@ __all__ = ["XGBTuner"]
 
 class XGBTuner(ModelBasedTuner):
     """XGBoost cost model + parallel simulated annealing (n_iter=500, parallel_size=128, early_stop=50,
-    persistent), plan_size=64, epsilon-greedy 0.05. ``sampler="adaptive"`` uses ReLeASE's k-means sampling."""
+    persistent), plan_size=64, epsilon-greedy 0.05. ``sampler="adaptive"`` uses ReLeASE's k-means sampling, whose
+    centroids are the whole plan unless ``eps_greedy`` is given. AutoTVM as the 2020 papers ran it:
+    ``loss_type="rank", feature_type="itervar"``."""
 
     OPTIONS = (
         PLAN_SIZE,
@@ -41,7 +43,7 @@ class XGBTuner(ModelBasedTuner):
         optimizer: str = "sa",
         diversity_filter_ratio: float | None = None,
         sampler: Sampler | str | None = None,
-        eps_greedy: float = 0.05,
+        eps_greedy: float | None = None,
         seed: int | None = None,
     ):
         cost_model = XGBoostCostModel(task, feature_type, loss_type, num_threads, model_seed(seed))
@@ -50,7 +52,7 @@ class XGBTuner(ModelBasedTuner):
             cost_model,
             None,
             plan_size=plan_size,
-            eps_greedy=eps_greedy,
+            eps_greedy=default_eps_greedy(eps_greedy, sampler is not None),
             diversity_filter_ratio=diversity_filter_ratio,
             sampler=None,
             seed=seed,

@@ -57,7 +57,7 @@ def add_hardware_args(p: argparse.ArgumentParser, workloads: Sequence[str]) -> N
     p.add_argument(
         "--paper",
         action="store_true",
-        help="the AdaTune paper's evaluator: number=50 repeat=10 (n=500), micro-batches of 50, deciding from 2; "
+        help="the AdaTune paper's evaluator: number=50 repeat=10 (n=500), micro-batches of 50, deciding from 3; "
         "the common re-measurement then runs n=500 too",
     )
 
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ep.add_argument(
         "--paper",
         action="store_true",
-        help="the AdaTune paper's evaluator: number=50 repeat=10 (n=500), micro-batches of 50, deciding from 2",
+        help="the AdaTune paper's evaluator: number=50 repeat=10 (n=500), micro-batches of 50, deciding from 3",
     )
     ep.add_argument("--seed", type=int, default=0)
     ep.add_argument("--timeout", type=float, default=60.0, help="seconds one candidate's timing may take")

@@ -3,6 +3,8 @@
 ==================  ==========================================================================================
 XGB+SA              AutoTVM: XGBoost cost model + simulated annealing, top-``plan_size`` batches (baseline)
 XGB+SA+AE           AutoTVM's search measured by the adaptive evaluator (isolates the evaluator from RFEI+CSA)
+AutoTVM-2020        AutoTVM's defaults when both papers ran it: XGBoost rank objective on itervar features, plan 64
+AutoTVM-2020/32     the same with plan 32, as the AdaTune authors' released script ran it
 RFEI+SA             AdaTune's random forest + expected improvement instead of XGBoost
 RFEI+CSA            + contextual simulated annealing (uncertainty-driven exploration)
 RFEI+CSA+AE         + the adaptive evaluator: full AdaTune (replay: cut at the recorded micro-batch where it stops)
@@ -14,11 +16,16 @@ RFEI-plugin+SA      RFEI+SA with plug-in EI: over the forest's best predicted me
 RFEI-plugin+CSA+AE  full AdaTune with plug-in EI
 RFEI-recal+SA       RFEI+SA with sigma recalibrated on held-out measurements (unit z-scores on the picked configs)
 RFEI-recal+CSA+AE   full AdaTune with sigma recalibrated on held-out measurements
+RFEI+SA/abs-T       RFEI+SA with AutoTVM's absolute temperature (the annealer before it worked on EI's scale)
+RFEI+CSA+AE/abs-T   full AdaTune with AutoTVM's absolute temperature
 RFEI-trees+CSA      RFEI+CSA with the per-tree spread (contextual exploration without the adaptive evaluator)
 RFEI-trees+CSA+AE   full AdaTune with the per-tree spread as EI's uncertainty
 RL                  ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
 SA+AS               XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
 RL+AS               PPO agent + adaptive sampling: full ReLeASE
+SA+AS/eps           SA+AS with AutoTVM's 5% random share added to every sampled plan (before ReLeASE's plans were
+                    the centroids alone)
+RL+AS/eps           RL+AS with the 5% random share added
 Random              uniform random search (a floor)
 TS-XGB              TraceSearchTuner: evolutionary search over a trace space with XGBoost (MetaSchedule-style)
 TS-RFEI             TraceSearchTuner with RFEI and contextual (eps_t) exploration
@@ -54,8 +61,19 @@ def _xgb(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
     return XGBTuner(task, plan_size=plan, num_threads=threads, seed=seed)
 
 
-def _xgb_as(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
-    return XGBTuner(task, plan_size=plan, num_threads=threads, sampler="adaptive", seed=seed)
+def _autotvm_2020(plan_size: int | None) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+    def build(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+        size = plan_size or plan
+        return XGBTuner(task, size, feature_type="itervar", loss_type="rank", num_threads=threads, seed=seed)
+
+    return build
+
+
+def _xgb_as(eps_greedy: float | None = None) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+    def build(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+        return XGBTuner(task, plan_size=plan, num_threads=threads, sampler="adaptive", eps_greedy=eps_greedy, seed=seed)
+
+    return build
 
 
 def _rfei(contextual: bool, **options: Any) -> Callable[[TuningTask, int, int, int | None], Tuner]:
@@ -65,10 +83,24 @@ def _rfei(contextual: bool, **options: Any) -> Callable[[TuningTask, int, int, i
     return build
 
 
-def _rl(adaptive: bool) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+def _absolute_temperature(
+    build: Callable[[TuningTask, int, int, int | None], Tuner],
+) -> Callable[[TuningTask, int, int, int | None], Tuner]:
+    """The scheme with its annealer on AutoTVM's absolute temperature (the A arm of the temperature fix)."""
+
+    def absolute(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+        tuner = build(task, seed, plan, threads)
+        tuner.model_optimizer.temp_scale = "absolute"  # type: ignore[attr-defined]
+        return tuner
+
+    return absolute
+
+
+def _rl(adaptive: bool, eps_greedy: float | None = None) -> Callable[[TuningTask, int, int, int | None], Tuner]:
     def build(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+        sampler = "adaptive" if adaptive else None
         return ReleaseTuner(
-            task, plan_size=plan, sampler="adaptive" if adaptive else None, num_threads=threads, seed=seed
+            task, plan_size=plan, sampler=sampler, eps_greedy=eps_greedy, num_threads=threads, seed=seed
         )
 
     return build
@@ -90,9 +122,13 @@ SCHEMES: dict[str, Scheme] = {
     for s in (
         Scheme("XGB+SA", _xgb),
         Scheme("XGB+SA+AE", _xgb, adaptive_evaluator=True),
+        Scheme("AutoTVM-2020", _autotvm_2020(None)),
+        Scheme("AutoTVM-2020/32", _autotvm_2020(32)),
         Scheme("RFEI+SA", _rfei(False)),
         Scheme("RFEI+CSA", _rfei(True)),
         Scheme("RFEI+CSA+AE", _rfei(True), adaptive_evaluator=True),
+        Scheme("RFEI+SA/abs-T", _absolute_temperature(_rfei(False))),
+        Scheme("RFEI+CSA+AE/abs-T", _absolute_temperature(_rfei(True)), adaptive_evaluator=True),
         Scheme("RF+SA", _rfei(False, acquisition="mean")),
         Scheme("RF+CSA+AE", _rfei(True, acquisition="mean"), adaptive_evaluator=True),
         Scheme("RFEI-trees+SA", _rfei(False, uncertainty="trees")),
@@ -104,8 +140,10 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("RFEI-trees+CSA", _rfei(True, uncertainty="trees")),
         Scheme("RFEI-trees+CSA+AE", _rfei(True, uncertainty="trees"), adaptive_evaluator=True),
         Scheme("RL", _rl(False)),
-        Scheme("SA+AS", _xgb_as),
+        Scheme("SA+AS", _xgb_as()),
         Scheme("RL+AS", _rl(True)),
+        Scheme("SA+AS/eps", _xgb_as(0.05)),
+        Scheme("RL+AS/eps", _rl(True, 0.05)),
         Scheme("Random", _random),
         Scheme("TS-XGB", _trace("xgb")),
         Scheme("TS-RFEI", _trace("rfei")),

@@ -120,6 +120,12 @@ class PPOAgent(ModelOptimizer):
     Defaults are the paper's (Adam lr 1e-3, discount 0.9, GAE lambda 0.99, 3 epochs, clip 0.3, value coefficient 1.0,
     entropy coefficient 0.1 on the mean per-knob entropy). Rewards are divided by their running standard deviation,
     advantages standardised per episode, gradients clipped to ``max_grad_norm``.
+
+    Where this leaves the paper: the entropy bonus is the mean over knobs of each knob's entropy, 1/d of the sum a
+    factored policy's entropy is (the paper gives the coefficient, not the form), so it does not grow with the number
+    of knobs. A call asks the model at most ``parallel_size * step_cap * max_episodes`` (8,192 by default) times,
+    where SA's 128 chains of 500 steps ask up to 64,000: the agent's steps each move every knob, and the paper counts
+    its advantage in such steps.
     """
 
     def __init__(

@@ -2,17 +2,19 @@
 policy that decides how much of each plan is random."""
 
 from ._base import ModelOptimizer, ScoreFn
-from ._sa import SimulatedAnnealingOptimizer
+from ._sa import TEMP_SCALES, SimulatedAnnealingOptimizer
 from .evolution import EvolutionarySearch
-from .exploration import ExplorationPolicy, UncertaintyModel, exploration_rate, random_share
+from .exploration import ExplorationPolicy, UncertaintyModel, default_eps_greedy, exploration_rate, random_share
 
 __all__ = [
     "ModelOptimizer",
     "ScoreFn",
     "SimulatedAnnealingOptimizer",
+    "TEMP_SCALES",
     "EvolutionarySearch",
     "ExplorationPolicy",
     "UncertaintyModel",
+    "default_eps_greedy",
     "exploration_rate",
     "random_share",
 ]

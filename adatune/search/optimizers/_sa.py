@@ -2,6 +2,15 @@
 
 It walks with the space's own one-step mutation (``space.mutate``), so it searches knob configs, traces and
 micro-kernels alike.
+
+The temperature. AutoTVM accepts a move with exp((new - old) / t), t cooling from 1 to 0: a rule made for XGBoost
+scores on a 0-1 scale (``temp_scale="absolute"``, kept for the AutoTVM baseline). On another scale it is not an
+anneal: RFEI's expected improvement divided by the best throughput is about 1e-5 to 1e-2, so (new - old) / t is
+about 0 for nearly the whole schedule and every move is accepted (a random walk with a top-k memory), while on a
+scale of 1e3 no worse move ever is (a greedy walk). Neither AdaTune paper (NeurIPS 2020, sec. 4; the RFC) states a
+temperature; ReLeASE names AutoTVM's annealer. ``temp_scale="spread"`` measures t in units of the standard deviation
+of the chains' starting scores in each call, so the same walk is taken on any scale of the same landscape: it
+accepts worse moves at the start with the probability AutoTVM's rule has on its own scale, and is greedy at the end.
 """
 
 from __future__ import annotations
@@ -16,15 +25,30 @@ import numpy as np
 from ...space._candidate import CandidateSpace
 from ._base import ModelOptimizer, ScoreFn
 
-__all__ = ["SimulatedAnnealingOptimizer"]
+__all__ = ["TEMP_SCALES", "SimulatedAnnealingOptimizer", "score_spread"]
+
+TEMP_SCALES = ("absolute", "spread")
+
+
+def score_spread(scores: np.ndarray) -> float:
+    """The unit of t under ``temp_scale="spread"``: the standard deviation of the finite scores, or 1.0 where they
+    give none (fewer than two, all equal, or none finite), so a flat start falls back to AutoTVM's rule."""
+    vals = np.asarray(scores, dtype=np.float64)
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2:
+        return 1.0
+    sd = float(np.std(vals))
+    return sd if sd > 0 and np.isfinite(sd) else 1.0
+
 
 logger = logging.getLogger("adatune.optimizer")
 
 
 class SimulatedAnnealingOptimizer(ModelOptimizer):
     """``parallel_size`` chains of random walks, accepting worse points with probability
-    exp((new - old) / t), t cooling linearly over ``n_iter`` steps; stops after ``early_stop`` steps
-    without a new top-``num`` point. With ``persistent`` the chains continue from the last call."""
+    exp((new - old) / (t * unit)), t cooling linearly over ``n_iter`` steps; stops after ``early_stop`` steps
+    without a new top-``num`` point. With ``persistent`` the chains continue from the last call. ``temp_scale``:
+    "absolute" (unit 1, AutoTVM's rule) or "spread" (unit: ``score_spread`` of the chains' starting scores)."""
 
     def __init__(
         self,
@@ -35,8 +59,13 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         persistent: bool = True,
         parallel_size: int = 128,
         early_stop: int = 50,
+        temp_scale: str = "absolute",
     ):
+        if temp_scale not in TEMP_SCALES:
+            raise ValueError(f"temp_scale must be one of {TEMP_SCALES}, got {temp_scale!r}")
         self.space, self.rng = space, rng
+        self.temp_scale = temp_scale
+        self.last_unit = 1.0
         self.n_iter, self.temp, self.persistent = n_iter, temp, persistent
         self.parallel_size = max(1, min(parallel_size, space.size))
         self.early_stop = early_stop
@@ -76,13 +105,15 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
             return changed
 
         offer(scores, points)
+        unit = score_spread(scores) if self.temp_scale == "spread" else 1.0
+        self.last_unit = unit
         t0, t1 = self.temp
         cool = (t0 - t1) / (self.n_iter + 1)
         t, k, last_modify = t0, 0, 0
         while k < self.n_iter and k < last_modify + self.early_stop:
             new_points = self.space.mutate(points, self.rng)
             new_scores = np.asarray(score(new_points), dtype=np.float64)
-            ac_prob = np.exp(np.minimum((new_scores - scores) / (t + 1e-5), 1))
+            ac_prob = np.exp(np.minimum((new_scores - scores) / ((t + 1e-5) * unit), 1))
             accept = self.rng.random(len(ac_prob)) < ac_prob
             points = [n if a else p for p, n, a in zip(points, new_points, accept)]
             scores = np.where(accept, new_scores, scores)

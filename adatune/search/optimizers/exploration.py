@@ -3,6 +3,9 @@
 AutoTVM spends a fixed share ``eps_greedy`` of every plan on random candidates; AdaTune (NeurIPS 2020, sec. 4.2)
 sets it after each refit from the model's uncertainty over K unmeasured candidates, ``eps_t = mean(sigma(x_k)) /
 f(x+)`` clamped to [0, 1]. ``eps * n`` is rounded stochastically, so a small plan still explores in expectation.
+ReLeASE's adaptive sampling (ICLR 2020, sec. 4.2 and Algorithm 2: NextSamples are the centroids) replaces AutoTVM's
+epsilon-greedy rather than adding to it, so a tuner with a sampler explores at random only when ``eps_greedy`` is
+given (``default_eps_greedy``).
 """
 
 from __future__ import annotations
@@ -17,12 +20,21 @@ import numpy as np
 from ...options import Configurable, Option
 from ...space._candidate import CandidateSpace
 
-__all__ = ["EPS_GREEDY", "N_CONTEXT", "ExplorationPolicy", "UncertaintyModel", "exploration_rate", "random_share"]
+__all__ = [
+    "EPS_GREEDY",
+    "N_CONTEXT",
+    "ExplorationPolicy",
+    "UncertaintyModel",
+    "default_eps_greedy",
+    "exploration_rate",
+    "random_share",
+]
 
 EPS_GREEDY = Option.declare(
     "eps_greedy",
     float,
-    "fixed share of each plan measured at random (none: 0.05, or eps_t with contextual exploration)",
+    "fixed share of each plan measured at random (none: 0.05; 0 with adaptive sampling; eps_t with contextual "
+    "exploration)",
     minimum=0.0,
     maximum=1.0,
 )
@@ -47,6 +59,14 @@ def exploration_rate(sigma: np.ndarray, best_flops: float) -> float:
         return 1.0
     eps = float(np.mean(sigma)) / float(best_flops)
     return float(np.clip(eps, 0.0, 1.0)) if np.isfinite(eps) else 1.0
+
+
+def default_eps_greedy(eps_greedy: float | None, adaptive_sampling: bool) -> float:
+    """The fixed random share a tuner uses: the one given, else AutoTVM's 0.05, or 0 where a sampler chooses the plan
+    (ReLeASE measures its centroids alone)."""
+    if eps_greedy is not None:
+        return float(eps_greedy)
+    return 0.0 if adaptive_sampling else 0.05
 
 
 def random_share(eps: float, n: int, rng: np.random.Generator) -> int:
