@@ -7,6 +7,7 @@ import dataclasses
 import json
 import pathlib
 import re
+import typing
 
 import numpy as np
 import pytest
@@ -645,3 +646,34 @@ def test_the_dietcode_benchmark_takes_a_dynamic_gemm_that_is_not_berts(tmp_path:
     out = tmp_path / "run"
     assert main(["--workloads", "nope", "--gemm", "mlp=dense:8:8", "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_the_papers_arms_and_the_a_arms_of_each_fix_build_what_their_names_say(matmul_task):
+    """Each A/B replay of issue 67 differs in one setting: the scheme pairs are checked to build exactly it."""
+    from benchmarks.harness.schemes import SCHEMES, make_tuner
+
+    def build(name: str) -> typing.Any:
+        return make_tuner(name, matmul_task, seed=0, plan_size=16)
+
+    assert build("RFEI+SA").model_optimizer.temp_scale == "spread"
+    assert build("RFEI+SA/abs-T").model_optimizer.temp_scale == "absolute"
+    assert (
+        build("RFEI+CSA+AE/abs-T").model_optimizer.temp_scale == "absolute"
+        and SCHEMES["RFEI+CSA+AE/abs-T"].adaptive_evaluator
+    )
+    assert build("XGB+SA").model_optimizer.temp_scale == "absolute"  # AutoTVM's rule, the baseline's
+    for fixed, old in (("SA+AS", "SA+AS/eps"), ("RL+AS", "RL+AS/eps")):
+        assert (build(fixed).eps_greedy, build(old).eps_greedy) == (0.0, 0.05)
+    for name, plan in (("AutoTVM-2020", 16), ("AutoTVM-2020/32", 32)):
+        tuner = build(name)
+        assert (tuner.cost_model.loss_type, tuner.cost_model.feature_type, tuner.plan_size) == ("rank", "itervar", plan)
+    released = build("RFEI-released+CSA+AE")
+    model = released.cost_model
+    assert (model.n_trees, model.max_features, model.uncertainty, model.features.feature_type) == (
+        10,
+        10,
+        "trees",
+        "itervar",
+    )
+    assert released.plan_size == 32 and released.exploration.n_context == 20 and released.contextual
+    assert released.model_optimizer.temp_scale == "absolute"

@@ -8,6 +8,8 @@ AutoTVM-2020/32     the same with plan 32, as the AdaTune authors' released scri
 RFEI+SA             AdaTune's random forest + expected improvement instead of XGBoost
 RFEI+CSA            + contextual simulated annealing (uncertainty-driven exploration)
 RFEI+CSA+AE         + the adaptive evaluator: full AdaTune (replay: cut at the recorded micro-batch where it stops)
+RFEI-released+CSA+AE  AdaTune as its authors' code ran it: 10 trees of 10 features each, the per-tree spread, itervar
+                    features, plan 32, eps_t over 20 configs, AutoTVM's absolute temperature
 RF+SA               ablation control: the same random forest's mean, no uncertainty (isolates EI from the forest)
 RF+CSA+AE           full AdaTune with the forest's mean as its acquisition (exploration and evaluator kept)
 RFEI-trees+SA       RFEI+SA with the per-tree spread instead of forestci's jackknife (AdaTune's released code)
@@ -42,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from adatune.search.optimizers import SimulatedAnnealingOptimizer
 from adatune.task import TuningTask
 from adatune.tuners import RandomTuner, ReleaseTuner, RFEITuner, TraceSearchTuner, Tuner, XGBTuner
 
@@ -83,6 +86,13 @@ def _rfei(contextual: bool, **options: Any) -> Callable[[TuningTask, int, int, i
     return build
 
 
+def _absolute(tuner: Tuner) -> None:
+    annealer = getattr(tuner, "model_optimizer", None)
+    if not isinstance(annealer, SimulatedAnnealingOptimizer):
+        raise TypeError(f"{type(tuner).__name__} does not anneal: it has no temperature to set")
+    annealer.temp_scale = "absolute"
+
+
 def _absolute_temperature(
     build: Callable[[TuningTask, int, int, int | None], Tuner],
 ) -> Callable[[TuningTask, int, int, int | None], Tuner]:
@@ -90,10 +100,20 @@ def _absolute_temperature(
 
     def absolute(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
         tuner = build(task, seed, plan, threads)
-        tuner.model_optimizer.temp_scale = "absolute"  # type: ignore[attr-defined]
+        _absolute(tuner)
         return tuner
 
     return absolute
+
+
+def _rfei_released(task: TuningTask, seed: int, plan: int, threads: int | None) -> Tuner:
+    tuner = RFEITuner(
+        task, plan_size=32, n_trees=10, uncertainty="trees", feature_type="itervar", n_context=20,
+        num_threads=threads, seed=seed,
+    )  # fmt: skip
+    tuner.cost_model.max_features = 10  # type: ignore[attr-defined]
+    _absolute(tuner)
+    return tuner
 
 
 def _rl(adaptive: bool, eps_greedy: float | None = None) -> Callable[[TuningTask, int, int, int | None], Tuner]:
@@ -129,6 +149,7 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("RFEI+CSA+AE", _rfei(True), adaptive_evaluator=True),
         Scheme("RFEI+SA/abs-T", _absolute_temperature(_rfei(False))),
         Scheme("RFEI+CSA+AE/abs-T", _absolute_temperature(_rfei(True)), adaptive_evaluator=True),
+        Scheme("RFEI-released+CSA+AE", _rfei_released, adaptive_evaluator=True),
         Scheme("RF+SA", _rfei(False, acquisition="mean")),
         Scheme("RF+CSA+AE", _rfei(True, acquisition="mean"), adaptive_evaluator=True),
         Scheme("RFEI-trees+SA", _rfei(False, uncertainty="trees")),
