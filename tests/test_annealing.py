@@ -110,3 +110,12 @@ def test_score_spread_falls_back_to_one_where_the_scores_give_no_spread() -> Non
 def test_an_unknown_temperature_scale_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="temp_scale"):
         SimulatedAnnealingOptimizer(Ring(), np.random.default_rng(0), temp_scale="rank")
+
+
+def test_every_call_counts_its_steps() -> None:
+    """ReLeASE counts search cost in steps: each call's are kept, as the PPO agent keeps its own."""
+    sa = SimulatedAnnealingOptimizer(Ring(), np.random.default_rng(0), n_iter=30, parallel_size=8, early_stop=5)
+    for _ in range(3):
+        sa.find_maximums(lambda pts: LANDSCAPE[[p.i for p in pts]], 4, set())
+    assert len(sa.steps_history) == 3 and sa.steps_history[-1] == sa.last_steps
+    assert all(5 <= s <= 30 for s in sa.steps_history)

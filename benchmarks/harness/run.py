@@ -82,9 +82,13 @@ def run_scheme(
     """One tuning run through the library loop; returns its trial curve and per-measurement costs
     (``seen``, if given, collects the measured candidates by key)."""
     measured: list[dict[str, Any]] = []
+    steps_before = [0]  # the optimizer's steps when the last batch was learned: what proposed the next one
 
-    def keep(_t: Tuner, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
-        measured.extend(_result_row(r) for r in results)
+    def keep(t: Tuner, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        # search steps spent before this batch was measured (ReLeASE's count: an SA step moves every chain, a PPO
+        # step every walker); callbacks run after the batch is learned, which may already have searched the next plan
+        measured.extend({**_result_row(r), "search_steps": steps_before[0]} for r in results)
+        steps_before[0] = sum(getattr(getattr(t, "model_optimizer", None), "steps_history", []))
         if seen is not None:
             seen.update((str(i.config.key), i.config) for i in inputs)
 

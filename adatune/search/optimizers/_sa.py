@@ -71,6 +71,7 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         self.early_stop = early_stop
         self.points: list[Any] | None = None
         self.last_steps = 0
+        self.steps_history: list[int] = []  # steps of every call: ReLeASE counts search cost in them
         self._trajectory: list[Any] = []
 
     def trajectory(self) -> list[Any]:
@@ -123,6 +124,7 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
             k += 1
             t -= cool
         self.last_steps = k
+        self.steps_history.append(k)
         self.points = points
         best = sorted((h for h in heap if h[2]), key=lambda h: (-h[0], h[1]))
         logger.debug("SA: %d steps, best score %.4g", k, best[0][0] if best else float("nan"))
