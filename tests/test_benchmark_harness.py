@@ -158,6 +158,7 @@ def test_a_replay_is_read_again_against_another_arm_from_its_gzipped_results(mat
     main(["report", "--inputs", str(study), "--baseline", "RF+SA", "--out", str(again)])
     summary = (again / "summary.md").read_text()
     assert "Baseline RF+SA" in summary and "| XGB+SA | measurements |" in summary
+    assert "| XGB+SA | search steps |" in summary  # ReLeASE's metric, from the steps each trial records
     with pytest.raises(ValueError, match="baseline 'Random' must be one of the schemes run"):
         main(["report", "--inputs", str(study), "--baseline", "Random", "--out", str(tmp_path / "bad")])
 

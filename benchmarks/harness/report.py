@@ -1,7 +1,7 @@
 """The one report every harness study writes: results.json, runs.csv, stats.csv, summary.md and PNG plots.
 
 Speedups are against the baseline scheme, per workload and pooled over workloads, in measurements and in
-tuner-clock seconds to reach the target; a claim is made only where the bootstrap 95% CI excludes 1.
+tuner-clock seconds and search steps to reach the target; a claim is made only where the bootstrap 95% CI excludes 1.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .stats import best_curve, cost_to_target, speedup_stat, study_target, withi
 
 __all__ = ["write_report", "study_stats"]
 
-_METRICS = ("measurements", "seconds", "final best", "regret area")
+_METRICS = ("measurements", "seconds", "search steps", "final best", "regret area")
 
 
 def _name(study: dict[str, Any]) -> str:
@@ -39,9 +39,19 @@ def _costs(study: dict[str, Any], scheme: str, target: float) -> dict[int, dict[
         curve = best_curve(run, common)[1]
         # mean normalised regret over the run's measurements: how far below the reference it stayed, on average
         area = float(np.mean(1.0 - np.minimum(curve, ref) / ref)) if len(curve) and ref > 0 else 1.0
+        # search steps before the trial that reached the target (ReLeASE's metric); at least 1 so a search-free
+        # scheme (random) divides; runs recorded before steps were kept have none
+        trials = run["trials"]
+        counted = bool(trials) and "search_steps" in trials[-1]
+        steps = max(float(trials[n - 1]["search_steps"]), 1.0) if counted and n is not None else None
         out[run["seed"]] = {
             "measurements": n,
             "seconds": sec,
+            **(
+                {"search steps": steps, "budget_search steps": max(float(trials[-1]["search_steps"]), 1.0)}
+                if counted
+                else {}
+            ),
             "final best": inv,
             "budget_measurements": float(len(run["trials"])),
             "budget_seconds": float(run["clock"]),
@@ -69,6 +79,8 @@ def study_stats(
             if not seeds:
                 continue
             for metric in _METRICS:
+                if any(metric not in base[s] or metric not in mine[s] for s in seeds):
+                    continue  # search steps: not recorded by older runs
                 cols = [
                     [base[s][metric] for s in seeds],
                     [mine[s][metric] for s in seeds],
@@ -127,6 +139,8 @@ def _summary(title: str, meta: dict[str, Any], studies: Sequence[dict[str, Any]]
         "misses the target counts its whole budget (a bound); pairs where both missed are dropped. "
         "'reached' = scheme runs that reached / pairs vs baseline runs that reached. A speedup is claimed only "
         'where the CI excludes 1 and the rank test agrees (p < 0.05); otherwise "not shown". '
+        '"search steps" = the model optimizer\'s steps before the trial that reached the target (an SA step moves '
+        "every chain, a PPO step every walker; ReLeASE's count). "
         "\"final best\" = the scheme's best at the end of its budget / the baseline's, same seed (higher is better). "
         '"regret area" = the baseline\'s mean normalised regret (1 - best so far / reference, averaged over the '
         "run's measurements) / the scheme's: above 1, the scheme stayed closer to the reference all along.",
