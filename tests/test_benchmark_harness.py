@@ -678,3 +678,42 @@ def test_the_papers_arms_and_the_a_arms_of_each_fix_build_what_their_names_say(m
     )
     assert released.plan_size == 32 and released.exploration.n_context == 20 and released.contextual
     assert released.model_optimizer.temp_scale == "absolute"
+
+
+def test_the_evaluators_stopping_rules_replay_on_recorded_micro_batches(matmul_task, tmp_path):
+    """On a steady config the per-batch rule stops at its floor and the paper's cumulative rule with no floor after
+    one batch; on a noisy one both spend all n; the fixed rule ranks exactly as itself."""
+    from benchmarks.harness.evaluator_rules import RULES, evaluator_rules_study, replay_rule
+
+    steady, noisy = [1e-4] * 10, [1e-4 * (1 + 0.5 * (k % 2)) for k in range(10)]
+    runs = [50] * 10
+    assert replay_rule("per-batch/3", steady, runs, 0.1)[1] == 150
+    assert replay_rule("per-batch/2", steady, runs, 0.1)[1] == 100
+    assert replay_rule("cumulative/1", steady, runs, 0.1)[1] == 50
+    assert replay_rule("fixed", steady, runs, 0.1) == (1e-4, 500, pytest.approx(0.05))
+    assert replay_rule("per-batch/3", noisy, runs, 0.1)[1] == 500
+    # the running throughput's CV shrinks by construction: the paper's formula stops where per-batch CV does not
+    assert replay_rule("cumulative/3", noisy, runs, 0.1)[1] < 500
+    log = tmp_path / "sweep.jsonl"
+    space = matmul_task.config_space
+    rng = np.random.default_rng(0)
+    save_to_file(
+        str(log),
+        [
+            (
+                MeasureInput(matmul_task, space.get(i)),
+                MeasureResult(
+                    tuple(1e-5 * (1 + i % 7) * (1 + 0.05 * rng.standard_normal(10))),
+                    MeasureErrorNo.NO_ERROR, 0.1, 0.0, build_time=0.2, runs=500,
+                ),
+            )
+            for i in range(40)
+        ],
+    )  # fmt: skip
+    study = evaluator_rules_study(str(log))
+    assert study["configs"] == 40 and list(study["rules"]) == list(RULES)
+    fixed = study["rules"]["fixed"]
+    assert fixed["spearman"] == 1.0 and fixed["first_pick_share"] == 1.0 and fixed["measure_less"][0] == 1.0
+    assert study["rules"]["per-batch/3"]["measure_less"][0] > 1.0  # steady enough to stop before n
+    with pytest.raises(ValueError, match="micro-batches"):
+        evaluator_rules_study(str(log), min_batches=11)

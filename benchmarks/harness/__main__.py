@@ -1,4 +1,5 @@
-"""Command line of the harness: ``replay``, ``hardware`` and ``evaluator`` studies (see the package doc)."""
+"""Command line of the harness: ``replay``, ``hardware``, ``evaluator`` and ``evaluator-rules`` studies (see the
+package doc)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from adatune.measure.evaluator import ADATUNE_PAPER
 
 from .._common import load_now, open_text, sweep_log, write_json
 from ..noise_gate import NoiseGate
+from .evaluator_rules import evaluator_rules_study, evaluator_rules_summary
 from .evaluator_study import evaluator_study, evaluator_summary
 from .report import write_report
 from .run import RunSpec, hardware_study, host_record, replay_study
@@ -207,6 +209,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     cp.add_argument("--baseline", default=None, help="pair every scheme with this one (default: the runs' own)")
     cp.add_argument("--out", required=True)
     cp.add_argument("-v", "--verbose", action="store_true")
+    xp = sub.add_parser("evaluator-rules", help="the evaluator's stopping rules replayed on recorded micro-batches")
+    xp.add_argument("--sweep", required=True, help="a sweep timed in micro-batches (--number 50 --repeat 10)")
+    xp.add_argument("--min-converge-coef", type=float, default=0.1)
+    xp.add_argument("--min-batches", type=int, default=10, help="configs with fewer recorded batches are left out")
+    xp.add_argument("--out", required=True)
+    xp.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(message)s")
     logging.getLogger("benchmarks").setLevel(logging.INFO)
@@ -214,6 +222,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         combine(args.inputs, args.out, args.title, args.target_fraction, args.baseline)
         with open(os.path.join(args.out, "summary.md"), encoding="utf-8") as f:
             print(f.read())
+        return
+    if args.mode == "evaluator-rules":
+        study = evaluator_rules_study(args.sweep, args.min_converge_coef, args.min_batches)
+        rules_meta = {"command": shlex.join(["python", "-m", "benchmarks.harness", *(argv or sys.argv[1:])])}
+        os.makedirs(args.out, exist_ok=True)
+        write_json(os.path.join(args.out, "results.json"), {"meta": rules_meta, "study": study})
+        summary = evaluator_rules_summary(rules_meta, study)
+        with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
+            f.write(summary)
+        print(summary)
         return
     if args.mode == "evaluator":
         if args.paper:
