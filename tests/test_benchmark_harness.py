@@ -161,6 +161,14 @@ def test_a_replay_is_read_again_against_another_arm_from_its_gzipped_results(mat
     assert "| XGB+SA | search steps |" in summary  # ReLeASE's metric, from the steps each trial records
     with pytest.raises(ValueError, match="baseline 'Random' must be one of the schemes run"):
         main(["report", "--inputs", str(study), "--baseline", "Random", "--out", str(tmp_path / "bad")])
+    # another run over the same table pairs with this one by seed: RF+SA (first run) against Random (second run)
+    other = tmp_path / "other"
+    main(["replay", "--sweeps", str(log), "--schemes", "XGB+SA", "Random", "--seeds", "2", "--trials", "16",
+          "--plan-size", "8", "--batch-size", "8", "--num-threads", "1", "--out", str(other)])  # fmt: skip
+    main(["report", "--inputs", str(study), str(other), "--baseline", "Random", "--out", str(tmp_path / "both")])
+    both = (tmp_path / "both" / "summary.md").read_text()
+    bullets = [line for line in both.splitlines() if line.startswith("- ") and "Task(" in line]
+    assert "| RF+SA | measurements |" in both and len(bullets) == 1 and "6 runs" in bullets[0]  # XGB+SA kept once
 
 
 def test_the_trace_study_task_is_the_same_operator_over_a_large_trace_space():

@@ -162,13 +162,24 @@ def combine(
         if baseline not in meta["schemes"]:
             raise ValueError(f"the baseline {baseline!r} must be one of the schemes run ({', '.join(meta['schemes'])})")
         meta["baseline"] = baseline
-    studies = []
+    studies: list[dict[str, Any]] = []
+    replays: dict[tuple[str, str], dict[str, Any]] = {}
     for p in parts:
         for st in p["studies"]:
             st.setdefault("host", p["meta"]["host"])
             if st.get("mode") == "hardware":  # studies written before the budget was recorded in them
                 st.setdefault("time_budget", p["meta"]["args"].get("budget"))
-            studies.append(st)
+            key = (os.path.basename(str(st.get("log"))), str(st.get("workload_key")))
+            if st.get("mode") != "replay" or key not in replays:
+                studies.append(st)
+                if st.get("mode") == "replay":
+                    replays[key] = st
+                continue
+            # the same table replayed by another run: a replay depends only on the table and the seed, so its
+            # runs pair with this one's by seed (a (scheme, seed) both runs hold is kept once, from the first)
+            first = replays[key]
+            have = {(r["scheme"], r["seed"]) for r in first["runs"]}
+            first["runs"] = first["runs"] + [r for r in st["runs"] if (r["scheme"], r["seed"]) not in have]
     return write_report(out, title, meta, studies)
 
 
