@@ -86,7 +86,7 @@ class FeatureExtractor:
         try:
             mod = self.task.scheduled_module(cand)
         except Exception as err:  # noqa: BLE001 - reported, and marked missing for the model
-            return np.full_like(feat, np.nan), f"{type(err).__name__}: {err}" or type(err).__name__
+            return np.full_like(feat, np.nan), f"{type(err).__name__}: {err}"
         func = mod["main"]
         loops: list[tuple[int, int, int]] = []  # (extent, kind, depth)
         allocs: list[int] = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from adatune.measure.evaluator import ADATUNE_PAPER
 
-from .._common import load_now, open_text, sweep_log, write_json
+from .._common import command_line, load_now, open_text, sweep_log, write_json, write_summary
 from ..noise_gate import NoiseGate
 from .evaluator_rules import evaluator_rules_study, evaluator_rules_summary
 from .evaluator_study import evaluator_study, evaluator_summary
@@ -236,13 +236,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.mode == "evaluator-rules":
         study = evaluator_rules_study(args.sweep, args.min_converge_coef, args.min_batches)
-        rules_meta = {"command": shlex.join(["python", "-m", "benchmarks.harness", *(argv or sys.argv[1:])])}
+        rules_meta = {"command": command_line("benchmarks.harness", argv)}
         os.makedirs(args.out, exist_ok=True)
         write_json(os.path.join(args.out, "results.json"), {"meta": rules_meta, "study": study})
-        summary = evaluator_rules_summary(rules_meta, study)
-        with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-            f.write(summary)
-        print(summary)
+        write_summary(args.out, evaluator_rules_summary(rules_meta, study), echo=True)
         return
     if args.mode == "evaluator":
         if args.paper:

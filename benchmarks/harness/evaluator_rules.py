@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from adatune.measure.micro_batches import converge_cv
+from adatune.measure.evaluator import adaptive_replay
 
 from .._common import load_records
 
@@ -45,17 +45,12 @@ def replay_rule(rule: str, costs: Sequence[float], runs: Sequence[int], coef: fl
     if rule == "fixed":
         return float(np.median(c)), int(r.sum()), float(secs.sum())
     kind, floor = rule.split("/")
-    start = max(int(floor), 1)
-    stop = len(c)
-    for i in range(start, len(c) + 1):
-        cv = converge_cv(secs[:i].tolist(), r[:i].tolist()) if kind == "per-batch" else _cumulative_cv(secs[:i], r[:i])
-        if cv < coef:
-            stop = i
-            break
-    kept_runs, kept_secs = int(r[:stop].sum()), float(secs[:stop].sum())
-    if kind == "per-batch":
-        return float(np.median(c[:stop])), kept_runs, kept_secs
-    return kept_secs / kept_runs, kept_runs, kept_secs
+    if kind == "per-batch":  # the library's own replay of its rule
+        kept, kept_runs, _ = adaptive_replay(list(costs), list(runs), coef, int(floor))
+        return float(np.median(kept)), sum(kept_runs), float(np.dot(kept, kept_runs))
+    stop = next((i for i in range(max(int(floor), 1), len(c) + 1) if _cumulative_cv(secs[:i], r[:i]) < coef), len(c))
+    kept_secs = float(secs[:stop].sum())
+    return kept_secs / float(r[:stop].sum()), int(r[:stop].sum()), kept_secs
 
 
 def _ratio_ci(num: np.ndarray, den: np.ndarray, rng: np.random.Generator, n: int = 2000) -> tuple[float, float, float]:
@@ -100,7 +95,7 @@ def evaluator_rules_study(sweep: str, coef: float = 0.1, min_batches: int = 10, 
     return out
 
 
-def evaluator_rules_summary(meta: dict[str, Any], study: dict[str, Any]) -> str:
+def evaluator_rules_summary(meta: dict[str, Any], study: dict[str, Any]) -> list[str]:
     def ci(v: Sequence[float]) -> str:
         return f"{v[0]:.2f}x [{v[1]:.2f}, {v[2]:.2f}]"
 
@@ -122,4 +117,4 @@ def evaluator_rules_summary(meta: dict[str, Any], study: dict[str, Any]) -> str:
             f"| {rule} | {r['runs_mean']:.0f} | {r['at_floor_share']:.0%} | {ci(r['measure_less'])} | "
             f"{ci(r['clock_less'])} | {r['spearman']:.3f} | {r['first_pick_share']:.3f} | {r['top10_overlap']}/10 |"
         )
-    return "\n".join(lines) + "\n"
+    return lines

@@ -65,7 +65,6 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
             raise ValueError(f"temp_scale must be one of {TEMP_SCALES}, got {temp_scale!r}")
         self.space, self.rng = space, rng
         self.temp_scale = temp_scale
-        self.last_unit = 1.0
         self.n_iter, self.temp, self.persistent = n_iter, temp, persistent
         self.parallel_size = max(1, min(parallel_size, space.size))
         self.early_stop = early_stop
@@ -107,7 +106,6 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
 
         offer(scores, points)
         unit = score_spread(scores) if self.temp_scale == "spread" else 1.0
-        self.last_unit = unit
         t0, t1 = self.temp
         cool = (t0 - t1) / (self.n_iter + 1)
         t, k, last_modify = t0, 0, 0
