@@ -12,24 +12,29 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, cast
 
+import tvm
 from scipy import stats
 
 from adatune.records import Record, load_from_buffer
+from adatune.target import tvm_main_thread
 
 __all__ = [
     "command_line",
+    "evaluator_timer",
     "geomean",
     "geomean_interval",
     "load_now",
     "load_records",
     "load_sentence",
+    "mean_call_timer",
     "open_text",
     "plot_latency_over_t",
     "pyplot",
     "run_meta",
+    "save_figure",
     "settled",
     "sweep_log",
     "sweep_stem",
@@ -141,6 +146,45 @@ def settled(seconds: float, pause_s: float = 0.25) -> float:
     return seconds
 
 
+def _calls_filling(fn: Callable[[], Any], min_ms: float) -> int:
+    """Calls of ``fn`` that take at least ``min_ms`` (after a warm-up)."""
+    settled(0.0)  # the previous engine's spinning worker threads would slow the calls measured here
+    for _ in range(3):
+        fn()
+    t0 = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - t0, 1e-7)
+    return max(1, math.ceil(min_ms / 1e3 / once))
+
+
+def mean_call_timer(fn: Callable[[], Any], min_ms: float) -> Callable[[], float]:
+    """A timer returning the mean seconds of a batch of PyTorch calls ``fn`` filling at least ``min_ms``, then pausing:
+    TVM's and PyTorch's worker threads spin after a call, and on few cores the engine timed next waits for them."""
+    number = _calls_filling(fn, min_ms)
+
+    def timer() -> float:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return settled((time.perf_counter() - t0) / number)
+
+    return timer
+
+
+def evaluator_timer(lib: Any, args: Sequence[Any], min_ms: float) -> Callable[[], float]:
+    """A timer of ``lib["main"](*args)`` by TVM's ``time_evaluator`` (the mean of calls filling ``min_ms``, looped in
+    C++, so no Python call per run counts against TVM), warmed up once, run with the caller off TVM's worker CPUs."""
+    evaluator = lib.time_evaluator("main", tvm.cpu(), number=1, repeat=1, min_repeat_ms=int(math.ceil(min_ms)))
+    settled(0.0)
+    evaluator(*args)  # warm-up
+
+    def timer() -> float:
+        with tvm_main_thread():
+            return settled(float(evaluator(*args).mean))
+
+    return timer
+
+
 def write_summary(out_dir: str, lines: list[str], echo: bool = False) -> None:
     """A benchmark's ``summary.md`` in ``out_dir``: its markdown lines, newline-terminated (printed too with
     ``echo``)."""
@@ -159,6 +203,15 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig: Any, out_dir: str, name: str, dpi: int = 110) -> str:
+    """Lay out ``fig``, write it as ``out_dir/name`` and close it (a benchmark draws many): the path written."""
+    fig.tight_layout()
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
 
 
 def plot_latency_over_t(ax: Any, rows: Sequence[dict], arms: Iterable[str], xlabel: str) -> None:

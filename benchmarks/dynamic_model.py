@@ -29,6 +29,7 @@ from ._common import (
     load_now,
     plot_latency_over_t,
     pyplot,
+    save_figure,
     settled,
     write_csv,
     write_json,
@@ -266,9 +267,7 @@ def _write(
     write_json(os.path.join(out, "results.json"), {"meta": meta, "rows": rows, "geomean_speed_vs": ratios})
     fig, ax = plt.subplots(figsize=(8, 4))
     plot_latency_over_t(ax, rows, engines, "T (sequence length)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "latency.png"), dpi=110)
-    plt.close(fig)
+    save_figure(fig, out, "latency.png")
     host = meta["host"]
     lines = [
         "# One dynamic-shape module for every T vs PyTorch and onnxruntime",

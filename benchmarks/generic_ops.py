@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import os
 import time
 from collections.abc import Callable
@@ -43,20 +42,21 @@ from adatune.codegen.stack_bounds import with_upper_bounds
 from adatune.measure.vendor_reference import physical_cores
 
 from ._common import (
+    evaluator_timer,
     geomean,
     geomean_interval,
     load_now,
     load_sentence,
+    mean_call_timer,
     plot_latency_over_t,
     pyplot,
     run_meta,
-    settled,
+    save_figure,
     write_csv,
     write_json,
     write_summary,
 )
 from .host_state import HostStates, interleaved_with_state, state_probe
-from .no_template_ops import mean_call_timer
 from .noise_gate import NoiseGate
 
 HIDDEN, HEADS, FFN = 768, 12, 3072
@@ -103,14 +103,7 @@ def _tvm_timer(lib: Any, inputs: list[np.ndarray], min_ms: float) -> tuple[Calla
     output (shaped as the first input)."""
     args = [tvm.runtime.tensor(a) for a in inputs] + [tvm.runtime.tensor(np.zeros_like(inputs[0]))]
     lib["main"](*args)
-    evaluator = lib.time_evaluator("main", tvm.cpu(), number=1, repeat=1, min_repeat_ms=int(math.ceil(min_ms)))
-    evaluator(*args)  # warm-up
-
-    def timer() -> float:
-        with adatune.target.tvm_main_thread():
-            return settled(float(evaluator(*args).mean))
-
-    return timer, args[-1].numpy()
+    return evaluator_timer(lib, args, min_ms), args[-1].numpy()
 
 
 def _pooled(lib: Any) -> bool:
@@ -206,9 +199,7 @@ def write(out: str, result: dict[str, Any], meta: dict[str, Any]) -> None:
         have = [r for r in rows if r["op"] == op]
         plot_latency_over_t(ax, have, ARMS, "T")
         ax.set_title(op)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "speed.png"), dpi=110)
-    plt.close(fig)
+    save_figure(fig, out, "speed.png")
     host = meta["host"]
     lines = [
         "# Generic schedules over a symbolic T: vector tails, pool buffers, plain loops, T known at build and PyTorch",

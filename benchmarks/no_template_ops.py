@@ -51,12 +51,14 @@ from adatune.trace import RULE_SETS, TraceTask
 from adatune.tuners import TraceSearchTuner
 
 from ._common import (
+    evaluator_timer,
     geomean_interval,
     load_now,
     load_sentence,
+    mean_call_timer,
     pyplot,
     run_meta,
-    settled,
+    save_figure,
     write_csv,
     write_json,
     write_summary,
@@ -184,31 +186,6 @@ SHAPES: dict[str, tuple[tuple[int, ...], Callable[..., Any]]] = {
 
 
 # -- timing --------------------------------------------------------------------------------------------------
-def _calls_filling(fn: Callable[[], Any], min_ms: float) -> int:
-    """Calls of ``fn`` that take at least ``min_ms`` (after a warm-up)."""
-    settled(0.0)  # the previous engine's spinning worker threads would slow the calls measured here
-    for _ in range(3):
-        fn()
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    return max(1, math.ceil(min_ms / 1e3 / once))
-
-
-def mean_call_timer(fn: Callable[[], Any], min_ms: float) -> Callable[[], float]:
-    """A timer returning the mean seconds of a batch of PyTorch calls ``fn`` filling at least ``min_ms``, then pausing:
-    TVM's and PyTorch's worker threads spin after a call, and on few cores the engine timed next waits for them."""
-    number = _calls_filling(fn, min_ms)
-
-    def timer() -> float:
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        return settled((time.perf_counter() - t0) / number)
-
-    return timer
-
-
 def tvm_timer(
     task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray], min_ms: float
 ) -> tuple[Callable[[], float], bool]:
@@ -224,15 +201,7 @@ def tvm_timer(
     args = [tvm.runtime.tensor(x) for x in inputs] + [tvm.runtime.tensor(np.zeros(expected.shape, "float32"))]
     lib["main"](*args)
     ok = bool(np.allclose(args[-1].numpy(), expected, rtol=1e-4, atol=1e-4))
-    evaluator = lib.time_evaluator("main", tvm.cpu(), number=1, repeat=1, min_repeat_ms=int(math.ceil(min_ms)))
-    settled(0.0)
-    evaluator(*args)  # warm-up
-
-    def timer() -> float:
-        with adatune.target.tvm_main_thread():
-            return settled(float(evaluator(*args).mean))
-
-    return timer, ok
+    return evaluator_timer(lib, args, min_ms), ok
 
 
 def tune(
@@ -396,9 +365,7 @@ def write_outputs(
     ax.set_xticks(range(len(summary)), labels, fontsize=7)
     ax.set_ylabel("speed vs PyTorch (x)")
     ax.set_title("Trace search on operators with no template (geomean over seeds, 95% CI)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "speed.png"), dpi=120)
-    plt.close(fig)
+    save_figure(fig, out_dir, "speed.png", dpi=120)
     lines = [
         "# Operators with no knob template: trace search against PyTorch",
         "",

@@ -36,7 +36,7 @@ import adatune
 from adatune.measure import MeasureInput
 from adatune.records import group_by_workload
 
-from ._common import load_now, load_records, pyplot, run_meta, write_json, write_summary
+from ._common import load_now, load_records, pyplot, run_meta, save_figure, write_json, write_summary
 from .harness.run import host_record
 from .noise_gate import NoiseGate
 from .sweep import gated_keys, load_sessions, session_passed
@@ -166,10 +166,7 @@ def _plot(out: str, name: str, flops: np.ndarray, gates: list[dict[str, Any]]) -
     ax.set_xlabel("configs, fastest first (rank)")
     ax.set_ylabel("throughput / optimum")
     ax.set_title(f"{name}: {len(rel)} configs")
-    fig.tight_layout()
-    path = os.path.join(out, "ranked_throughput.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = save_figure(fig, out, "ranked_throughput.png", dpi=120)
     return path
 
 

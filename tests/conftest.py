@@ -45,38 +45,45 @@ def replay_option(replay_table: dict) -> adatune.measure.MeasureOption:
 
 
 @pytest.fixture(scope="session")
-def checked_option() -> Iterator[adatune.measure.MeasureOption]:
+def shared_builder() -> Iterator[adatune.LocalBuilder]:
+    """One warm build pool per test process for every shared option below: each worker pays ``import tvm`` (seconds
+    of CPU) once, not once per option or test."""
+    builder = adatune.LocalBuilder(timeout=60)
+    yield builder
+    builder.close()
+
+
+@pytest.fixture(scope="session")
+def checked_option(shared_builder: adatune.LocalBuilder) -> Iterator[adatune.measure.MeasureOption]:
     """A real builder and a correctness-checking runner shared by the tests that measure a few kernels and need no
-    runner settings of their own: each worker pool pays ``import tvm`` once per test process, not once per test."""
+    runner settings of their own."""
     option = adatune.measure_option(
-        adatune.LocalBuilder(timeout=60, n_parallel=1),
-        adatune.LocalRunner(number=2, repeat=3, timeout=60, check_correctness=True),
+        shared_builder, adatune.LocalRunner(number=2, repeat=3, timeout=60, check_correctness=True)
     )
     yield option
-    option.close()
+    option.runner.close()
 
 
 @pytest.fixture(scope="session")
-def dietcode_option() -> Iterator[adatune.measure.MeasureOption]:
-    """One builder and correctness-checking runner for the DietCode tuning runs whose timings nothing asserts (one
-    run per kernel): each tuner would otherwise start, warm and close worker pools of its own."""
+def dietcode_option(shared_builder: adatune.LocalBuilder) -> Iterator[adatune.measure.MeasureOption]:
+    """A correctness-checking runner for the DietCode tuning runs whose timings nothing asserts (one run per kernel):
+    each tuner would otherwise start, warm and close worker pools of its own."""
     option = adatune.measure_option(
-        adatune.LocalBuilder(),
-        adatune.LocalRunner(number=1, repeat=1, min_repeat_ms=1, timeout=60, check_correctness=True),
+        shared_builder, adatune.LocalRunner(number=1, repeat=1, min_repeat_ms=1, timeout=60, check_correctness=True)
     )
     yield option
-    option.close()
+    option.runner.close()
 
 
 @pytest.fixture(scope="session")
-def model_option() -> Iterator[adatune.measure.MeasureOption]:
-    """What ``tune_model`` measures with by default (``LocalBuilder()``, ``model_runner()``), started once per test
+def model_option(shared_builder: adatune.LocalBuilder) -> Iterator[adatune.measure.MeasureOption]:
+    """What ``tune_model`` measures with by default (a ``LocalBuilder``, ``model_runner()``), started once per test
     process for the tests that tune a small model briefly."""
     from adatune.models import model_runner
 
-    option = adatune.measure_option(adatune.LocalBuilder(), model_runner())
+    option = adatune.measure_option(shared_builder, model_runner())
     yield option
-    option.close()
+    option.runner.close()
 
 
 @pytest.fixture

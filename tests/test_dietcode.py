@@ -646,7 +646,8 @@ def test_dietcode_tunes_on_the_shared_loop_over_rpc_with_the_adaptive_evaluator(
     with LoopbackFleet(n_servers=1) as fleet:
         runner = RPCRunner(fleet.key, fleet.host, fleet.port, number=2, repeat=6, timeout=60, check_correctness=True)
         option = measure_option(LocalBuilder(n_parallel=1), runner, min_converge_coef=0.1)
-        tuner = DietCodeTuner(wl, HOST, n_shapes=2, rounds=2, kernels_per_round=2, max_kernels=2, seed=3)
+        tuner = DietCodeTuner(wl, HOST, n_shapes=2, rounds=2, kernels_per_round=2, max_kernels=2, seed=3,
+                              population=16, generations=1)  # fmt: skip  # the search is not what is tested
         try:
             tuner.tune(measure_option=option)
         finally:

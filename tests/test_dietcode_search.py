@@ -173,12 +173,14 @@ def test_evolutionary_search_proposes_unmeasured_kernels_the_model_ranks_high(fe
     ],
     ids=lambda wl: wl.name,
 )
-def test_any_dynamic_gemm_tunes_once_and_is_correct_over_its_range(wl: DynamicWorkload) -> None:
+def test_any_dynamic_gemm_tunes_once_and_is_correct_over_its_range(
+    wl: DynamicWorkload, dietcode_option: adatune.measure.MeasureOption
+) -> None:
     tuner = DietCodeTuner(
         wl, HOST, n_shapes=3, rounds=2, kernels_per_round=3, seed=2, number=1, repeat=1, min_repeat_ms=1,
-        population=32, generations=2,
+        population=16, generations=1,
     )  # fmt: skip
-    tuner.tune()
+    tuner.tune(measure_option=dietcode_option)
     res = tuner.result()
     lo, hi = wl.t_range
     assert res.compression is not None and res.compression.ts == list(range(lo, hi + 1))

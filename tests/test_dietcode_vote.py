@@ -53,7 +53,9 @@ def test_verified_labels_take_the_fastest_timing_where_the_generic_version_serve
         verified_labels([0, 0], timed, aligned)
 
 
-def test_verify_times_the_deployed_kernels_at_every_t_and_serves_each_with_the_fastest(tmp_path) -> None:
+def test_verify_times_the_deployed_kernels_at_every_t_and_serves_each_with_the_fastest(
+    tmp_path, dietcode_option
+) -> None:
     """A real (small) run with ``verify``: one record per deployed kernel with a timing at every T of the range,
     and every T whose kernel runs its generic version served by the kernel timed fastest there."""
     import json
@@ -63,9 +65,9 @@ def test_verify_times_the_deployed_kernels_at_every_t_and_serves_each_with_the_f
 
     wl = DynamicWorkload("v_context", "bmm_nn", (2, 16), (1, 12))
     log = str(tmp_path / "v.jsonl")
-    tuner = DietCodeTuner(wl, adatune.target.host(), n_shapes=3, rounds=2, kernels_per_round=4, seed=2,
+    tuner = DietCodeTuner(wl, adatune.target.host(), n_shapes=3, rounds=1, kernels_per_round=4, seed=2,
                           number=1, repeat=1, min_repeat_ms=1, verify=True, population=24, generations=1)  # fmt: skip
-    tuner.tune(callbacks=[adatune.callback.log_to_file(log)])
+    tuner.tune(measure_option=dietcode_option, callbacks=[adatune.callback.log_to_file(log)])
     res = tuner.result()
     v = res.verification
     assert v["kernels_timed"] >= v["kernels_kept"] == len(res.kernels) >= 1 and v["seconds"] > 0

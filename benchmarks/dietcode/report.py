@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from .._common import geomean, load_sentence, pyplot, write_json
+from .._common import geomean, load_sentence, pyplot, save_figure, write_json
 from .run import DIETCODE_ARMS, ArmResult
 
 plt = pyplot()
@@ -120,9 +119,7 @@ def plot(out: str, results: list[ArmResult]) -> list[str]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         name = f"latency_{wl}.png"
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, name), dpi=110)
-        plt.close(fig)
+        save_figure(fig, out, name)
         figures.append(name)
     return figures
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._common import pyplot, save_figure
 from benchmarks.models.seeds import ratio_interval
 
 __all__ = ["main"]
@@ -454,12 +455,7 @@ def write_summary(report: dict, args: argparse.Namespace) -> None:
 def plot(rows: list, names: list[str], ts1: list[int], path: str) -> None:
     """Latency over T per GEMM (seed 0, program features): lines where phase 2 timed the arm, DietCode's choice also
     as dots at the phase-1 T, where every kernel was timed (its line has gaps where phase 2 did not time it)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, (len(names) + 1) // 2, figsize=(5 * ((len(names) + 1) // 2), 8), squeeze=False)
+    fig, axes = pyplot().subplots(2, (len(names) + 1) // 2, figsize=(5 * ((len(names) + 1) // 2), 8), squeeze=False)
     for ax, name in zip(axes.flat, names):
         r = [x for x in rows if x[0] == name and x[1] == "program" and x[2] == 0]
         if not r:
@@ -473,8 +469,7 @@ def plot(rows: list, names: list[str], ts1: list[int], path: str) -> None:
         ax.set_xlabel("T")
         ax.set_ylabel("us")
     axes.flat[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, os.path.dirname(path), os.path.basename(path))
 
 
 if __name__ == "__main__":

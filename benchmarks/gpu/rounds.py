@@ -17,6 +17,7 @@ from adatune.measure.device_limits import profile
 from adatune.templates import workloads
 from adatune.tuners import create_tuner
 
+from .._common import pyplot, save_figure
 from . import torch_reference
 
 
@@ -190,13 +191,8 @@ def plot(state: str) -> str | None:
     names = sorted(os.listdir(logs)) if os.path.isdir(logs) else []
     if not names:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     refs = torch_seconds(state)
-    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     for ax, wl in zip(axes[0], names):
         flop = 0.0
         for file in sorted(os.listdir(os.path.join(logs, wl))):
@@ -213,8 +209,4 @@ def plot(state: str) -> str | None:
             ax.axhline(flop / refs[wl] / 1e9, ls="--", color="k", label="PyTorch (cuBLAS/cuDNN)")
         ax.set(title=wl, xlabel="trials", ylabel="best GFLOPS so far")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    out = os.path.join(state, "tuning.png")
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, state, "tuning.png")

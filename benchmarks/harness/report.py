@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._common import load_sentence, pyplot, sweep_stem, write_csv, write_json
+from .._common import load_sentence, pyplot, save_figure, sweep_stem, write_csv, write_json
 from .stats import best_curve, cost_to_target, speedup_stat, study_target, within_budget
 
 __all__ = ["write_report", "study_stats"]
@@ -282,10 +282,7 @@ def _plot(out: str, studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]
         axes[0].set(xlabel="measurements", ylabel="best / reference", title=f"{_name(s)}: by measurements")
         axes[1].set(xlabel="tuner clock (s)", ylabel="best / reference", title="by time (median, 25-75% band)")
         axes[0].legend(fontsize=8)
-        fig.tight_layout()
-        path = os.path.join(out, "curves_" + re.sub(r"[^A-Za-z0-9._-]+", "_", _name(s)) + ".png")  # specs: no ':'
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        path = save_figure(fig, out, "curves_" + re.sub(r"[^A-Za-z0-9._-]+", "_", _name(s)) + ".png")  # specs: no ':'
         files.append(path)
     shown = [r for r in rows if r["n_pairs"] > 0 and np.isfinite(r["ci_low"])]
     if shown:
@@ -301,10 +298,7 @@ def _plot(out: str, studies: Sequence[dict[str, Any]], rows: list[dict[str, Any]
             ax.set_xscale("log")
             ax.set_yticks(y, labels, fontsize=7)
             ax.set(xlabel=f"speedup in {metric} (median, 95% CI)")
-        fig.tight_layout()
-        path = os.path.join(out, "speedup_ci.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        path = save_figure(fig, out, "speedup_ci.png")
         files.append(path)
     return files
 

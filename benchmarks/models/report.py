@@ -6,7 +6,7 @@ import dataclasses
 import os
 from typing import Any
 
-from .._common import pyplot, write_csv, write_json, write_summary
+from .._common import pyplot, save_figure, write_csv, write_json, write_summary
 from .run import ModelRun
 
 plt = pyplot()
@@ -39,10 +39,7 @@ def plot(out: str, runs: list[ModelRun]) -> list[str]:
         ax.set_ylabel("latency (ms, batch 1)")
         ax.set_title(f"{r.model}: untuned TVM {r.baselines['untuned-tvm'] * 1e3:.0f} ms")  # type: ignore[operator]
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(out, f"latency_{r.model}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        path = save_figure(fig, out, f"latency_{r.model}.png")
         figures.append(os.path.basename(path))
     return figures
 

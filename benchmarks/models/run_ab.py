@@ -34,7 +34,7 @@ import adatune
 import adatune.models as am
 from adatune.models import compiled_latency
 
-from .._common import geomean_interval, load_now, pyplot, run_meta, settled, write_json, write_summary
+from .._common import geomean_interval, load_now, pyplot, run_meta, save_figure, settled, write_json, write_summary
 from ..host_state import STATES, HostStates, State, interleaved_with_state, state_probe
 from ..noise_gate import NoiseGate, Timer
 
@@ -271,10 +271,7 @@ def _plot(out: str, results: list[dict[str, Any]]) -> str:
     ax.set_ylabel("latency per inference (ms), every round")
     ax.set_title(f"{results[0]['model']}: every measurement (o fast state, x slow, ^ mixed)")
     ax.legend(fontsize=8)
-    path = os.path.join(out, "run_ab.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = save_figure(fig, out, "run_ab.png", dpi=120)
     return path
 
 

@@ -22,7 +22,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._common import command_line, geomean_interval, pyplot, write_csv, write_json, write_summary
+from .._common import command_line, geomean_interval, pyplot, save_figure, write_csv, write_json, write_summary
 from .report import time_to_latency
 
 plt = pyplot()
@@ -108,10 +108,7 @@ def _plot(out: str, results: list[dict[str, Any]]) -> list[str]:
         ax.set_ylabel("latency re-timed in turns (ms, batch 1)")
         ax.set_title(f"{name}: every seed's checkpoints")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(out, f"seeds_{name}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        path = save_figure(fig, out, f"seeds_{name}.png")
         figures.append(os.path.basename(path))
     return figures
 

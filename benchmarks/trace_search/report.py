@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._common import geomean_interval, load_sentence, pyplot, write_json
+from .._common import geomean_interval, load_sentence, pyplot, save_figure, write_json
 from .run import ArmResult
 
 __all__ = ["summarise", "write_results", "write_markdown", "plot"]
@@ -175,10 +175,7 @@ def plot(out_dir: str, results: list[ArmResult], rows: list[dict[str, Any]]) -> 
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    curves = os.path.join(out_dir, "best_vs_wallclock.png")
-    fig.savefig(curves, dpi=120)
-    plt.close(fig)
+    curves = save_figure(fig, out_dir, "best_vs_wallclock.png", dpi=120)
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
     width = 0.8 / max(len(arms), 1)
@@ -199,8 +196,5 @@ def plot(out_dir: str, results: list[ArmResult], rows: list[dict[str, Any]]) -> 
         ax.grid(alpha=0.3, axis="y")
     ax1.set_yscale("log")
     ax1.legend(fontsize=7)
-    fig.tight_layout()
-    bars = os.path.join(out_dir, "best_and_build.png")
-    fig.savefig(bars, dpi=120)
-    plt.close(fig)
+    bars = save_figure(fig, out_dir, "best_and_build.png", dpi=120)
     return [curves, bars]
