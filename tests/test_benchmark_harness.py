@@ -427,24 +427,6 @@ def test_dietcode_benchmark_retimes_every_arm_interleaved_and_states_the_goals()
     assert g["tuning_time_share"] == pytest.approx(10.0 / (120.0 / 1 * 2))
 
 
-def test_dietcode_version_ab_compares_only_the_t_served_differently():
-    """``dietcode-all-versions`` against ``dietcode``: the ratio is taken over the T whose serving function differs
-    (a dropped aligned version), not diluted by the T both arms serve alike."""
-    from benchmarks.dietcode.report import _versions_ab
-    from benchmarks.dietcode.run import ArmResult
-
-    served = {1: "k", 2: "k", 3: "k", 4: "k"}
-    dc = ArmResult("g", "dietcode", 5.0, {1: 1.0, 2: 2.0, 3: 1.0, 4: 4.0}, served)
-    every = ArmResult("g", "dietcode-all-versions", 5.0, {1: 1.0, 2: 4.0, 3: 1.0, 4: 2.0},
-                      {**served, 2: "k@align2", 4: "k@align2"})  # fmt: skip
-    line = _versions_ab(every, [dc, every])
-    assert "at the 2 T served differently (2..4)" in line and "took 1.00x the time" in line  # 2x and 0.5x
-    assert "2.00x at T=2" in line and "0.50x at T=4" in line
-    same = ArmResult("g", "dietcode-all-versions", 5.0, dict(dc.latency), dict(served))
-    assert "served exactly as the dietcode arm" in _versions_ab(same, [dc, same])
-    assert "no dietcode arm" in _versions_ab(every, [every])
-
-
 def test_time_to_latency_takes_the_first_checkpoint_retimed_at_or_below_the_engine():
     from benchmarks.models.report import time_to_latency
     from benchmarks.models.run import checkpoint_name

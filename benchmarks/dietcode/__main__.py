@@ -18,8 +18,6 @@ Smoke run (a minute or two)::
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
 import sys
 import time
@@ -35,7 +33,7 @@ from .._common import load_now, run_meta
 from ..host_state import state_probe
 from ..noise_gate import NoiseGate
 from .report import plot, summarise, write_markdown, write_results
-from .retime import RetimeStates, add_fast_latencies, retime
+from .retime import RetimeStates, retime
 from .run import (
     ARMS,
     DISPATCH_COSTS_OPTION,
@@ -45,7 +43,6 @@ from .run import (
     StaticTuner,
     run_dietcode,
     run_vendor,
-    serve_dietcode,
     serve_padded,
 )
 
@@ -111,7 +108,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0, help="build and run timeout per static candidate (s)")
     p.add_argument("--n-parallel", type=int, default=2, help="build processes of the static tuner")
     p.add_argument("--out", default="benchmarks/results/dietcode")
-    p.add_argument("--report", metavar="DIR", default=None, help="re-write a stored run's summary; nothing timed")
     return p
 
 
@@ -225,12 +221,6 @@ def _run_arm(
         return serve_padded(static, arm, buckets, buckets)
     if arm in ("torch", "numpy"):
         return run_vendor(static.wl, arm, cfg)
-    if arm == "dietcode-all-versions":
-        if "dietcode" not in tuned:
-            raise ValueError("the dietcode-all-versions arm serves the dietcode arm's kernels: list dietcode before it")
-        res, secs = tuned["dietcode"]
-        every = dataclasses.replace(res, dispatcher=res.dispatcher.with_aligned(None))
-        return serve_dietcode(every, every.build(), secs, arm, cfg)
     suffix = "" if arm == "dietcode" else f"_{arm.removeprefix('dietcode-')}"
     result, retimer, res = run_dietcode(
         static.wl, cfg, static.target, os.path.join(out, f"records_{name}{suffix}.jsonl"), arm
@@ -239,37 +229,9 @@ def _run_arm(
     return result, retimer
 
 
-def rerender(out: str) -> None:
-    """A stored run's results.json and summary.md written again from its own timings and probe readings (each
-    arm's fast-state latencies re-derived by the current rules); nothing is timed."""
-    with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
-        stored = json.load(f)
-    meta = stored["meta"]
-    results = []
-    for a in stored["arms"]:
-        keyed = {k: {int(t): v for t, v in a[k].items()} for k in ("latency", "served_by")}
-        results.append(ArmResult(a["workload"], a["arm"], a["tuning_seconds"], keyed["latency"], keyed["served_by"],
-                                 a["extra"]))  # fmt: skip
-    lo, hi = meta["t_range"]
-    ts = list(range(lo, hi + 1))
-    for name, data in meta.get("host_state", {}).items():
-        found = RetimeStates.from_json(data)
-        add_fast_latencies([r for r in results if r.workload == name], found)
-        meta["host_state_sentence"][name] = found.sentence(ts)
-        meta["host_state_gated"][name] = found.gated(ts)
-    rows = summarise(results)
-    write_results(os.path.join(out, "results.json"), meta, results, rows)
-    figures = sorted(f for f in os.listdir(out) if f.startswith("latency_") and f.endswith(".png"))
-    write_markdown(os.path.join(out, "summary.md"), meta, results, rows, figures)
-
-
 def main(argv: list[str] | None = None) -> int:
     size_tvm_thread_pool()  # kernels timed in this process get every core, as in adatune's workers
     args = _parser().parse_args(argv)
-    if args.report:
-        rerender(args.report)
-        print(f"re-wrote {args.report}/results.json and summary.md")
-        return 0
     try:
         cfg = _config(args)
         known = workloads(cfg.t_range, cfg.gemms)

@@ -243,7 +243,7 @@ def write_markdown(
                 f"({v['seconds']:.1f} s, in the tuning time); {v['t_changed']} T changed kernel, "
                 f"{v['kernels_kept']} kernels kept"
             )
-        if e.get("versions") and r.arm != "dietcode-all-versions":
+        if e.get("versions"):
             v = e["versions"]
             lines.append(
                 f"- aligned versions timed against their kernels at the aligned T they serve ({v['seconds']:.1f} s, in "
@@ -255,8 +255,6 @@ def write_markdown(
                     for key, k in v["kernels"].items()
                 )
             )
-        if r.arm == "dietcode-all-versions":
-            lines.append(_versions_ab(r, results))
         if e.get("b_panel"):
             w = e["b_panel"]
             lines.append(f"- weight pre-packed in {w}-column panels ([N / {w}, K, {w}])")
@@ -274,22 +272,3 @@ def write_markdown(
     lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-
-
-def _versions_ab(every: ArmResult, results: list[ArmResult]) -> str:
-    """The version decision's A/B: the ``dietcode`` arm against the same kernels deploying every aligned version,
-    over the T the two serve differently (timed in the same interleaved pass)."""
-    dc = next((r for r in results if r.workload == every.workload and r.arm == "dietcode"), None)
-    if dc is None:
-        return "- no dietcode arm to compare with"
-    differ = sorted(t for t in dc.latency if dc.served_by.get(t) != every.served_by.get(t))
-    if not differ:
-        return "- served exactly as the dietcode arm at every T (every aligned version kept)"
-    ratio = geomean([every.latency[t] / dc.latency[t] for t in differ])
-    worst = max(differ, key=lambda t: every.latency[t] / dc.latency[t])
-    best = min(differ, key=lambda t: every.latency[t] / dc.latency[t])
-    return (
-        f"- against the dietcode arm at the {len(differ)} T served differently ({differ[0]}..{differ[-1]}): every "
-        f"version deployed took {ratio:.2f}x the time (geomean; {every.latency[worst] / dc.latency[worst]:.2f}x at "
-        f"T={worst}, {every.latency[best] / dc.latency[best]:.2f}x at T={best})"
-    )

@@ -159,7 +159,3 @@ class RetimeStates:
 
     def to_json(self) -> dict[str, Any]:
         return {**self.states.to_json(), "t_of_round": self.t_of_round, "fast_timings_needed": FAST_TIMINGS}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RetimeStates:
-        return cls(HostStates(data["round_probes_s"], data["round_orders"]), [int(t) for t in data["t_of_round"]])

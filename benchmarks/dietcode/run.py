@@ -49,14 +49,9 @@ __all__ = [
     "serve_padded",
 ]
 
-ARMS = (
-    "per-shape", "padded-largest", "buckets", "torch", "numpy", "dietcode", "dietcode-verified",
-    "dietcode-all-versions",
-)  # fmt: skip
-#: the arms served by DietCode kernels (``dietcode-verified``: the same run with ``DietCodeTuner(verify=True)``;
-#: ``dietcode-all-versions``: the ``dietcode`` arm's kernels and dispatcher deploying every kernel's aligned version,
-#: as before versions were timed (``DietCodeTuner(check_versions=...)``): an A/B of that decision alone, no tuning)
-DIETCODE_ARMS = ("dietcode", "dietcode-verified", "dietcode-all-versions")
+ARMS = ("per-shape", "padded-largest", "buckets", "torch", "numpy", "dietcode", "dietcode-verified")
+#: the arms served by DietCode kernels (``dietcode-verified``: the same run with ``DietCodeTuner(verify=True)``)
+DIETCODE_ARMS = ("dietcode", "dietcode-verified")
 #: DietCodeTuner's own declaration of ``dispatch_costs`` (default, choices, doc): the benchmarks' flags read it
 DISPATCH_COSTS_OPTION = next(o for o in DietCodeTuner.declared_options() if o.name == "dispatch_costs")
 
