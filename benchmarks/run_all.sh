@@ -18,7 +18,7 @@ claim() {  # claim NAME 'commands': run the commands with $OUT = $RAW/NAME/$HOST
   $PY -m benchmarks.sweep --workload "batch_matmul:B=12,M=128,N=128,K=64,layout=NT,space=autotvm" --out $OUT/bmm-bert-nt-autotvm.jsonl
   $PY -m benchmarks.sweep --workload "batch_matmul:B=12,M=64,N=64,K=64,layout=NT,space=autotvm" --max-configs 4800 --subset-seed 0 \
     --out $OUT/bmm-nt-64-autotvm-subset.jsonl; $PY -m benchmarks.sweep --workload "batch_matmul:B=12,M=128,N=128,K=64,layout=NT,\
-space=autotvm" --number 50 --repeat 10 --max-configs 4000 --subset-seed 0 --out $OUT/bmm-bert-nt-autotvm-n500.jsonl
+space=autotvm" --number 50 --repeat 10 --max-configs 6000 --subset-seed 0 --out $OUT/bmm-bert-nt-autotvm-n500.jsonl
   for f in $OUT/*.jsonl; do gzip -9 -nc $f > $D/$(basename $f).gz; done'
 # Tuned kernels against PyTorch
 claim kernels '$PY -m benchmarks.kernels_vs_pytorch --workloads dense-1024 conv2d-resnet18-L6 --seeds 0 1 2 --trials 128 --out $OUT'
