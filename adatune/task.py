@@ -181,6 +181,11 @@ class TuningTask(abc.ABC):
     def unscheduled_module(self) -> tvm.IRModule:
         """The computation with no schedule (the correctness reference when there is no numpy one)."""
 
+    def schedule(self, candidate: Any) -> tvm.s_tir.Schedule | None:
+        """``candidate`` as a traced schedule whose trace, replayed on ``unscheduled_module()``, gives the scheduled
+        program (what a MetaSchedule database stores), or None for a kind whose programs are not such a trace."""
+        return None
+
     def reference_module(self) -> tvm.IRModule:
         """The program whose host build gives ``check_correctness`` its expected outputs: the unscheduled one."""
         return self.unscheduled_module()
@@ -324,6 +329,10 @@ class Task(TuningTask):
     def scheduled_module(self, candidate: Any) -> tvm.IRModule:
         sch, _ = self.instantiate(candidate)
         return sch.mod
+
+    def schedule(self, candidate: Any) -> tvm.s_tir.Schedule | None:
+        sch, _ = self.instantiate(candidate)
+        return sch if isinstance(sch, tvm.s_tir.Schedule) else None
 
     def workload_json(self) -> dict[str, Any]:
         """The module that defines the template: importing it registers the template in a fresh process."""

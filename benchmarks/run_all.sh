@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One claim of benchmarks/RESULTS.md per line (its section above it): raw runs to $RAW/<claim>/<host>, summaries (md, csv, png,
-# json < 256 KiB) to benchmarks/results/<claim>/<host>. Timing runs take a lock. CLAIMS="a b": only those; SWEEP=1: re-sweep; GPU_RESULTS=DIR.
+# One claim of benchmarks/RESULTS.md per line (its section above it): raw runs to $RAW/<claim>/<host>, summaries (md, csv, png, json < 256 KiB)
+# to benchmarks/results/<claim>/<host>. Timing runs take a lock. CLAIMS="a b": only those; SWEEP=1: re-sweep; GPU_RESULTS=DIR.
 set -uo pipefail; cd "$(dirname "$0")/.."
 export PY=${PY:-.venv/bin/python} RAW=${RAW:-/tmp/adatune-raw}
 HOST=${HOST:-$($PY -c 'import adatune; print(adatune.target.host().attrs.get("mcpu", "cpu"))')}
@@ -42,11 +42,12 @@ claim large-space 'T=$D/bmm-bert-nt-autotvm.jsonl.gz; $PY -m benchmarks.tabular 
 claim papers 'for a in "15 annealer RFEI+SA/abs-T RFEI+SA RFEI+CSA+AE/abs-T RFEI+CSA+AE" "15 baseline XGB+SA AutoTVM-2020" "15 autotvm32 \
   XGB+SA AutoTVM-2020/32" "15 adatune_arms RFEI+CSA XGB+SA+AE RFEI-released+CSA+AE" "8 release XGB+SA SA+AS/eps SA+AS RL RL+AS/eps RL+AS"
   do set -- $a; $R1 --sweeps $D/bmm-bert-nt-autotvm.jsonl.gz $BIG --seeds $1 --out $OUT/$2 --baseline $3 --schemes ${@:3}; done
+  for s in "AutoTVM-2020 XGB+SA XGB+SA+AE RFEI-released+CSA+AE" "RFEI+SA RFEI+CSA RFEI+CSA+AE"; do set -- $s; $R1 --sweeps $D/bmm-bert-nt-\
+autotvm-n500.jsonl.gz $BIG --seeds 15 --out $OUT/n500/$1 --baseline $1 --schemes $@ & done; wait  # the n = 500 table (the AdaTune paper regime)
   for b in XGB+SA AutoTVM-2020 RFEI+SA/abs-T RFEI+CSA+AE/abs-T SA+AS/eps RL+AS/eps RL; do $PY -m benchmarks.harness report --baseline $b \
-    --out $OUT/vs_${b//\//_} --inputs $OUT/release $OUT/adatune_arms $OUT/annealer $OUT/baseline $OUT/autotvm32; done'
+    --out $OUT/vs_${b//\//_} --inputs $OUT/release $OUT/adatune_arms $OUT/annealer $OUT/baseline $OUT/autotvm32 $OUT/n500/*/; done'
 # Search methods on a second large space (replay)
-claim second-large-space 'T=$D/bmm-nt-64-autotvm-subset.jsonl.gz
-  $PY -m benchmarks.tabular --sweep $T --plan-size 64 --confirm 8 --out $OUT/table
+claim second-large-space 'T=$D/bmm-nt-64-autotvm-subset.jsonl.gz; $PY -m benchmarks.tabular --sweep $T --plan-size 64 --confirm 8 --out $OUT/table
   for f in 0 10; do $R1 --sweeps $T --schemes XGB+SA RFEI+SA RFEI+CSA RFEI+CSA+AE RF+SA RF+CSA+AE RL SA+AS RL+AS --seeds 10 \
     --first-seed $f $BIG --out $OUT/seeds$f; done
   for b in XGB+SA RFEI+SA; do $PY -m benchmarks.harness report --inputs $OUT/seeds* --baseline $b --out $OUT/vs_$b; done'
@@ -90,8 +91,7 @@ claim dynamic-bert '$PY -m benchmarks.dynamic_model --check-t 1 8 16 32 62 64 96
 # Whole models: ResNet-18, and Tuners for a whole model (the same runs with the XGB and trace arms)
 claim resnet18 'for a in rfei-ae xgb trace; do w=--winograd; [ $a = trace ] && w=; for s in 0 1 2; do $PY -m benchmarks.models \
   --models resnet18 --arms $a --budget-min 15 --checkpoints 3 $w --seed $s --cache-flush --confirm 4 --out $OUT/$a-seed$s; done; done
-  $PY -m benchmarks.models.seeds $OUT/*-seed? --out $OUT
-  $PY -m benchmarks.models.run_ab --a $OUT/rfei-ae-seed0 $OUT/rfei-ae-seed1 $OUT/rfei-ae-seed2 --labels winograd --rounds 30 --out $OUT/ab'
+  $PY -m benchmarks.models.seeds $OUT/*-seed? --out $OUT; $PY -m benchmarks.models.run_ab --a $OUT/rfei-ae-seed? --labels winograd --rounds 30 --out $OUT/ab'
 # CUDA templates on an H100: a state folder whose rounds ran on the GPU machine (benchmarks.gpu round / ingest / retime)
 [ -n "${GPU_RESULTS:-}" ] && claim gpu-templates 'cp -r $GPU_RESULTS/gpu/. $OUT && $PY -m benchmarks.gpu report --state $OUT'
 # DietCode on an H200: benchmarks.gpu.dietcode_export's batch timed by cuda_export/cupy_runner.py, under $GPU_RESULTS/dietcode

@@ -357,3 +357,26 @@ def test_trace_search_and_tune_tir_split_plans_by_one_rule(tuned, target):
     assert len(policy.history) >= 2
     for eps, (n_model, n_random) in zip(policy.history, policy.splits):
         assert _split_follows_the_rule(eps, PER_ITER, n_model, n_random)
+
+
+def test_a_tune_tir_database_reads_back_as_trace_history(tuned, target):
+    """Every record ``tune_tir`` wrote is a measured candidate of one trace task (TVM's own design spaces), each the
+    program its trace gives; a trace search takes them as history, so it measures none of them again."""
+    from adatune.meta_schedule import import_database
+    from adatune.tuners import TraceSearchTuner
+
+    records = tuned["db"].get_all_tuning_records()
+    pairs = import_database(tuned["db"])
+    assert len(pairs) == len(records) == TRIALS
+    (task,) = {inp.task for inp, _ in pairs}
+    for (inp, res), rec in zip(pairs, records):
+        replayed = tvm.s_tir.Schedule(rec.workload.mod)  # as MetaSchedule applies its record
+        rec.trace.apply_to_schedule(replayed, remove_postproc=False)
+        assert tvm_ffi.structural_equal(inp.config.mod["main"].body, replayed.mod["main"].body)
+        valid = rec.run_secs is not None and all(0 < float(s) < 1e9 for s in rec.run_secs)
+        assert res.ok == valid and (not valid or res.costs == tuple(float(s) for s in rec.run_secs))
+    tuner = TraceSearchTuner(task, plan_size=PER_ITER, population_size=24, genetic_num_iters=1, seed=0)
+    assert tuner.load_history(pairs) == len({inp.config.key for inp, _ in pairs})
+    assert not {c.key for c in tuner.next_batch(PER_ITER)} & {inp.config.key for inp, _ in pairs}
+    with pytest.raises(TypeError, match="meta_schedule Database"):
+        import_database("not a database")

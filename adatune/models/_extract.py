@@ -72,6 +72,9 @@ class FusedKnobTask(TuningTask):
         return self.knob.space
 
     def scheduled_module(self, candidate: Any) -> tvm.IRModule:
+        return self.schedule(candidate).mod
+
+    def schedule(self, candidate: Any) -> tvm.s_tir.Schedule:
         tmpl_sch, _ = self.knob.instantiate(candidate)
         insts, decisions = trace_to_json(tmpl_sch.trace.as_json())
         for inst in insts:
@@ -83,7 +86,7 @@ class FusedKnobTask(TuningTask):
             sch.compute_inline(sch.get_sblock(name))
         if self.epilogue:
             sch.reverse_compute_inline(sch.get_sblock(self.epilogue[-1]))
-        return sch.mod
+        return sch
 
     def unscheduled_module(self) -> tvm.IRModule:
         return self._mod

@@ -60,6 +60,11 @@ def _tile_choices(extent: int, n: int, max_innermost: int) -> int:
     return sum(ordered(extent // d, n - 1) for d in range(1, min(extent, limit) + 1) if extent % d == 0)
 
 
+def _schedule_kinds(trace: tvm.s_tir.Trace) -> list[str]:
+    """The instruction kinds of a trace's schedule part, simplified (what a design space and its instances share)."""
+    return [i.kind.name for i in trace.simplified(remove_postproc=True).insts]
+
+
 class TraceSpace(CandidateSpace):
     """Candidates of the design spaces that ``space_generator`` makes for ``mod`` on ``target``.
     ``categorical_mutation``: the categorical re-draw's weight beside the mutators'; ``max_tries``: replays spent per
@@ -130,6 +135,7 @@ class TraceSpace(CandidateSpace):
         self._samples = [[inst for inst in tr.insts if inst in tr.decisions] for tr in self.design_spaces]
         self._insts_json = [json.dumps(trace_to_json(tr.as_json(remove_postproc=True))[0]) for tr in self.design_spaces]
         self._kinds = [[i.kind.name for i in tr.insts] for tr in self.design_spaces]
+        self._simplified_kinds = [_schedule_kinds(tr) for tr in self.design_spaces]
         self._has_categorical = [any(i.kind.name == "SampleCategorical" for i in s) for s in self._samples]
         self.categorical_mutation = float(categorical_mutation)
         self.max_tries = int(max_tries)
@@ -322,14 +328,11 @@ class TraceSpace(CandidateSpace):
         return np.stack([self._features[c.key] for c in candidates])
 
     def candidate_from_trace(self, trace: tvm.s_tir.Trace) -> TraceCandidate:
-        """A measured trace (e.g. a meta_schedule database record) as a candidate of the design space it is an
-        instance of; ``ValueError`` if it is an instance of none or does not replay."""
-        kinds = []
-        for inst in trace.insts:
-            if inst.kind.name == "EnterPostproc":
-                break
-            kinds.append(inst.kind.name)
-        for space, design in enumerate(self._kinds):
+        """A measured trace (e.g. a meta_schedule database record, which MetaSchedule stores simplified: unused
+        instructions dropped) as a candidate of the design space it is an instance of, compared as simplified
+        traces; ``ValueError`` if it is an instance of none or does not replay."""
+        kinds = _schedule_kinds(trace)
+        for space, design in enumerate(self._simplified_kinds):
             if design == kinds:
                 return self._replay(space, trace, 1, custom=True)
         raise ValueError("the trace is not an instance of any design space of this space")
@@ -375,6 +378,6 @@ class TraceSpace(CandidateSpace):
             raise ValueError(
                 f"the recorded trace does not replay: {type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"
             ) from None
-        if [i.kind.name for i in sch.trace.insts] != self._kinds[space]:
+        if _schedule_kinds(sch.trace) != self._simplified_kinds[space]:  # a stored MetaSchedule trace is simplified
             raise ValueError(f"the recorded trace is not an instance of design space {space}")
         return self._finish(space, sch, custom=True)

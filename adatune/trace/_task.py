@@ -310,11 +310,16 @@ class TraceTask(TuningTask):
 
     def scheduled_module(self, candidate: Any) -> tvm.IRModule:
         """The replayed, post-processed module of a trace candidate (or of its JSON)."""
+        return self.schedule(candidate).mod
+
+    def schedule(self, candidate: Any) -> tvm.s_tir.Schedule:
+        """The replayed, post-processed schedule of a trace candidate (or of its JSON); the generic program's is
+        not a trace of the computation (``schedule_generic`` rewrites it)."""
         if isinstance(candidate, dict):
             candidate = self._space.decode(candidate)
         if not isinstance(candidate, TraceCandidate):
             raise TypeError(f"a trace task applies trace candidates, got {type(candidate).__name__}")
-        return candidate.mod
+        return candidate.schedule
 
     def unscheduled_module(self) -> tvm.IRModule:
         return self._mod
