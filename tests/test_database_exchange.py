@@ -102,7 +102,7 @@ def test_a_trace_candidate_is_exported_and_the_generic_program_is_reported() -> 
     assert task.space.generic is not None
     db = ms.database.MemoryDatabase()
     (why,) = export_database([_measured(task, task.space.generic)], db).values()
-    assert "not a trace" in why or "does not give its program" in why
+    assert "does not give its program" in why  # schedule_generic rewrites the function outside its trace
     assert len(db.get_all_tuning_records()) == 0
     candidate = task.space.sample(0, seed=3)
     assert export_database([_measured(task, candidate)], db) == {task.name: "exported"}

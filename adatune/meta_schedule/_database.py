@@ -31,7 +31,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from .. import target as _target
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
-from ..records import Record, as_records, best_records
+from ..records import Record, best_records, read_log
 from ..trace import TraceTask
 
 __all__ = ["export_database", "import_database", "workload_module"]
@@ -82,11 +82,8 @@ def export_database(
     why it was not (the others are written regardless)."""
     if not isinstance(database, ms.database.Database):
         raise TypeError(f"export_database writes to a meta_schedule Database, got {type(database).__name__}")
-    if isinstance(log, (str, os.PathLike)) and not os.path.isfile(log):
-        raise ValueError(f"tuning log {os.fspath(log)!r} does not exist")
-    records = list(as_records([log] if isinstance(log, (str, os.PathLike)) else log))
     report: dict[str, str] = {}
-    for rec in best_records(records, target).values():
+    for rec in best_records(read_log(log), target).values():
         made = _record_of(rec)
         if isinstance(made, str):
             report[rec.task_name] = made

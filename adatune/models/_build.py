@@ -18,7 +18,7 @@ from tvm import relax, tirx
 from .. import target as _target
 from ..codegen import vector_math as _vector_math
 from ..codegen.generic_schedule import schedule_generic
-from ..records import as_records, best_records
+from ..records import best_records, read_log
 from ..space import FallbackConfig
 from ..target import cpu_info
 from ..task import TuningTask
@@ -98,9 +98,7 @@ def build(
     tasks = tasks if tasks is not None else extract_tasks(model, tgt)
     records: list[Any] = []
     if log is not None:
-        if isinstance(log, (str, os.PathLike)) and not os.path.isfile(log):
-            raise ValueError(f"tuning log {os.fspath(log)!r} does not exist")
-        records = list(as_records([log] if isinstance(log, (str, os.PathLike)) else log))
+        records = read_log(log)
     best = best_records(records, tgt)
     mod = model.mod
     applied: dict[str, str] = {}

@@ -48,6 +48,7 @@ __all__ = [
     "group_by_workload",
     "measure_str_key",
     "as_records",
+    "read_log",
 ]
 
 FORMAT_VERSION = 2
@@ -336,6 +337,16 @@ def as_records(items: Iterable[Any]) -> Iterator[Record]:
 
 #: ``MeasureResult.extra`` key of a confirmation reading (``Tuner.confirm``): ``{"session": t, "round": r}``
 CONFIRM = "confirm"
+
+
+def read_log(log: str | os.PathLike | Iterable[Any]) -> list[Record]:
+    """A tuning log's records, from its path (``ValueError`` naming a path that does not exist) or from records,
+    ``(inp, res)`` pairs or paths given directly (``as_records``)."""
+    if isinstance(log, (str, os.PathLike)):
+        if not os.path.isfile(log):
+            raise ValueError(f"tuning log {os.fspath(log)!r} does not exist")
+        return list(load_from_file(log))
+    return list(as_records(log))
 
 
 def best_records(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:

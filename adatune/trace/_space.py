@@ -134,8 +134,7 @@ class TraceSpace(CandidateSpace):
         self.design_spaces: list[tvm.s_tir.Trace] = traces
         self._samples = [[inst for inst in tr.insts if inst in tr.decisions] for tr in self.design_spaces]
         self._insts_json = [json.dumps(trace_to_json(tr.as_json(remove_postproc=True))[0]) for tr in self.design_spaces]
-        self._kinds = [[i.kind.name for i in tr.insts] for tr in self.design_spaces]
-        self._simplified_kinds = [_schedule_kinds(tr) for tr in self.design_spaces]
+        self._kinds = [_schedule_kinds(tr) for tr in self.design_spaces]  # compared simplified, as stored traces are
         self._has_categorical = [any(i.kind.name == "SampleCategorical" for i in s) for s in self._samples]
         self.categorical_mutation = float(categorical_mutation)
         self.max_tries = int(max_tries)
@@ -332,7 +331,7 @@ class TraceSpace(CandidateSpace):
         instructions dropped) as a candidate of the design space it is an instance of, compared as simplified
         traces; ``ValueError`` if it is an instance of none or does not replay."""
         kinds = _schedule_kinds(trace)
-        for space, design in enumerate(self._simplified_kinds):
+        for space, design in enumerate(self._kinds):
             if design == kinds:
                 return self._replay(space, trace, 1, custom=True)
         raise ValueError("the trace is not an instance of any design space of this space")
@@ -378,6 +377,6 @@ class TraceSpace(CandidateSpace):
             raise ValueError(
                 f"the recorded trace does not replay: {type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"
             ) from None
-        if _schedule_kinds(sch.trace) != self._simplified_kinds[space]:  # a stored MetaSchedule trace is simplified
+        if _schedule_kinds(sch.trace) != self._kinds[space]:  # a stored MetaSchedule trace is simplified
             raise ValueError(f"the recorded trace is not an instance of design space {space}")
         return self._finish(space, sch, custom=True)
