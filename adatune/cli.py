@@ -1,11 +1,12 @@
-"""Command line: ``adatune tune``, ``best``, ``report``, ``workloads``, ``tuners``. Every user mistake (unknown
-workload, tuner, option or target, bad trial count, unreadable log) ends in one line on stderr and exit code 2,
-before anything is measured or written.
+"""Command line: ``adatune tune``, ``best``, ``report``, ``cache``, ``workloads``, ``tuners``. Every user mistake
+(unknown workload, tuner, option or target, bad trial count, unreadable log) ends in one line on stderr and exit
+code 2, before anything is measured or written.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import warnings
@@ -317,8 +318,48 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--weights", help="a task table (CSV with task, weight columns) making the log a model log")
     r.add_argument("--model", help="the model whose weights to use, when tasks belong to several")
     r.set_defaults(fn=cmd_report)
+    c = sub.add_parser("cache", help="a tuning cache: ls (per target), show [PATTERN] (per workload), prune --keep K")
+    c.add_argument("action", choices=("ls", "show", "prune"))
+    c.add_argument("pattern", nargs="?", default="", help="show: only tasks whose name holds this")
+    c.add_argument("--dir", default=None, help="the cache directory (default: $ADATUNE_CACHE_DIR, ~/.cache/adatune)")
+    c.add_argument("--keep", type=_positive_int, default=32, help="prune: fastest valid records kept per workload")
+    c.set_defaults(fn=cmd_cache)
     _add_model_commands(sub)
     return p
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from .records.cache import TuningCache
+
+    try:
+        cache = TuningCache(args.dir)
+        if args.action == "prune":
+            before, after = cache.prune(args.keep)
+            print(f"{cache.path}: {before} records, {after} kept ({args.keep} per workload and target)")
+            return 0
+        entries = cache.entries()
+    except (OSError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    if not entries:
+        print(f"{cache.path}: empty")
+        return 0
+    if args.action == "ls":
+        targets: dict[str, list[Any]] = {}
+        for e in entries:
+            targets.setdefault(e.target, []).append(e)
+        for tgt, group in targets.items():
+            print(f"{_short_target(tgt)}: {len(group)} workloads, {sum(e.records for e in group)} records")
+        return 0
+    for e in entries:
+        if args.pattern in e.task_name:
+            best = f"{e.best_seconds * 1e3:.4f} ms" if e.best_seconds is not None else "no valid record"
+            print(f"{_short_target(e.target)}  {e.task_name}: {best} ({e.valid}/{e.records} valid)")
+    return 0
+
+
+def _short_target(text: str) -> str:
+    d = json.loads(text)
+    return f"{d.get('kind')}/{d.get('mcpu', d.get('arch', 'generic'))}"
 
 
 def _model_command(name: str) -> Callable[[argparse.Namespace], int]:

@@ -48,11 +48,11 @@ def tuned(tmp_path_factory: pytest.TempPathFactory, model_option: Any) -> tuple[
         net.bn.running_mean.uniform_(-0.1, 0.1)
         net.bn.running_var.uniform_(0.5, 1.5)
     model = am.from_torch(net, (torch.randn(1, 3, 8, 8),), name="exchange")
-    knob = [t for t in am.extract_tasks(model) if t.kind != "trace"]
+    knob = [t for t in am.extract_tasks(model, HOST) if t.kind != "trace"]
     log = tmp_path_factory.mktemp("exchange") / "exchange.jsonl"
     am.tune_model(
         model, log, n_trial=2 * len(knob), strategy="round-robin", round_trials=2, tasks=knob, progress=False,
-        option=model_option,
+        option=model_option, target=HOST,
     )  # fmt: skip
     return model, log, knob
 
@@ -75,12 +75,12 @@ def test_a_models_records_schedule_a_plain_relax_flow_as_am_build_does(tuned, tm
     model, log, knob = tuned
     (tmp_path / "db").mkdir()
     db = ms.database.JSONDatabase(work_dir=str(tmp_path / "db"))
-    report = export_database(log, db)
+    report = export_database(log, db, HOST)
     assert {t.task_name for t in knob} <= {name for name, how in report.items() if how == "exported"}, report
     reopened = ms.database.JSONDatabase(work_dir=str(tmp_path / "db"))  # what another process reads
     assert len(reopened.get_all_tuning_records()) == list(report.values()).count("exported")
     applied = _applied(model.mod, reopened)
-    built = am.build(model, log, prepack=False)  # the schedules alone (a database carries no weight packing)
+    built = am.build(model, log, HOST, prepack=False)  # the schedules alone (a database carries no weight packing)
     for t in knob:
         for name in t.global_vars:
             func = applied[name]
@@ -120,3 +120,39 @@ def test_bad_export_arguments_are_named(tmp_path: Path) -> None:
         export_database([], "not a database")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="does not exist"):
         export_database(tmp_path / "missing.jsonl", ms.database.MemoryDatabase())
+
+
+def test_the_adatune_tuning_pipeline_tunes_writes_the_database_and_applies_it(
+    tmp_path: Path, model_option: Any
+) -> None:
+    """``relax.get_pipeline("adatune_tuning", ...)`` on an imported (unprepared) module: it tunes, leaves adatune's
+    log and a MetaSchedule database in ``work_dir``, returns the module with the database's schedules applied, and
+    that module, compiled by TVM alone, matches PyTorch; the pass alone (``TuneIRMod``) leaves its module as it was."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    import adatune.relax
+
+    torch.manual_seed(1)
+    net, x = _Net().eval(), torch.randn(1, 3, 8, 8)
+    with torch.no_grad():
+        mod = from_exported_program(torch.export.export(net, (x,)), keep_params_as_input=False)
+    work = tmp_path / "tuning"
+    tuning = relax.get_pipeline(
+        "adatune_tuning", target=HOST, work_dir=work, budget=4, option=model_option, strategy="round-robin",
+        round_trials=2,
+    )  # fmt: skip
+    out = tuning(mod)
+    assert (work / adatune.relax.LOG_NAME).is_file()
+    written = ms.database.JSONDatabase(work_dir=str(work)).get_all_tuning_records()
+    scheduled = [
+        f for _, f in out.functions_items() if isinstance(f, tvm.tirx.PrimFunc) and "tirx.is_scheduled" in f.attrs
+    ]
+    assert written and len(scheduled) >= len(written)  # a workload may be called from several functions
+    model = am.from_torch(net, (x,), name="pipeline")
+    compiled = am.CompiledModel(model, tvm.compile(out, HOST), {})
+    np.testing.assert_allclose(compiled.run(x.numpy())[0], model.reference(x.numpy())[0], rtol=1e-4, atol=1e-5)
+    prepared = am.prepare(mod)
+    again = adatune.relax.TuneIRMod(HOST, work, budget=4, option=model_option)(prepared)  # resumes: nothing left
+    assert tvm_ffi.structural_equal(again, prepared)
+    with pytest.raises(ValueError, match="needs a budget"):
+        adatune.relax.TuneIRMod(HOST, work)

@@ -17,7 +17,7 @@ from ._build import CompiledModel, build
 from ._dynamic_build import build_dynamic, dynamic_workloads, tune_dynamic
 from ._dynamic_import import DynamicModel
 from ._extract import MODEL_PREFIX, FusedKnobTask, ModelTask, extract_tasks, format_task_table, model_tasks
-from ._frontend import InputSpec, Model, from_onnx, from_torch, load_builtin
+from ._frontend import InputSpec, Model, from_onnx, from_relax, from_torch, load_builtin, prepare
 from ._latency import FRAMEWORKS, LatencyTable, compiled_latency, framework_latency, latency_table, onnx_proto
 from ._layout import convert_conv_layout, resolve_conv_layout
 from ._scheduler import STRATEGIES, TuneSummary, model_runner, tune_model
@@ -56,8 +56,10 @@ __all__ = [
     "extract_tasks",
     "format_task_table",
     "from_onnx",
+    "from_relax",
     "from_torch",
     "load_builtin",
+    "prepare",
     "model_tasks",
     "resnet18",
 ]

@@ -16,7 +16,17 @@ from ._dynamic_import import import_dynamic
 from ._graph import InputSpec, Model, prepare, simplify, torch_reference
 from ._layout import resolve_conv_layout
 
-__all__ = ["Model", "InputSpec", "from_torch", "from_onnx", "load_builtin", "prepare", "simplify", "torch_reference"]
+__all__ = [
+    "Model",
+    "InputSpec",
+    "from_torch",
+    "from_onnx",
+    "from_relax",
+    "load_builtin",
+    "prepare",
+    "simplify",
+    "torch_reference",
+]
 
 
 def _input_specs(mod: tvm.IRModule) -> list[InputSpec]:
@@ -72,6 +82,16 @@ def from_torch(
         mod = from_exported_program(exported, keep_params_as_input=False)
     fused = prepare(mod, fast_math, conv_layout, winograd)
     return Model(name or type(module).__name__, fused, _input_specs(fused), torch_reference(module), source=module)
+
+
+def from_relax(mod: tvm.IRModule, name: str = "relax", prepared: bool = False) -> Model:
+    """A Relax module with a static-shape ``main`` (from any frontend, or written by hand), prepared as the importers
+    prepare theirs (``prepare``) unless ``prepared`` (it already holds one fused PrimFunc per operator, e.g. after
+    ``relax.get_pipeline("zero")``). No framework reference: ``reference`` and ``latency_table`` need another import."""
+    if not isinstance(mod, tvm.IRModule) or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
+        raise TypeError(f"from_relax needs an IRModule with a Relax function 'main', got {type(mod).__name__}")
+    fused = mod if prepared else prepare(mod)
+    return Model(name, fused, _input_specs(fused))
 
 
 def from_onnx(

@@ -1,11 +1,15 @@
 """One tuning budget over all tasks of a model: round-robin or Ansor's gradient-based task scheduler.
 
 Each round gives one task ``round_trials`` trials with its own tuner. All records go to one log, and a killed run
-resumes from it: every tuner first loads its task's records, and trials in the log count against the budget.
+resumes from it: every tuner first loads its task's records, and trials in the log count against the budget. With a
+``TuningCache``, the cache's records of the model's workloads start the log (counting against no budget), a task the
+cache holds its share of trials of is not measured again, and every new record goes to the cache too.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -18,7 +22,8 @@ from tqdm.auto import tqdm
 from .. import target as _target
 from ..callback import log_to_file
 from ..measure import LocalBuilder, LocalRunner, MeasureOption, measure_option
-from ..records import CONFIRM, load_from_file
+from ..records import CACHED, CONFIRM, Record, append_records, best_records, load_from_file
+from ..records.cache import TuningCache
 from ..tuners import Tuner, create_tuner
 from ._extract import ModelTask, extract_tasks
 from ._frontend import Model
@@ -48,6 +53,28 @@ class TuneSummary:
 def _best_seconds(tuner: Tuner) -> float | None:
     res = tuner.best_result
     return float(res.cost) if res is not None and tuner.best_flops > 0 else None
+
+
+def _logged_best(records: list[Record], task: ModelTask, target: Any) -> float | None:
+    """A task's best seconds in the log, for a task no tuner was made for (yet)."""
+    best = best_records((r for r in records if r.task_name == task.task_name), target)
+    return min((r.cost for r in best.values()), default=None)
+
+
+def _from_cache(
+    store: TuningCache, tasks: Sequence[ModelTask], target: Any, previous: list[Record], log: str | os.PathLike
+) -> list[Record]:
+    """The cache's records of the tasks the log has none of, appended to the log marked ``CACHED``."""
+    in_log = {r.task_name for r in previous}
+    names = {n for t in tasks for n in (t.task_name, t.trace_task_name) if n not in in_log}
+    mark = {CACHED: os.fspath(store.directory)}
+    copied = [
+        dataclasses.replace(r, result=dataclasses.replace(r.result, extra={**r.result.extra, **mark}))
+        for r in store.of(names, target)
+    ]
+    if copied:
+        append_records(log, copied)
+    return copied
 
 
 class _Gradient:
@@ -114,12 +141,16 @@ def tune_model(
     seed: int = 0,
     progress: bool = True,
     confirm: int = 0,
+    cache: TuningCache | str | os.PathLike | None = None,
 ) -> TuneSummary:
     """Tune every task of ``model`` within ``n_trial`` trials in all (log included) and/or ``time_budget``
     seconds of this call, appending every record to ``log``. ``option`` defaults to ``LocalBuilder()`` and
     ``model_runner()`` (cold-cache timing, as the model runs its kernels). ``confirm`` > 0: after the budget,
     each task's ``confirm`` fastest candidates are re-timed in turns and the fastest by median kept
-    (``Tuner.confirm``; its records go to ``log`` too, its time is not in ``time_budget``)."""
+    (``Tuner.confirm``; its records go to ``log`` too, its time is not in ``time_budget``). ``cache`` (a
+    ``TuningCache`` or its directory): its records of the model's workloads on ``target`` are copied into ``log``
+    first; a task it holds at least its share of trials of (``n_trial / len(tasks)``, else ``round_trials``) is not
+    measured again; what this call measures goes to the cache too."""
     if confirm < 0:
         raise ValueError(f"confirm must be >= 0 (0: off), got {confirm}")
     if strategy not in STRATEGIES:
@@ -133,6 +164,12 @@ def tune_model(
     tgt = _target.create(target) if target is not None else _target.host()
     tasks = list(tasks) if tasks is not None else extract_tasks(model, tgt)
     previous = list(load_from_file(log)) if os.path.isfile(log) else []
+    store = cache if isinstance(cache, TuningCache) or cache is None else TuningCache(cache)
+    if store is not None:
+        previous += _from_cache(store, tasks, tgt, previous, log)
+    cached = [sum(r.task_name == t.task_name and CACHED in r.result.extra for r in previous) for t in tasks]
+    share = math.ceil(n_trial / len(tasks)) if n_trial is not None else round_trials
+    frozen = {i for i, n in enumerate(cached) if store is not None and n >= share}
     option = option or measure_option(LocalBuilder(), model_runner())
 
     def make_tuner(i: int) -> Tuner:
@@ -145,16 +182,24 @@ def tune_model(
         return tn
 
     # trace tuners are made when first picked: their first design space imports TVM's tensor intrinsics
-    tuners: list[Tuner | None] = [None if t.kind == "trace" else make_tuner(i) for i, t in enumerate(tasks)]
-    logged = [sum(r.task_name == t.task_name and CONFIRM not in r.result.extra for r in previous) for t in tasks]
+    tuners: list[Tuner | None] = [
+        None if t.kind == "trace" or i in frozen else make_tuner(i) for i, t in enumerate(tasks)
+    ]
+    logged = [
+        sum(r.task_name == t.task_name and not {CONFIRM, CACHED} & r.result.extra.keys() for r in previous)
+        for t in tasks
+    ]
     summary = TuneSummary(
         tasks,
-        [len(tn.trials) if tn is not None else n for tn, n in zip(tuners, logged)],
-        [_best_seconds(tn) if tn is not None else None for tn in tuners],
+        [len(tn.trials) - c if tn is not None else n for tn, n, c in zip(tuners, logged, cached)],
+        [_best_seconds(tn) if tn is not None else _logged_best(previous, t, tgt) for tn, t in zip(tuners, tasks)],
     )
     rounds = [0] * len(tasks)
     scheduler = _Gradient(tasks, seed=seed) if strategy == "gradient" else None
     callbacks = [log_to_file(log)]
+    if store is not None:
+        store.directory.mkdir(parents=True, exist_ok=True)
+        callbacks.append(log_to_file(store.path))
     start, turn = time.perf_counter(), 0
     bar = tqdm(
         total=n_trial,
@@ -171,7 +216,7 @@ def tune_model(
                 break
             if time_budget is not None and time.perf_counter() - start >= time_budget:
                 break
-            live = [tn is None or tn.has_next() for tn in tuners]
+            live = [i not in frozen and (tn is None or tn.has_next()) for i, tn in enumerate(tuners)]
             if not any(live):
                 break
             if scheduler is not None:
@@ -183,7 +228,7 @@ def tune_model(
             tn = tuners[i]
             if tn is None:
                 tn = tuners[i] = make_tuner(i)
-                summary.trials[i] = len(tn.trials)
+                summary.trials[i] = len(tn.trials) - cached[i]
             before = len(tn.trials)
             tn.tune(budget, option, callbacks=callbacks, batch_size=budget)
             rounds[i] += 1

@@ -77,6 +77,13 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
         "median (0: off; the best of single noisy readings is biased low)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--cache",
+        default=None,
+        metavar="DIR",
+        help="a tuning cache shared across models and runs: its records start the log, workloads it holds are not "
+        "measured again, new records go to it (adatune cache ls|show|prune)",
+    )
 
 
 def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
@@ -149,6 +156,7 @@ def tune_model_main(args: argparse.Namespace) -> int:
         seed=args.seed,
         confirm=args.confirm,
         tasks=extract_tasks(model, templates=False) if args.no_templates else None,
+        cache=args.cache,
     )
     est = summary.estimated_latency
     print(

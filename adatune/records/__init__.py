@@ -45,10 +45,12 @@ __all__ = [
     "save_to_file",
     "best_records",
     "CONFIRM",
+    "CACHED",
     "group_by_workload",
     "measure_str_key",
     "as_records",
     "read_log",
+    "append_records",
 ]
 
 FORMAT_VERSION = 2
@@ -105,6 +107,13 @@ class Record:
     @property
     def config_entity(self) -> dict:
         return dict(self.config.get("entity", {})) if self.kind == "knob" else {}
+
+    def to_json(self) -> dict:
+        """The line this record was read from (``"workload"`` left out: a file stores it once per workload)."""
+        return {
+            "v": self.version, "target": self.target, "task": [self.task_name, self.args], "kind": self.kind,
+            "key": self.key, "config": self.config, "result": self.result.to_json(),
+        }  # fmt: skip
 
     def create_task(self) -> TuningTask:
         """The task this record measured, on its recorded target (the host CPU if that target is unknown
@@ -309,7 +318,26 @@ def save_to_file(dest: str | os.PathLike | IO[str], pairs: Iterable[tuple[Measur
         dest.write(lines)  # type: ignore[union-attr]
         dest.flush()  # type: ignore[union-attr]
         return
-    with open(dest, "a", encoding="utf-8") as f:  # type: ignore[arg-type]
+    _append(dest, lines)  # type: ignore[arg-type]
+
+
+def append_records(path: str | os.PathLike, records: Iterable[Record]) -> None:
+    """Append records as they were read (another log's, a cache's) to the log at ``path``, each workload's
+    stored form on its first line there, as ``save_to_file`` writes measured pairs."""
+    stored = _stored_in_file(path)
+    out = []
+    for rec in records:
+        line, workload = rec.to_json(), rec.workload or _STORED.get(rec.workload_key)
+        if rec.workload_key not in stored and workload:
+            line["workload"] = workload
+            stored.add(rec.workload_key)
+        out.append(json.dumps(line, separators=(",", ":")) + "\n")
+    _append(path, "".join(out))
+
+
+def _append(path: str | os.PathLike, lines: str) -> None:
+    """Append and fsync, so that a run killed right after loses nothing it measured."""
+    with open(path, "a", encoding="utf-8") as f:
         f.write(lines)
         f.flush()
         os.fsync(f.fileno())
@@ -337,6 +365,9 @@ def as_records(items: Iterable[Any]) -> Iterator[Record]:
 
 #: ``MeasureResult.extra`` key of a confirmation reading (``Tuner.confirm``): ``{"session": t, "round": r}``
 CONFIRM = "confirm"
+#: ``MeasureResult.extra`` key of a record a ``TuningCache`` gave a model's log (its value: the cache's directory); it
+#: counts against no budget of that log
+CACHED = "cached"
 
 
 def read_log(log: str | os.PathLike | Iterable[Any]) -> list[Record]:
