@@ -73,7 +73,7 @@ def mark_weight_pack(sch: Any, pack: Any) -> bool:
     allocated = {str(b.name) for b in sch.get(sch.get_sblock("root")).alloc_buffers}
     if len(block.reads) != 1 or str(block.reads[0].source.name) in allocated:
         return False
-    sch.annotate(pack, LAYOUT_REWRITE_PREPROC, True)
+    sch.annotate(pack, LAYOUT_REWRITE_PREPROC, 1)  # 1, not True: a trace's JSON (a MetaSchedule database) reads 1
     return True
 
 
