@@ -119,7 +119,7 @@ def _matmul() -> tvm.tirx.PrimFunc:
     return te.create_prim_func([a, b, te.compute((32, 32), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")])
 
 
-def _measured(task: TraceTask, candidate: Any) -> tuple[MeasureInput, MeasureResult]:
+def _measured(task: Any, candidate: Any) -> tuple[MeasureInput, MeasureResult]:
     """A record of ``candidate`` (its timing is not what the export is about)."""
     return MeasureInput(task, candidate), MeasureResult((1e-3,), MeasureErrorNo.NO_ERROR, 0.0, 0.0)
 
@@ -178,3 +178,24 @@ def test_the_adatune_tuning_pipeline_tunes_writes_the_database_and_applies_it(
     assert tvm_ffi.structural_equal(again, prepared)
     with pytest.raises(ValueError, match="needs a budget"):
         adatune.relax.TuneIRMod(HOST, work)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "bert-base"])
+def test_the_zoo_models_round_trip_through_a_json_database(name: str, tmp_path: Path) -> None:
+    """ResNet-18 and BERT-base: a random config of every knob task, recorded (a round trip needs schedules, not
+    timings), exported to a ``JSONDatabase`` and applied by TVM's pass: each function is the program ``am.build``
+    gives it (``task.scheduled_module`` of the record), and TVM's own compile of the module matches PyTorch."""
+    model = am.load_builtin(name)
+    knob = [t for t in am.extract_tasks(model, HOST) if t.kind != "trace"]
+    rng = np.random.default_rng(0)
+    records = [_measured(t.task, t.task.space.random_candidates(rng, 1)[0]) for t in knob]
+    db = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    assert set(export_database(records, db, HOST).values()) == {"exported"}
+    applied = _applied(model.mod, ms.database.JSONDatabase(work_dir=str(tmp_path)))
+    for t, (inp, _) in zip(knob, records):
+        want = t.task.scheduled_module(inp.config)["main"]
+        for fn in t.global_vars:
+            assert tvm_ffi.structural_equal(_plain(applied[fn]), _plain(want)), _first_difference(applied[fn], want)
+    compiled = am.CompiledModel(model, tvm.compile(applied, HOST), {})
+    x = model.random_inputs()
+    np.testing.assert_allclose(compiled.run(*x)[0], model.reference(*x)[0], rtol=1e-3, atol=1e-4)
