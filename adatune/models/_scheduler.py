@@ -168,7 +168,7 @@ def tune_model(
     if store is not None:
         previous += _from_cache(store, tasks, tgt, previous, log)
     cached = [sum(r.task_name == t.task_name and CACHED in r.result.extra for r in previous) for t in tasks]
-    share = math.ceil(n_trial / len(tasks)) if n_trial is not None else round_trials
+    share = math.ceil(n_trial / max(len(tasks), 1)) if n_trial is not None else round_trials
     frozen = {i for i, n in enumerate(cached) if store is not None and n >= share}
     option = option or measure_option(LocalBuilder(), model_runner())
 
