@@ -176,6 +176,7 @@ def test_the_adatune_tuning_pipeline_tunes_writes_the_database_and_applies_it(
     prepared = am.prepare(mod)
     again = adatune.relax.TuneIRMod(HOST, work, budget=4, option=model_option)(prepared)  # resumes: nothing left
     assert tvm_ffi.structural_equal(again, prepared)
+    assert len(ms.database.JSONDatabase(work_dir=str(work)).get_all_tuning_records()) == len(written)  # not twice
     with pytest.raises(ValueError, match="needs a budget"):
         adatune.relax.TuneIRMod(HOST, work)
 

@@ -78,8 +78,9 @@ def export_database(
     target: _target.TargetLike | None = None,
 ) -> dict[str, str]:
     """Commit the best record of every task in ``log`` (a path, or records) to ``database`` (e.g.
-    ``ms.database.JSONDatabase(work_dir=...)``), for ``target`` only if given. Returns, per task name, "exported" or
-    why it was not (the others are written regardless)."""
+    ``ms.database.JSONDatabase(work_dir=...)``), for ``target`` only if given; a trace the database already holds
+    for its workload is not written again. Returns, per task name, "exported" or why it was not (the others are
+    written regardless)."""
     if not isinstance(database, ms.database.Database):
         raise TypeError(f"export_database writes to a meta_schedule Database, got {type(database).__name__}")
     report: dict[str, str] = {}
@@ -90,6 +91,9 @@ def export_database(
             continue
         workload, trace = made
         entry = database.commit_workload(workload)
+        if any(str(r.trace) == str(trace) for r in database.get_top_k(entry, 1 << 16)):
+            report[rec.task_name] = EXPORTED  # already there (an export repeated, a pass run again): not twice
+            continue
         args_info = ms.arg_info.ArgInfo.from_prim_func(workload["main"])
         tgt = _target.create(rec.target)
         database.commit_tuning_record(ms.database.TuningRecord(trace, entry, list(rec.result.costs), tgt, args_info))

@@ -67,17 +67,10 @@ class TuningCache:
         names, tgt = set(task_names), _target.to_json(_target.create(target))
         return [r for r in self.records() if r.task_name in names and _target.same_target(r.target, tgt)]
 
-    def add(self, records: Iterable[Record]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        append_records(self.path, records)
-
     def entries(self) -> list[CacheEntry]:
         """One entry per workload and target, by target then task name."""
-        groups: dict[tuple[str, str], list[Record]] = {}
-        for r in self.records():
-            groups.setdefault((_target_text(r.target), r.workload_key), []).append(r)
         out = []
-        for (tgt, key), recs in groups.items():
+        for (tgt, key), recs in _by_target_and_workload(self.records()).items():
             best = best_records(recs)
             seconds = best[key].cost if key in best else None
             valid = sum(r.result.ok and math.isfinite(r.cost) for r in recs)
@@ -90,21 +83,18 @@ class TuningCache:
         if keep < 1:
             raise ValueError(f"prune keeps at least one record per workload, got keep={keep}")
         recs = self.records()
-        groups: dict[tuple[str, str], list[Record]] = {}
-        for r in recs:
-            if r.result.ok and math.isfinite(r.cost):
-                groups.setdefault((_target_text(r.target), r.workload_key), []).append(r)
-        kept = [r for group in groups.values() for r in sorted(group, key=lambda r: r.cost)[:keep]]
+        valid = _by_target_and_workload(r for r in recs if r.result.ok and math.isfinite(r.cost))
+        kept = [r for group in valid.values() for r in sorted(group, key=lambda r: r.cost)[:keep]]
         tmp = self.path.with_suffix(".jsonl.tmp")
         tmp.unlink(missing_ok=True)
-        if kept:
-            append_records(tmp, kept)
-        else:
-            tmp.touch()
+        append_records(tmp, kept)  # creates the file even when nothing is kept
         os.replace(tmp, self.path)
         return len(recs), len(kept)
 
 
-def _target_text(recorded: dict) -> str:
-    """A record's target as one comparable line."""
-    return json.dumps(recorded, sort_keys=True)
+def _by_target_and_workload(records: Iterable[Record]) -> dict[tuple[str, str], list[Record]]:
+    """Records per (target as one comparable JSON line, workload key), in file order."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        groups.setdefault((json.dumps(r.target, sort_keys=True), r.workload_key), []).append(r)
+    return groups
