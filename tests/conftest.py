@@ -3,6 +3,7 @@ synthetic table, so the suite and the shipped conformance checks measure on the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -21,6 +22,9 @@ __all__ = ["synthetic_cost"]
 # (the adaptive sampler's) then spins its OpenMP threads against the other process's, each small fit many times
 # slower. Kernels run in runner workers (their own processes) and PyTorch sets its own thread count where it times.
 threadpool_limits(1, user_api="openmp")
+# Kernels run on one TVM thread here for the same reason: on two busy cores a parallel loop waits for its second
+# pool thread at every barrier. The tests of how adatune sizes TVM's pool run without the variable (they strip it).
+os.environ.setdefault("TVM_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

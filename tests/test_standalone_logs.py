@@ -83,11 +83,12 @@ TraceSearchTuner(trace, plan_size=3, population_size=8, genetic_num_iters=1, see
     3, option, batch_size=3, callbacks=to_log
 )
 model = standalone_kernels.small_model()
-am.tune_model(model, log, n_trial=3, round_trials=3, progress=False)
-option.close()
+am.tune_model(model, log, n_trial=3, round_trials=3, progress=False, option=option)
 wl = DynamicWorkload("sa_context", "bmm_nn", (2, 16), (1, 16))
-DietCodeTuner(wl, host, n_shapes=2, rounds=1, kernels_per_round=3, max_kernels=2, seed=1,
-              number=1, repeat=1, min_repeat_ms=1).tune(callbacks=to_log)
+DietCodeTuner(wl, host, n_shapes=2, rounds=1, kernels_per_round=3, max_kernels=2, seed=1).tune(
+    measure_option=option, callbacks=to_log
+)
+option.close()
 """
 
 CHECK = """

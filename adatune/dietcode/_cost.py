@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from xgboost import XGBRegressor
 
 from ._program import kernel_features
-from ._schedule import computed_units
+from ._schedule import padding_units
 from ._space import MicroKernel, MicroKernelSpace
 from ._workloads import DynamicWorkload
 
@@ -36,11 +36,10 @@ def num_tiles(wl: DynamicWorkload, mk: MicroKernel, t: int) -> int:
 
 
 def f_pad(wl: DynamicWorkload, mk: MicroKernel, t: int) -> float:
-    """Padded work over real work: every axis rounds up to what the schedule computes it to (``computed_units``:
-    the register tile for a T axis on x86, or a vector where a column tail runs, the tile on CUDA, ``kt`` for the
-    reduction)."""
+    """Padded work over real work: every axis rounds up to what the schedule pads it to (``padding_units``: the
+    register tile for a T axis on x86, the tile on CUDA, ``kt`` for the reduction)."""
     _, m, n, k = wl.gemm_extents(t)
-    padded = math.prod(math.ceil(x / u) * u for x, u in zip((m, n, k), computed_units(wl, mk)))
+    padded = math.prod(math.ceil(x / u) * u for x, u in zip((m, n, k), padding_units(wl, mk)))
     return padded / (m * n * k)
 
 

@@ -36,11 +36,10 @@ class KernelFeatures(Protocol):
 
 def unit_extent(wl: DynamicWorkload, mk: MicroKernel) -> int:
     """The least T whose GEMM the kernel tiles exactly: one row tile (and, where T is also the reduction, whole
-    ``kt`` steps; where a column tail runs, whole register tiles of columns, so the program holds the kernel's own
-    tiles, as its twin's does, and an empty tail)."""
+    ``kt`` steps)."""
     if wl.kind == "bmm_nn":
         return math.lcm(mk.mt, mk.kt)
-    return math.lcm(mk.mt, mk.nr) if mk.tail else mk.mt
+    return mk.mt
 
 
 class HandFeatures:

@@ -16,7 +16,6 @@ import tvm
 from ..codegen import x86 as _x86
 from ..codegen.x86 import vectorize_columns
 from ._space import CROP_TILE, PACK_COLUMN, MicroKernel
-from ._tail import finish_tail, schedule_tail, tail_error, tail_func
 from ._workloads import DynamicWorkload
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "aligned_versions",
     "alignment",
     "microkernel_func",
-    "computed_units",
     "padding_units",
     "schedule_microkernel",
     "smem_error",
@@ -47,13 +45,6 @@ def padding_units(wl: DynamicWorkload, mk: MicroKernel) -> tuple[int, int, int]:
         return mk.mt, mk.nt, mk.kt
     rows, cols, _ = wl.dynamic_axes()
     return (mk.mr if rows else mk.mt), (mk.nr if cols else mk.nt), mk.kt
-
-
-def computed_units(wl: DynamicWorkload, mk: MicroKernel) -> tuple[int, int, int]:
-    """What ``mk`` computes each GEMM axis of ``wl`` to a multiple of: ``padding_units``, except that a kernel with
-    a column tail (``mk.tail``) computes its columns to a multiple of the tail's vector."""
-    units = padding_units(wl, mk)
-    return (units[0], mk.tail, units[2]) if mk.tail else units
 
 
 def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
@@ -390,19 +381,12 @@ def schedule_microkernel(wl: DynamicWorkload, mk: MicroKernel, align: int = 1) -
         raise ValueError(f"aligned kernel versions are x86 only; {mk} is a {mk.device} kernel")
     units = padding_units(wl, mk)
     axes = {ax for ax, dyn in enumerate(wl.dynamic_axes()) if dyn and align % units[ax] == 0}
-    if why := tail_error(wl, mk):
-        raise ValueError(why)
-    tail = mk.tail and align == 1  # an aligned version leaves the columns unpadded: the kernel's tile alone
     mk = aligned_tile(wl, mk, align)
-    sch = tvm.s_tir.Schedule(tail_func(wl, mk) if tail else wl.prim_func(packed=False, align=align, axes=axes))
+    sch = tvm.s_tir.Schedule(wl.prim_func(packed=False, align=align, axes=axes))
     if mk.device == "cpu":
         if mk.split_k > 1 or mk.interleave:
             raise ValueError(split_k_error(wl, mk) or f"interleaved threads are a CUDA option; {mk} is a cpu kernel")
-        if tail:
-            schedule_tail(sch, mk)
         _schedule_cpu(sch, wl, mk)
-        if tail:
-            finish_tail(sch)
     elif mk.device == "cuda":
         if mk.pack or mk.crop or mk.unroll:
             raise ValueError(

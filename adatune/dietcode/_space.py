@@ -6,7 +6,7 @@ varies, tiles need not divide it (the schedule pads each tile locally).
 - x86: ``mr x nr`` is a register-blocked accumulator tile that fits the register file with enough FMA chains
   (``codegen.x86.register_tiles``); ``mt``, ``nt`` are small multiples whose panels fit L2. ``bmm_nt`` (T both rows
   and columns) adds one-vector and narrower tiles for small T, and fields whose gain depends on T and the tile, for
-  the search and each T's vote to choose: ``pack``, ``crop``, ``unroll`` and ``tail`` (``adatune.dietcode._tail``).
+  the search and each T's vote to choose: ``pack``, ``crop`` and ``unroll``.
 - CUDA: a thread block of ``(mt / mr) x (nt / nr)`` threads (a multiple of the warp), each accumulating
   ``mr x nr`` outputs in registers, its operand tiles staged in shared memory.
 """
@@ -92,7 +92,6 @@ class MicroKernel:
     split_k: int = 1  # CUDA: blocks sharing the reduction, summed by a second kernel (``SPLIT_K``)
     interleave: bool = False  # CUDA: a thread's rows and columns a thread-tile apart, not adjacent (see below)
     smem: str = ""  # CUDA bmm_nt: the shared-memory layout of B's tile (``SMEM_LAYOUTS``)
-    tail: int = 0  # x86 bmm_nt: lanes of the one-vector tile that runs the columns past T // nr * nr (0: padded)
 
     def __post_init__(self) -> None:
         if self.pack not in ("", PACK_COLUMN) or self.crop not in ("", CROP_TILE):
@@ -108,12 +107,6 @@ class MicroKernel:
             raise ValueError(f"a micro-kernel splits its reduction into one of {SPLIT_K} parts, got {self.split_k!r}")
         if self.smem not in SMEM_LAYOUTS:
             raise ValueError(f"a micro-kernel lays out its shared tiles as one of {SMEM_LAYOUTS}, got {self.smem!r}")
-        if isinstance(self.tail, bool) or not isinstance(self.tail, int) or self.tail < 0:
-            raise ValueError(f"a micro-kernel's column tail is a vector's lanes (0: none), got tail={self.tail!r}")
-        if self.tail and self.device != "cpu":
-            raise ValueError(
-                f"a column tail is an x86 option; {self.device} kernels pad T to their tile, got tail={self.tail}"
-            )
 
     @property
     def key(self) -> str:
@@ -121,7 +114,6 @@ class MicroKernel:
             (f"/{self.pack}" if self.pack else "")
             + (f"/{_CROP_SUFFIX}" if self.crop == CROP_TILE else "")
             + (f"/unroll{self.unroll}" if self.unroll else "")
-            + (f"/tail{self.tail}" if self.tail else "")
             + (f"/splitk{self.split_k}" if self.split_k > 1 else "")
             + ("/interleave" if self.interleave else "")
             + (f"/{self.smem}" if self.smem else "")
@@ -145,16 +137,15 @@ class MicroKernel:
             | ({"split_k": self.split_k} if self.split_k > 1 else {})
             | ({"interleave": True} if self.interleave else {})
             | ({"smem": self.smem} if self.smem else {})
-            | ({"tail": self.tail} if self.tail else {})
         )
 
     @classmethod
     def from_key(cls, key: str) -> MicroKernel:
-        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column``, ``.../column/crop-tile/unroll64``,
-        ``.../unroll64/tail8``), in a space or not."""
+        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column/crop-tile/unroll64``), in a space or
+        not."""
         bad = (
             f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32, cpu:8x8x1/8x4/column/crop-tile/unroll64, "
-            "cpu:12x96x4/6x16/column/tail8, cuda:32x64x16/4x4/splitk4/interleave/kmajor)"
+            "cuda:32x64x16/4x4/splitk4/interleave/kmajor)"
         )
         try:
             device, rest = key.split(":")
@@ -166,7 +157,6 @@ class MicroKernel:
             mt, nt, kt = (int(x) for x in tile.split("x"))
             mr, nr = (int(x) for x in reg.split("x"))
             split_k = int(options.pop()[len("splitk") :]) if options[-1:] and options[-1].startswith("splitk") else 1
-            tail = int(options.pop()[len("tail") :]) if options[-1:] and options[-1].startswith("tail") else 0
             unroll = int(options.pop()[len("unroll") :]) if options[-1:] and options[-1].startswith("unroll") else 0
         except ValueError as err:
             raise ValueError(bad) from err
@@ -174,7 +164,7 @@ class MicroKernel:
         pack = options[:-1] if crop else options
         if pack not in ([], [PACK_COLUMN]):
             raise ValueError(bad)
-        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop, unroll, split_k, interleave, smem, tail)
+        return cls(device, mt, nt, kt, mr, nr, pack[0] if pack else "", crop, unroll, split_k, interleave, smem)
 
     @property
     def threads(self) -> int:
@@ -325,7 +315,6 @@ class MicroKernelSpace(CandidateSpace):
         "interleave",
         "smem_kmajor",
         "smem_pad",
-        "column_tail",
     )
 
     def __init__(
@@ -364,12 +353,6 @@ class MicroKernelSpace(CandidateSpace):
                 self.kernels += [dataclasses.replace(k, pack=PACK_COLUMN) for k in self.kernels if k.nr > 1]
                 self.kernels += [dataclasses.replace(k, crop=CROP_TILE) for k in self.kernels]
                 self.kernels += [dataclasses.replace(k, unroll=UNROLL_STEPS[-1]) for k in self.kernels]
-                lanes = self.info.lanes(dtype)  # a tile of several vectors may run its last columns as a tail
-                self.kernels += [
-                    dataclasses.replace(k, tail=lanes)
-                    for k in self.kernels
-                    if k.nr > lanes and k.nr % lanes == 0 and not k.crop
-                ]
             self.cores = self.info.cores
             self.cache_bytes = self.info.l2_bytes
         else:
@@ -405,7 +388,7 @@ class MicroKernelSpace(CandidateSpace):
                 self._neighbours.setdefault((i, values[:i] + values[i + 1 :]), []).append(k)
 
     _MUTABLE: ClassVar[tuple[str, ...]] = (
-        "mt", "nt", "kt", "mr", "nr", "pack", "crop", "unroll", "split_k", "interleave", "smem", "tail"
+        "mt", "nt", "kt", "mr", "nr", "pack", "crop", "unroll", "split_k", "interleave", "smem"
     )  # fmt: skip
 
     @classmethod
@@ -433,7 +416,7 @@ class MicroKernelSpace(CandidateSpace):
         return [pool[int(i)] for i in idx]
 
     def mutate(self, candidates: Sequence[Any], rng: np.random.Generator) -> list[Any]:
-        """A neighbour shares all but one field (tile, step, register tile, packing, crop, unroll or tail) with its
+        """A neighbour shares all but one field (tile, step, register tile, packing, crop or unroll) with its
         origin."""
         out = []
         for cand in candidates:
@@ -475,7 +458,6 @@ class MicroKernelSpace(CandidateSpace):
                     float(k.interleave),
                     float(k.smem.startswith("kmajor")),
                     float(k.smem == "kmajor-pad"),
-                    float(k.tail > 0),
                 ]
             )
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(self.FEATURE_NAMES))
@@ -488,7 +470,6 @@ class MicroKernelSpace(CandidateSpace):
                 str(data["device"]), int(data["mt"]), int(data["nt"]), int(data["kt"]), int(data["mr"]),
                 int(data["nr"]), str(data.get("pack", "")), str(data.get("crop", "")), int(data.get("unroll", 0)),
                 int(data.get("split_k", 1)), bool(data.get("interleave", False)), str(data.get("smem", "")),
-                int(data.get("tail", 0)),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed micro-kernel record {data!r}: {err}") from err

@@ -15,7 +15,6 @@ from ..measure.device_limits import DeviceLimits
 from ..task import ArgSpec, TuningTask, register_task_kind, workload_key
 from ._schedule import schedule_microkernel
 from ._space import MicroKernel, MicroKernelSpace
-from ._tail import specialisable
 from ._workloads import DynamicWorkload
 
 __all__ = ["PREFIX", "DynamicGemmTask", "MicroKernelTask", "arg_specs_at", "microkernel_space", "static_k"]
@@ -103,11 +102,6 @@ class MicroKernelTask(DynamicGemmTask):
         self.arg_specs = arg_specs_at(workload, self.t)
 
     def scheduled_module(self, candidate: Any) -> tvm.IRModule:
-        if isinstance(candidate, MicroKernel) and not specialisable(candidate, self.t):
-            raise ValueError(
-                f"{candidate} runs only its column tail at T={self.t} (below its {candidate.nr}-column register "
-                "tile), which TVM cannot compile with T bound; time its shape-generic kernel (a RangeTask)"
-            )
         func = self.kernel_module(candidate)["main"]
         return tvm.IRModule({"main": func.specialize({func.params[3]: self.t})})
 
