@@ -61,24 +61,20 @@ def _usable_cores() -> int:
 
 
 def tvm_thread_env() -> dict[str, str]:
-    """The environment a process that runs adatune's kernels needs so TVM's pool has one thread per usable
-    physical core; empty when the user chose a number (``TVM_NUM_THREADS`` or ``OMP_NUM_THREADS``).
-
-    Without either, TVM 0.27 runs ``hardware_concurrency() / 2`` threads on x86, assuming two-way SMT: on a
-    CPU without SMT (cloud VMs, SMT switched off) every parallel kernel uses half the cores, one of two on a
-    2-core VM, while PyTorch uses all of them."""
+    """The environment a process that runs adatune's kernels needs so TVM's pool has one thread per usable physical
+    core; empty when the user chose a number (``TVM_NUM_THREADS`` or ``OMP_NUM_THREADS``). Without either, TVM 0.27
+    runs ``hardware_concurrency() / 2`` threads on x86, assuming two-way SMT: on a CPU without SMT (cloud VMs, SMT
+    switched off) every parallel kernel uses half the cores, while PyTorch uses all of them."""
     if "TVM_NUM_THREADS" in os.environ or "OMP_NUM_THREADS" in os.environ:
         return {}
     return {"TVM_NUM_THREADS": str(_usable_cores())}
 
 
 def size_tvm_thread_pool() -> None:
-    """Size the TVM thread pools this process starts from now on (see ``tvm_thread_env``).
-
-    Called where adatune runs kernels (a measurement worker at its start, a compiled model it returns),
-    never on import: the host application's environment is its own. TVM reads the count once, when a
-    thread's pool starts, and ``runtime.config_threadpool`` can lower it but not raise it above that, so the
-    environment, before the pool starts, is the only lever TVM 0.27 offers."""
+    """Size the TVM thread pools this process starts from now on (``tvm_thread_env``). Called where adatune runs
+    kernels (a measurement worker at its start, a compiled model it returns), never on import: the host application's
+    environment is its own. TVM 0.27 reads the count once, when a thread's pool starts, and
+    ``runtime.config_threadpool`` cannot raise it, so the environment before the pool starts is the only lever."""
     os.environ.update(tvm_thread_env())
 
 
@@ -101,12 +97,10 @@ def cpus_pinned_by_other_threads() -> set[int]:
 
 @contextlib.contextmanager
 def tvm_main_thread() -> Iterator[None]:
-    """Run TVM kernels inside the block with the calling thread kept off its pool workers' CPUs.
-
-    TVM 0.27 pins each pool worker to a CPU and runs the first share of every parallel loop on the calling
-    thread; where the scheduler puts that thread on a worker's CPU, the two share a core and every parallel kernel
-    slows. The block pins the caller to the CPUs no worker holds and restores its affinity after; a no-op where
-    nothing is pinned (TVM's pool not started yet, one thread, ``TVM_BIND_THREADS=0``)."""
+    """Run TVM kernels inside the block with the calling thread pinned off its pool workers' CPUs (affinity restored
+    after). TVM 0.27 pins each pool worker to a CPU and runs the first share of every parallel loop on the calling
+    thread; on a worker's CPU the two share a core and every parallel kernel slows. A no-op where nothing is pinned
+    (TVM's pool not started yet, one thread, ``TVM_BIND_THREADS=0``)."""
     if not hasattr(os, "sched_setaffinity") or not os.path.isdir("/proc/self/task"):
         yield
         return
@@ -126,11 +120,9 @@ _BLAS: list[Any] = []  # one threadpoolctl controller, made on first use (inspec
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
-    """numpy's BLAS on one thread inside the block.
-
-    A multi-threaded OpenBLAS call leaves its workers spinning after it returns; a TVM kernel timed right
-    after a numpy reference then shares the cores with them and reads slow. Wrap every numpy computation that
-    runs in a process that times kernels. Tiny products (the RFEI jackknife) are also faster on one thread."""
+    """numpy's BLAS on one thread inside the block: a multi-threaded OpenBLAS call leaves its workers spinning after
+    it returns, and a TVM kernel timed right after shares the cores with them. Wrap every numpy computation in a
+    process that times kernels (tiny products, such as the RFEI jackknife, are also faster on one thread)."""
     try:
         if not _BLAS:
             from threadpoolctl import ThreadpoolController
@@ -199,8 +191,7 @@ def to_json(target: tvm.target.Target) -> dict:
 
 
 def _jsonable(value: Any) -> Any:
-    """TVM maps (a CUDA target's ``host``) become dicts, arrays (``mattr``, ``keys``) lists; anything else its
-    string."""
+    """TVM maps (a CUDA target's ``host``) become dicts, arrays (``mattr``, ``keys``) lists, anything else str."""
     if hasattr(value, "items") and callable(value.items):
         return {str(k): v if isinstance(v, (str, int, float, bool)) else _jsonable(v) for k, v in value.items()}
     if hasattr(value, "__len__") and hasattr(value, "__getitem__") and not isinstance(value, (str, bytes)):
@@ -233,8 +224,7 @@ def vector_lanes(target: tvm.target.Target, dtype: str = "float32") -> int:
 @dataclass(frozen=True)
 class CpuInfo:
     """What a CPU target offers a kernel: its ISA level, vector registers, caches (bytes: L1d and L2 per core, L3 per
-    package) and cores. Caches come from the OS for this machine (``from_host``), else typical sizes for the ISA.
-    """
+    package) and cores. Caches come from the OS for this machine (``from_host``), else typical sizes for the ISA."""
 
     model: str
     mcpu: str
@@ -349,11 +339,8 @@ def _host_model() -> str:
 
 
 def cpu_info(target: TargetLike | None = None) -> CpuInfo:
-    """The ISA, vector registers, caches and cores of an LLVM CPU target (the host when None).
-
-    The ISA comes from LLVM's features for the target's ``mcpu`` and ``mattr``, never from assumptions: a
-    target without ``mcpu`` compiles generic x86-64 (SSE2) code, and this says so.
-    """
+    """The ISA, vector registers, caches and cores of an LLVM CPU target (the host when None). The ISA comes from
+    LLVM's features for ``mcpu`` and ``mattr``: a target without ``mcpu`` compiles generic x86-64 (SSE2) code."""
     tgt = host() if target is None else create(target)
     if tgt.kind.name != "llvm":
         raise ValueError(f"cpu_info needs an LLVM CPU target, got kind {tgt.kind.name!r}")
@@ -376,8 +363,7 @@ def _cpu_info(key: str) -> CpuInfo:
 
 
 def describe_host() -> dict[str, Any]:
-    """This machine's CPU as benchmarks record it next to their numbers: model, LLVM mcpu, ISA, vector
-    lanes and registers, caches, cores, LLVM version."""
+    """This machine's CPU for benchmark records: model, mcpu, ISA, vector lanes, registers, caches, cores, versions."""
     info = asdict(cpu_info(host()))
     info["fp32_lanes"] = cpu_info(host()).fp32_lanes
     info["llvm_version"] = int(tvm.target.codegen.llvm_version_major())

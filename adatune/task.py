@@ -1,7 +1,6 @@
 """Templates and tasks: AutoTVM's programming model on TIR schedules. A template builds TE tensors, schedules
 ``te.create_prim_func(...)`` and reads its knobs from ``adatune.get_config()``; a task binds it to arguments and a
-target, running it once to collect the config space.
-"""
+target, running it once to collect the config space."""
 
 from __future__ import annotations
 
@@ -87,8 +86,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def get_config() -> Any:
-    """The config in effect inside a template: the space being collected, a chosen config, or a
-    fallback when called directly with no applicable record."""
+    """The config in effect inside a template: the space being collected, a chosen config, or a fallback."""
     cfg = getattr(_local, "config", None)
     if cfg is None:
         raise RuntimeError("adatune.get_config() is only valid inside a template function")
@@ -125,12 +123,9 @@ def _resolve_config(name: str, args: Sequence[Any]) -> Any:
 
 
 def template(name: str, reference: Callable[..., Any] | None = None) -> Callable:
-    """Register a schedule template under ``name``.
-
-    ``reference(*inputs) -> output(s)``: an optional numpy implementation that checks candidates (given the
-    template's arguments when it takes a keyword ``args``); without it the unscheduled TIR is the reference. Called
-    directly, the template uses the best record of the enclosing ``apply_history_best`` (or a fallback config).
-    """
+    """Register a schedule template under ``name``. ``reference(*inputs) -> output(s)``: optional numpy code that checks
+    candidates (given the template's arguments if it takes a keyword ``args``); else the unscheduled TIR is the
+    reference. Called directly, the template uses the enclosing ``apply_history_best``'s best record (or a fallback)."""
     if name in _TEMPLATES:
         raise ValueError(f"a template named {name!r} is already registered")
 
@@ -152,8 +147,7 @@ def template(name: str, reference: Callable[..., Any] | None = None) -> Callable
 
 class TuningTask(abc.ABC):
     """What tuners, builders, runners and records need of a task, whatever its kind of candidate: a computation bound
-    to arguments and a target with a ``space`` of candidates, and ``scheduled_module(candidate)`` for the builder.
-    """
+    to arguments and a target with a ``space`` of candidates, and ``scheduled_module(candidate)`` for the builder."""
 
     name: str
     args: tuple
@@ -306,10 +300,9 @@ class Task(TuningTask):
         return tvm.IRModule({"main": te.create_prim_func(self._tensors)})
 
     def reference_module(self) -> tvm.IRModule:
-        """The template's computation instantiated under the host CPU's target, unscheduled, as AutoTVM builds its
-        correctness reference: a template that computes differently for the task's target (a wrong branch for a
-        device) is then compared with the host's computation, not with itself. The task's own computation where
-        the template cannot run for the host or gives other arguments there."""
+        """The template's computation for the host CPU, unscheduled, as AutoTVM builds its correctness reference, so
+        a template that computes differently for the task's target (a wrong branch for a device) is compared with the
+        host's computation, not itself; the task's own where the template fails for the host or changes arguments."""
         try:
             with _target.host(), _ConfigScope(ConfigSpace()):
                 _, tensors = self.template.func(*self.args)

@@ -1,11 +1,10 @@
 """AdaTune's cost model: a random forest whose predictive uncertainty turns into expected improvement.
 
-The infinitesimal jackknife (Wager, Hastie & Efron 2014, as in forestci) gives the variance of the forest's
-throughput prediction, and expected improvement over the best measured throughput (AdaTune, NeurIPS 2020, eqs.
-(1)-(2)) rewards configs predicted fast or poorly known. ``forestci.random_forest_error`` is not called per query
-(slow, and its calibration depends on the query batch and NumPy's global state): the in-bag matrix and the
-empirical-Bayes calibration are fitted once per fit. With ``calibrate=False`` the variance equals forestci's
-clipped at zero (tested).
+The infinitesimal jackknife (Wager, Hastie & Efron 2014, as in forestci) gives the variance of the forest's throughput
+prediction, and expected improvement over the best measured throughput (AdaTune, NeurIPS 2020, eqs. (1)-(2)) rewards
+configs predicted fast or poorly known. ``forestci.random_forest_error`` is not called per query (slow, and its
+calibration depends on the query batch and NumPy's global state): the in-bag matrix and the empirical-Bayes
+calibration are fitted once per fit. With ``calibrate=False`` the variance equals forestci's clipped at zero.
 """
 
 from __future__ import annotations
@@ -35,10 +34,7 @@ _SIGMA_FACTOR_RANGE = (1e-2, 1e2)
 
 def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.ndarray:
     """EI(x) = E[max(0, f(x) - f(x+))] for f(x) ~ N(mu, sigma^2) (eq. 1), in closed form (eq. 2):
-    (mu - f+) Phi(Z) + sigma phi(Z), Z = (mu - f+) / sigma.
-
-    Where sigma = 0 (or tiny) it is max(0, mu - f+), computed directly, never through Z, so nothing divides by zero.
-    """
+    (mu - f+) Phi(Z) + sigma phi(Z), Z = (mu - f+) / sigma; where sigma = 0 it is max(0, mu - f+), never through Z."""
     mu = np.asarray(mu, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64)
     gap = mu - float(best)
@@ -66,8 +62,7 @@ class RFEICostModel(CostModel):
 
     ``recalibrate=True`` scales the standard deviation (and eps_t) so the configs measured after each fit are
     standard-normal in hindsight: sqrt(median(z^2) / median(chi2_1)) over their held-out z (Kuleshov et al., ICML
-    2018). The held-out statistics (``held_out``) are kept either way.
-    """
+    2018). The held-out statistics (``held_out``) are kept either way."""
 
     OPTIONS = (
         Option.declare("n_trees", int, "trees in the random forest (a spread needs two)", minimum=2),
@@ -191,10 +186,9 @@ class RFEICostModel(CostModel):
 
     def _hold_out(self, x_new: np.ndarray, y_new: np.ndarray) -> None:
         """Score the configs measured since the last fit under that fit's forest (before it is replaced): their
-        statistics go to ``held_out`` (a record of how well calibrated the search's picks were), and with
-        ``recalibrate`` ``sigma_factor`` follows every held-out z so far. Failed configs (y = 0) are left out:
-        their error is the builder's or runner's, not the surrogate's. Values are fractions of the best
-        throughput the last forest was fitted on."""
+        statistics go to ``held_out`` (how well calibrated the search's picks were), and with ``recalibrate``
+        ``sigma_factor`` follows every held-out z so far. Failed configs (y = 0) are left out: their error is the
+        builder's or runner's, not the surrogate's. Values are fractions of the best throughput of the last fit."""
         if self.forest is None or len(x_new) == 0:
             return
         mean, std = self._mean_std_scaled(np.ascontiguousarray(x_new, dtype=np.float32))
@@ -221,8 +215,7 @@ class RFEICostModel(CostModel):
             self.sigma_factor = factor
 
     def _prepare_jackknife(self) -> None:
-        """In-bag matrix and calibration curve, once per fit; falls back to the per-tree spread if forestci
-        cannot run on this forest."""
+        """In-bag matrix and calibration curve, once per fit (the per-tree spread where forestci fails on it)."""
         import forestci
 
         try:
@@ -277,9 +270,8 @@ class RFEICostModel(CostModel):
 
     # -- predicting -------------------------------------------------------------------------------
     def _tree_predictions(self, x: np.ndarray) -> np.ndarray:
-        """(n_trees, n) predictions. The input is validated once here instead of once per tree, and each
-        tree's ``tree_.predict`` (what ``DecisionTreeRegressor.predict`` calls after validation) is used
-        directly: the per-tree validation is most of the cost of simulated annealing's queries."""
+        """(n_trees, n) predictions: the input validated once, each tree's ``tree_.predict`` called directly (the
+        per-tree validation of ``DecisionTreeRegressor.predict`` dominates simulated annealing's queries)."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         try:
             out = np.stack([t.tree_.predict(x).reshape(len(x)) for t in self.forest.estimators_])
@@ -323,9 +315,8 @@ class RFEICostModel(CostModel):
         return mean, std
 
     def predict_mean_std(self, xs: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Predicted throughput and its standard deviation (FLOP/s) for feature rows (or candidates).
-
-        Cached per feature row until the next fit: simulated annealing revisits many candidates."""
+        """Predicted throughput and its standard deviation (FLOP/s) for feature rows (or candidates), cached per
+        feature row until the next fit (simulated annealing revisits many candidates)."""
         x = np.ascontiguousarray(self.as_features(xs), dtype=np.float32)
         if self.forest is None:
             return np.zeros(len(x)), np.zeros(len(x))
@@ -346,9 +337,8 @@ class RFEICostModel(CostModel):
         return mean * self.scale, std * (self.scale * self.sigma_factor)
 
     def predict(self, xs: Any) -> np.ndarray:
-        """Expected improvement over the best measured throughput (``"plugin-ei"``: over the best predicted mean
-        of a measured config), divided by that throughput (with ``acquisition="mean"``: the predicted throughput
-        over the best, uncertainty unused)."""
+        """EI over the best measured throughput (``"plugin-ei"``: the best predicted mean of a measured config), divided
+        by that throughput; ``acquisition="mean"``: the predicted throughput over the best, uncertainty unused."""
         if self.forest is None:
             return np.zeros(len(self.as_features(xs)))
         mean, std = self.predict_mean_std(xs)

@@ -7,10 +7,9 @@ imports; ``adatune.models.build_dynamic`` wraps ``build_relax``). ``gemm_workloa
 a ``permute_dims`` behind reshapes is read through) and ``bmm_nn`` (``P @ V``). Leading batch axes are static.
 
 ``build_relax`` replaces each call by a Relax function per workload whose body is the DietCode decision tree as
-nested ``If``s on T (``ShapeDispatcher.to_relax``), each leaf a ``call_tir`` of one micro-kernel (params reordered
-to ``(A, B, T, C)``: Relax passes scalars before outputs). The dispatch is thus VM bytecode in the module, and
-``export_library`` writes everything. The rest of the graph is legalised and fused, and every other PrimFunc gets
-``schedule_generic`` and the ranges' tops as its symbols' bounds (``adatune.codegen.stack_bounds``).
+nested ``If``s on T (``ShapeDispatcher.to_relax``), each leaf a ``call_tir`` of one micro-kernel: the dispatch is VM
+bytecode in the module, and ``export_library`` writes everything. The rest of the graph is legalised and fused, and
+every other PrimFunc gets ``schedule_generic`` and the ranges' tops as its symbols' bounds (``codegen.stack_bounds``).
 """
 
 from __future__ import annotations
@@ -345,12 +344,10 @@ def build_relax(
     vector_math: bool = True,
     vector_tails: bool = True,
 ) -> RelaxBuild:
-    """One Relax VM executable for every extent in the graph's ranges (see the module docstring).
-
+    """One Relax VM executable for every extent in the graph's ranges (module docstring); CPU targets only.
     ``results`` are matched to GEMMs by kind, dims and T range; a GEMM without one warns and is scheduled like any
     other operator. ``applied`` says per PrimFunc ``dietcode``, ``generic``, ``view`` (a reshape made a view) or
-    ``unscheduled``. CPU targets only. Memory is planned for each range's top, so a larger extent is undefined.
-    """
+    ``unscheduled``. Memory is planned for each range's top, so a larger extent is undefined."""
     by_key = _results_by_key(results)
     first = next(iter(by_key.values()), None)
     tgt = _target.create(target) if target is not None else (first.target if first is not None else _target.host())

@@ -49,11 +49,9 @@ def padding_units(wl: DynamicWorkload, mk: MicroKernel) -> tuple[int, int, int]:
 
 def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
     """What ``T`` must be a multiple of for ``mk``'s aligned version on a bmm ``wl`` to leave its ``aligned_axis``
-    unpadded (that axis's padding unit); 1 (no version) on CUDA and dense GEMMs, which pad only A's rows once.
-
-    A shape-generic kernel pads and crops even at a T that needs no padding; the version does neither. Where that axis
-    is never padded (bmm NN with ``kt = 1``, a one-column NT tile) the version aligns the rows' unit
-    ``mr`` instead."""
+    unpadded: that axis's padding unit, or the rows' ``mr`` where that axis is never padded (bmm NN with ``kt = 1``,
+    a one-column NT tile); 1 (no version) on CUDA and dense GEMMs, which pad only A's rows once. The version skips the
+    padding and crop that a shape-generic kernel does even at a T that needs none."""
     if mk.device != "cpu" or wl.kind == "dense":
         return 1
     units = padding_units(wl, mk)
@@ -63,11 +61,9 @@ def alignment(wl: DynamicWorkload, mk: MicroKernel) -> int:
 def aligned_versions(
     wl: DynamicWorkload, kernels: Sequence[MicroKernel], kept: Sequence[int] | None = None
 ) -> list[int]:
-    """Per kernel, the alignment of the version deployed beside it (0: none, where it would serve no T of the
-    range): a module runs ``<name>_a<u>`` (``aligned_name``) instead of ``<name>`` wherever ``T % u == 0``.
-
-    ``kept`` (a dispatcher's ``aligned``: the versions the tuner timed faster, ``check_versions``) overrides that
-    default per kernel; each entry must be 0 or the kernel's own alignment."""
+    """Per kernel, the alignment of the version deployed beside it (0: none, where it would serve no T of the range;
+    ``serving_name`` picks it wherever ``T % u == 0``). ``kept`` (a dispatcher's ``aligned``: the versions the tuner
+    timed faster, ``check_versions``) overrides that default per kernel; each entry must be 0 or the kernel's own."""
     default = [u if 1 < u <= wl.t_range[1] else 0 for u in (alignment(wl, k) for k in kernels)]
     if kept is None:
         return default
@@ -79,10 +75,9 @@ def aligned_versions(
 
 
 def aligned_tile(wl: DynamicWorkload, mk: MicroKernel, align: int) -> MicroKernel:
-    """The micro-kernel an aligned version (``align > 1``) is scheduled with: ``mk`` itself, except that a bmm NT
-    kernel whose register tile is not a power-of-two number of columns (three vectors, split by
-    ``vectorize_columns``) takes its register tile as its column tile when its columns are aligned: such a version
-    ran slower with its own wider column tile, power-of-two tiles faster."""
+    """The micro-kernel an aligned version (``align > 1``) is scheduled with: ``mk``, except that a bmm NT kernel
+    whose register tile is not a power-of-two number of columns (three vectors, split by ``vectorize_columns``)
+    takes its register tile as its column tile when its columns are aligned (its wider column tile is slower)."""
     units = padding_units(wl, mk)
     pow2 = mk.nr & (mk.nr - 1) == 0
     if align <= 1 or wl.kind != "bmm_nt" or pow2 or mk.nt == mk.nr or align % units[1]:
@@ -160,9 +155,8 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
     extent = sch.get(j).extent
     cols_padded = not _divides(extent, units[1])  # an aligned version's columns may be left unpadded
     if wl.kind == "bmm_nt" and isinstance(extent, tvm.tirx.IntImm):
-        # with T bound (a ``MicroKernelTask``'s build) bmm_nt keeps its crop: written straight to C with T = 16 .. 64
-        # bound and rows padded to 27, TVM 0.27's build corrupted the heap (the aligned, symbolic version is exact
-        # at every multiple: tests/test_dietcode_align.py)
+        # with T bound (a ``MicroKernelTask``'s build) bmm_nt keeps its crop: TVM 0.27's build of a bound-T kernel
+        # writing straight to C corrupts the heap (the aligned, symbolic version is exact at every multiple)
         cols_padded = True
     a_pad, crop_place = pad_places(wl, mk, cols_padded)
     a_pad_per_tile = a_pad == "tile"
@@ -184,19 +178,17 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         raise ValueError(f"{mk} packs B per column tile, which only bmm_nt kernels do; {wl.name} is {wl.kind}")
     if column and mk.nr == 1:
         raise ValueError(f"{mk} is one column wide: it reads B's rows as they are, nothing to pack per column tile")
-    # a pre-packed dense weight is walked column tile by column tile, each tile's row tiles in turn, so a
-    # B panel is read from memory once and reused from cache by every row tile (rows-first read all of B once
-    # per row tile), which matters when a model's many distinct weights leave none of them in cache
-    # (not when B itself is padded: its pad is computed per column tile, which leaves nothing to fuse)
+    # a pre-packed dense weight is walked column tile by column tile, each tile's row tiles in turn, so a B panel is
+    # read from memory once and reused from cache by every row tile (a model's many weights leave none in cache);
+    # not when B itself is padded: its pad is computed per column tile, which leaves nothing to fuse
     col_first = column or (wl.kind == "dense" and bool(wl.b_panel) and "B_pad" not in names)
     outer, inner = (jo, io) if col_first else (io, jo)
     sch.reorder(*batch, outer, inner, jio, iio, ko, ki, iii, jii)
     acc = sch.cache_write(blk, 0, _x86.ACCUMULATOR_SCOPE)  # the mr x nr accumulators, in registers for the reduction
     sch.reverse_compute_at(acc, iio)
     if "C_pad" in names and crop_place == "direct":
-        # only the rows are padded: the accumulators write the real rows straight to C, one guard per row,
-        # instead of through a padded tile and a guarded element-by-element copy (bmm_nt pads its columns too:
-        # a guard per lane would keep the store from being vectorised)
+        # only the rows are padded: the accumulators write the real rows straight to C, one guard per row, instead
+        # of through a padded tile and a guarded copy (padded columns would need a guard per lane: no vector store)
         sch.reverse_compute_inline(sch.get_sblock("C_pad"))
         names.discard("C_pad")
     if column:  # B's nt x K panel packed k-major inside its column tile, once, before the row tiles reuse it
@@ -213,8 +205,7 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
         panel = sch.get_sblock("B_pad") if "B_pad" in names else sch.cache_read(blk, 1, "global")
         nr = mk.nr
         sch.transform_layout(panel, ("write", 0), lambda n, jj, kk: (n, jj // nr, kk, jj % nr))
-        # once per call, in parallel over (batch, panel): a per-tile pack repeats for every row tile (the space's
-        # pack="column" kernels pack per column tile instead, and each T's vote picks)
+        # once per call, in parallel over (batch, panel): a per-tile pack would repeat for every row tile
         sch.parallel(sch.fuse(*sch.get_loops(panel)[:2]))
     elif "B_pad" in names:
         sch.compute_at(sch.get_sblock("B_pad"), jo)
@@ -242,8 +233,7 @@ def _schedule_cpu(sch: tvm.s_tir.Schedule, wl: DynamicWorkload, mk: MicroKernel)
 
 def _vectorize_columns(sch: tvm.s_tir.Schedule, loop: tvm.s_tir.LoopRV, wl: DynamicWorkload, mk: MicroKernel) -> None:
     """A register tile's column loop vectorised one packed weight's panel at a time where the tile spans several
-    panels (each k step reads one contiguous vector from each panel), else one power-of-two vector at a time
-    (``vectorize_columns``)."""
+    panels (one contiguous vector per panel per k step), else by power-of-two vectors (``vectorize_columns``)."""
     if wl.b_panel and mk.nr > wl.b_panel:
         outer, loop = sch.split(loop, [None, wl.b_panel])
         sch.unroll(outer)
@@ -251,8 +241,7 @@ def _vectorize_columns(sch: tvm.s_tir.Schedule, loop: tvm.s_tir.LoopRV, wl: Dyna
 
 
 def _place_crop(sch: tvm.s_tir.Schedule, place: str, tile: tvm.s_tir.LoopRV) -> None:
-    """The padded output's crop into C: inside each tile (``tile``), or once per call over C, rows in parallel
-    (``call``)."""
+    """The padded output's crop into C: inside each tile (``tile``), or once per call, rows in parallel (``call``)."""
     crop = sch.get_sblock("C_pad")
     if place == "call":
         sch.parallel(sch.fuse(*sch.get_loops(crop)[:-1]))
@@ -289,8 +278,7 @@ _SUM_THREADS = 128
 
 
 def split_k_error(wl: DynamicWorkload, mk: MicroKernel) -> str:
-    """Why ``mk`` cannot split ``wl``'s reduction ('' where it can): the parts must be whole ``kt`` steps of a
-    reduction that does not follow T."""
+    """Why ``mk`` cannot split ``wl``'s reduction ('' if it can): parts are whole ``kt`` steps of a fixed reduction."""
     if mk.split_k == 1:
         return ""
     if mk.device != "cuda":
@@ -312,8 +300,8 @@ def smem_error(kind: str, mk: MicroKernel) -> str:
 
 
 def _sum_parts(sch: tvm.s_tir.Schedule, names: set[str]) -> None:
-    """Split-K's second kernel: each thread sums one output's parts and crops it into C (the padded output, if
-    any, then lives in a register)."""
+    """Split-K's second kernel: a thread sums one output's parts and crops it into C (a padded output stays in a
+    register)."""
     red = sch.get_sblock("C")
     *spatial, _ = sch.get_loops(red)
     bx, tx = sch.split(sch.fuse(*spatial), [None, _SUM_THREADS])

@@ -20,8 +20,7 @@ __all__ = ["Compression", "calibrated_costs", "compress_votes", "kept_versions",
 @dataclass
 class Compression:
     """The deployed choice: ``labels[i]`` serves ``ts[i]``, ``votes[i]`` is what it voted for; ``loss``: mean predicted
-    slowdown against every T's own winner; ``tried``: (leaves, kernels, loss) of every tree considered.
-    """
+    slowdown against every T's own winner; ``tried``: (leaves, kernels, loss) of every tree considered."""
 
     ts: list[int]
     labels: list[int]
@@ -38,8 +37,7 @@ class Compression:
 def calibrated_costs(predicted: np.ndarray, timed: np.ndarray, ts: Sequence[int]) -> np.ndarray:
     """Each kernel's predicted seconds anchored to its timings: measured where timed, elsewhere the prediction times
     the measured / predicted ratio, interpolated in log space between the nearest timed T (constant beyond); rows
-    never timed keep the prediction. f_MK is one number per kernel, so its error is mostly the same at neighbouring T.
-    """
+    never timed keep the prediction. f_MK is one number per kernel, so its error is similar at neighbouring T."""
     pred = np.asarray(predicted, dtype=np.float64)
     meas = np.asarray(timed, dtype=np.float64)
     if pred.shape != meas.shape or pred.ndim != 2 or pred.shape[1] != len(ts):
@@ -78,11 +76,9 @@ def compress_votes(
     max_kernels: int | None = None,
     random_state: int = 0,
 ) -> Compression:
-    """Pick the kernels to deploy from a ``(kernels, len(ts))`` predicted-cost matrix (see the module docstring).
-
-    Trees grow one leaf at a time until their loss is within ``tolerance`` (and they deploy at most
-    ``max_kernels``); when none is, the least-loss tree within ``max_kernels`` is taken.
-    """
+    """Pick the kernels to deploy from a ``(kernels, len(ts))`` predicted-cost matrix (module docstring): trees grow
+    one leaf at a time until their loss is within ``tolerance`` (and they deploy at most ``max_kernels``); when none
+    is, the least-loss tree within ``max_kernels`` is taken."""
     c = np.asarray(costs, dtype=np.float64)
     if c.ndim != 2 or c.shape[0] == 0 or c.shape[1] != len(ts) or not len(ts):
         raise ValueError(f"costs must be a (kernels, {len(ts)}) matrix with at least one kernel, got {c.shape}")
@@ -130,12 +126,10 @@ def compress_votes(
 
 def verified_labels(labels: Sequence[int], timed: np.ndarray, aligned: np.ndarray) -> tuple[list[int], int]:
     """Each T's kernel chosen again on the deployed kernels' timings at every T (``DietCodeTuner``'s ``verify``): the
-    vote sees timings only at the sampled T, and between them another deployed kernel can be faster.
-
-    ``timed``: seconds, a row per deployed kernel, a column per T (non-finite where it failed); ``labels[j]``: the
-    row serving ``ts[j]``; ``aligned[i, j]``: kernel ``i`` runs its aligned version at ``ts[j]``, which it keeps (its
-    timed generic version would overstate it); other T take the row timed fastest. Returns the labels and how many
-    changed."""
+    vote sees timings only at the sampled T, and between them another deployed kernel can be faster. ``timed``:
+    seconds, a row per deployed kernel, a column per T (non-finite where it failed); ``labels[j]``: the row serving
+    ``ts[j]``; ``aligned[i, j]``: kernel ``i`` runs its aligned version at ``ts[j]``, which it keeps (its timed
+    generic version would overstate it); other T take the row timed fastest. Returns the labels and how many changed."""
     t = np.asarray(timed, dtype=np.float64)
     al = np.asarray(aligned, dtype=bool)
     if t.ndim != 2 or t.shape != al.shape or t.shape[1] != len(labels):
@@ -156,9 +150,9 @@ def verified_labels(labels: Sequence[int], timed: np.ndarray, aligned: np.ndarra
 def kept_versions(units: Sequence[int], kernel: np.ndarray, version: np.ndarray) -> tuple[list[int], list[float]]:
     """Which aligned versions to deploy: ``units[i]`` is kernel ``i``'s alignment (0: it has no version),
     ``kernel[i, j]`` and ``version[i, j]`` the seconds of the kernel and of its aligned version at the ``j``-th T
-    they were both timed at (non-finite: failed or not timed). A version is kept where it ran faster than its
-    kernel (geometric mean over the T both timed), or where only it ran; one that failed, or was never timed, is
-    dropped. Returns the kept units (0: dropped) and each kernel's version/kernel time ratio (NaN: none)."""
+    they were both timed at (non-finite: failed or not timed). A version is kept where it ran faster than its kernel
+    (geometric mean over the T both timed) or where only it ran. Returns the kept units (0: dropped) and each kernel's
+    version/kernel time ratio (NaN: none)."""
     k, v = np.asarray(kernel, dtype=np.float64), np.asarray(version, dtype=np.float64)
     if k.ndim != 2 or k.shape != v.shape or k.shape[0] != len(units):
         raise ValueError(f"kernel and version must both be ({len(units)}, T) matrices, got {k.shape} and {v.shape}")

@@ -47,22 +47,18 @@ CROP_TILE = "tile"
 _CROP_SUFFIX = "crop-tile"  # the key's suffix for crop="tile" (a bare "tile" would read as a tile size)
 #: auto-unroll steps an x86 micro-kernel may ask for (0: none); the key's suffix is ``unroll<step>``
 UNROLL_STEPS = (0, 64)
-#: CUDA: blocks that split a kernel's reduction (split-K; 1 = none). A BERT GEMM at small T has too few output
-#: tiles to fill a GPU (FFN2 at T = 1: 12-96 blocks for 132 SMs, each walking all 3,072 of K), as cuBLAS knows.
+#: CUDA split-K: blocks sharing a kernel's reduction (1 = none), as a GEMM at small T has too few output tiles for a GPU
 SPLIT_K = (1, 2, 4, 8, 16, 32)
 #: the parts a CUDA space offers by default (each kernel in every one that divides its reduction into kt-steps)
 DEFAULT_SPLIT_K = SPLIT_K
 #: CUDA ``bmm_nt``: how a kernel stores B's tile in shared memory. ``""``: as global memory holds it, reduction
-#: innermost, so a thread's next column lies ``kt`` words on and a warp reading one k-slice hits one bank
-#: ``32 / gcd(nr * kt, 32)`` times over (a stride that is a multiple of 32 serialises the whole warp);
-#: ``"kmajor"``: transposed, k outermost, so a warp reads neighbouring words; ``"kmajor-pad"``: transposed with each
-#: k-row padded 4 words past a multiple of 16, so the transposing stores also spread over the banks while rows
-#: stay 16-byte aligned. Only there: A's tile (and B of dense and bmm NN) is read across its rows by a warp, and
-#: transposing A measured slower.
+#: innermost, so a warp reading one k-slice hits one bank ``32 / gcd(nr * kt, 32)`` times over; ``"kmajor"``:
+#: transposed, k outermost, so a warp reads neighbouring words; ``"kmajor-pad"``: transposed with each k-row padded 4
+#: words past a multiple of 16, so the transposing stores also spread over the banks while rows stay 16-byte aligned.
+#: Only there: A's tile (and B of dense and bmm NN) is read across its rows by a warp.
 SMEM_LAYOUTS = ("", "kmajor", "kmajor-pad")
-#: the layout a CUDA ``bmm_nt`` space offers by default: the padded k-major tile held the best kernel of BERT's
-#: scores space at every T timed on a GPU, and the tuner replayed on the padded kernels alone came closer to that
-#: best than on both layouts, so it replaces the as-read tile rather than doubling the space.
+#: the layout a CUDA ``bmm_nt`` space offers by default: the padded k-major tile gave BERT's scores their best kernel at
+#: every T timed, so it replaces the as-read tile rather than doubling the space
 DEFAULT_SMEM = ("kmajor-pad",)
 
 
@@ -141,8 +137,7 @@ class MicroKernel:
 
     @classmethod
     def from_key(cls, key: str) -> MicroKernel:
-        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32``, ``.../column/crop-tile/unroll64``), in a space or
-        not."""
+        """The micro-kernel ``key`` names (``cpu:64x96x4/8x32/column/crop-tile/unroll64``), in a space or not."""
         bad = (
             f"not a micro-kernel key: {key!r} (e.g. cpu:64x96x4/8x32, cpu:8x8x1/8x4/column/crop-tile/unroll64, "
             "cuda:32x64x16/4x4/splitk4/interleave/kmajor)"
@@ -185,18 +180,15 @@ def _register_tiles(info: CpuInfo) -> set[tuple[int, int]]:
 
 
 def _one_vector_tiles(info: CpuInfo) -> set[tuple[int, int]]:
-    """(rows, 1) accumulator tiles with ``FMA_CHAINS`` rows or more, for GEMMs whose columns are T (``bmm_nt``).
-
+    """(rows, 1) accumulator tiles with ``FMA_CHAINS`` rows or more, for GEMMs whose columns are T (``bmm_nt``):
     ``register_tiles`` drops them (a k step loads one broadcast per FMA), but a T axis pads to the register tile's
     width, so a one-vector tile wastes less between multiples; the measured votes decide per host."""
     return {(rows, 1) for rows in range(FMA_CHAINS, info.vector_registers) if fits_registers(rows, 1, info)}
 
 
 def weight_panel(target: Any, dtype: str, n: int) -> int:
-    """Panel width a dense weight of ``n`` columns is packed in for ``target``'s kernels: one SIMD vector, so one
-    layout serves every kernel and a tile of ``v`` vectors reads ``v`` contiguous panels per k step (a panel as wide
-    as the tiles' least common multiple made narrow tiles read part of each row). 0 where it does not divide ``n``
-    or off x86."""
+    """Panel width of ``target``'s packed dense weights of ``n`` columns (0 off x86 or where it does not divide ``n``):
+    one SIMD vector, so one layout serves all kernels and a ``v``-vector tile reads ``v`` adjacent panels per k step."""
     tgt = create_target(target)
     if str(tgt.kind.name) != "llvm":
         return 0  # CUDA kernels stage B through shared memory from its row-major layout
@@ -211,8 +203,7 @@ def _cpu_kernels(
     lanes = lanes or info.lanes(dtype)
     nbytes = tvm.DataType(dtype).bits // 8
     out = []
-    # tiles up to 128 rows and 3 or 6 register tiles wide: on AVX-512, wide tiles (64x96 of 8x32 registers) beat
-    # the best of a space of at most 64 rows and 1, 2 or 4 register tiles on BERT's dense GEMMs at large T
+    # tiles up to 128 rows and 3 or 6 register tiles wide: wide tiles (64x96 of 8x32 registers) win on large GEMMs
     for (mr, vecs), a, b, kt in itertools.product(sorted(tiles), (1, 2, 4, 8, 16), (1, 2, 3, 4, 6), (1, 2, 4, 8)):
         nr = vecs * lanes
         mt, nt = mr * a, nr * b
@@ -226,11 +217,9 @@ def _cpu_kernels(
 
 
 def _half_vector_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> list[MicroKernel]:
-    """Register tiles of half a vector (256 bits on AVX-512) for GEMMs whose columns are T (``bmm_nt``), with the
-    one-vector tiles' rows; none where half a vector is narrower than 8 lanes (AVX2's would be 128-bit).
-
-    They pad T less; a core that splits 512-bit FMAs in halves loses nothing on them, one with full 512-bit FMA units
-    halves its throughput, so the measured votes decide per host."""
+    """Register tiles of half a vector for GEMMs whose columns are T (``bmm_nt``), with the one-vector tiles' rows; none
+    where half a vector is narrower than 8 lanes. They pad T less; a core that splits 512-bit FMAs in halves loses
+    nothing on them, one with full 512-bit FMA units halves its throughput, so the votes decide per host."""
     half = info.lanes(dtype) // 2
     if half < 8:
         return []
@@ -238,9 +227,8 @@ def _half_vector_kernels(info: CpuInfo, dtype: str, static_k: int | None) -> lis
 
 
 def _small_kernels(info: CpuInfo, dtype: str) -> list[MicroKernel]:
-    """Tiles narrower than a vector for GEMMs whose columns are T too (``bmm_nt``): at T = 1 a full-vector tile
-    pads the work 128-fold (4 x 32 on AVX-512), where a scalar tile of the static template runs far faster.
-    Latency-bound, so only the search's pick at small T."""
+    """Tiles narrower than a vector for GEMMs whose columns are T too (``bmm_nt``): at T = 1 a full-vector tile pads
+    the work 128-fold on AVX-512. Latency-bound, so only the search's pick at small T."""
     lanes = info.lanes(dtype)
     widths = sorted({w for w in (1, 2, 4, lanes // 2) if 1 <= w < lanes})
     return [
@@ -289,10 +277,9 @@ class MicroKernelSpace(CandidateSpace):
 
     A CUDA space fits ``device_limits`` (else the live device's, else the profile of the target's ``arch``).
     ``split_k`` (CUDA): the parts a kernel may split its reduction into (default ``DEFAULT_SPLIT_K`` where the reduction
-    is fixed: at small T a GEMM has too few output tiles to fill a GPU; ``(1,)`` for none). ``interleave``: whether
-    threads also take rows and columns a thread-tile apart (off by default: a small gain for twice the space).
-    ``smem`` (CUDA ``bmm_nt``): the layouts of B's shared tile (None: ``DEFAULT_SMEM``; other kinds take ``("",)``).
-    """
+    is fixed, ``(1,)`` for none). ``interleave``: whether threads also take rows and columns a thread-tile apart (off by
+    default: a small gain for twice the space). ``smem`` (CUDA ``bmm_nt``): the layouts of B's shared tile (None:
+    ``DEFAULT_SMEM``; other kinds take ``("",)``)."""
 
     kind: ClassVar[str] = "microkernel"
     FEATURE_NAMES: ClassVar[tuple[str, ...]] = (
@@ -348,8 +335,7 @@ class MicroKernelSpace(CandidateSpace):
                 extra = _half_vector_kernels(self.info, dtype, static_k) + _small_kernels(self.info, dtype)
                 self.kernels += list({k.key: k for k in extra}.values())  # a small tile may be a half-vector one
                 # a one-column register tile reads B's rows as they lie (k-major already): nothing to pack per
-                # column tile, and TVM 0.27 failed to build those kernels wherever the tile held more than one
-                # column ("cannot make uint from negative value": one of 24 measured in each of three scores runs)
+                # column tile, and TVM 0.27 fails to build those kernels where the tile holds several columns
                 self.kernels += [dataclasses.replace(k, pack=PACK_COLUMN) for k in self.kernels if k.nr > 1]
                 self.kernels += [dataclasses.replace(k, crop=CROP_TILE) for k in self.kernels]
                 self.kernels += [dataclasses.replace(k, unroll=UNROLL_STEPS[-1]) for k in self.kernels]
@@ -416,8 +402,7 @@ class MicroKernelSpace(CandidateSpace):
         return [pool[int(i)] for i in idx]
 
     def mutate(self, candidates: Sequence[Any], rng: np.random.Generator) -> list[Any]:
-        """A neighbour shares all but one field (tile, step, register tile, packing, crop or unroll) with its
-        origin."""
+        """A neighbour differs from its origin in one field (a tile, step, packing, crop, unroll, ...)."""
         out = []
         for cand in candidates:
             values = self._fields(cand)

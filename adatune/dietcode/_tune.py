@@ -92,11 +92,9 @@ class DietCodeTuner(Tuner):
     """Tune one dynamic workload for its whole T range (see the module docstring).
 
     Each round proposes ``kernels_per_round`` kernels by ``search`` on the model, with a share ``explore`` of random
-    ones (all random before the first fit). ``max_kernels=None`` deploys as many as ``dispatch_tolerance`` needs.
-    ``number``/``repeat``/``min_repeat_ms`` time every T when ``tune`` makes its own runner; ``measure_option`` measures
-    elsewhere. A ``log_to_file`` callback gets one record per kernel, each T's timings in ``extra["points"]``
-    (``log_file=`` is its deprecated spelling).
-    """
+    ones (all random before the first fit). ``max_kernels=None`` deploys as many as ``dispatch_tolerance`` needs. A
+    ``log_to_file`` callback gets one record per kernel, each T's timings in ``extra["points"]`` (``log_file=`` is its
+    deprecated spelling)."""
 
     OPTIONS = (
         Option.declare("n_shapes", int, "T values sampled over the range", minimum=1),
@@ -320,10 +318,9 @@ class DietCodeTuner(Tuner):
     def _versions_checked(
         self, result: DietCodeResult, option: MeasureOption, callbacks: Sequence[Callback]
     ) -> DietCodeResult:
-        """``check_versions``: each deployed kernel with an aligned version timed as itself and as that version
-        at up to ``VERSION_CHECK_TS`` of the aligned T it serves (one batch, logged like the rounds); the
-        dispatcher's ``aligned`` keeps the versions that ran faster (``kept_versions``). A version that serves
-        no T of the range is dropped untimed."""
+        """``check_versions``: each deployed kernel with an aligned version timed as itself and as that version at
+        up to ``VERSION_CHECK_TS`` of the aligned T it serves (logged like the rounds); the dispatcher's ``aligned``
+        keeps the versions that ran faster (``kept_versions``); one serving no T of the range is dropped untimed."""
         lo, hi = self.workload.t_range
         units = aligned_versions(self.workload, result.kernels)
         if not any(units):
@@ -361,10 +358,9 @@ class DietCodeTuner(Tuner):
         return result
 
     def _verified(self, result: DietCodeResult, option: MeasureOption, callbacks: Sequence[Callback]) -> DietCodeResult:
-        """``verify``: the deployed kernels timed at every T of the range (one ``RangeTask`` over it, through the
-        same builder and runner, logged like the rounds), each T given the fastest of them (``verified_labels``),
-        and the dispatcher fitted again on those choices. A kernel that fails here gives up every T to the kernels
-        that were timed there."""
+        """``verify``: the deployed kernels timed at every T of the range (one ``RangeTask`` through the same builder
+        and runner, logged like the rounds), each T given the fastest of them (``verified_labels``), the dispatcher
+        fitted again on those choices. A kernel that fails here gives up every T to the kernels timed there."""
         lo, hi = self.workload.t_range
         ts = list(range(lo, hi + 1))
         task = RangeTask(self.workload, ts, self.target, self.micro_space)

@@ -39,11 +39,8 @@ def validate_range(t_range: Any) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class DynamicWorkload:
-    """A GEMM with one symbolic extent ``T`` in ``t_range``.
-
-    ``dense``: ``dims = (K, N)``; ``bmm_nt``: ``dims = (B, D)`` (reduction over D); ``bmm_nn``:
-    ``dims = (B, D)`` (reduction over T).
-    """
+    """A GEMM with one symbolic extent ``T`` in ``t_range``; ``dims``: ``(K, N)`` for ``dense``, ``(B, D)`` for
+    ``bmm_nt`` (reduction over D) and ``bmm_nn`` (reduction over T)."""
 
     name: str
     kind: str
@@ -123,18 +120,15 @@ class DynamicWorkload:
 
     # ------------------------------------------------------------------ TIR
     def aligned_axis(self) -> int:
-        """The GEMM axis (0 rows, 1 columns, 2 reduction) whose padding decides an aligned kernel version's
-        ``align``: the second T axis of a bmm (columns of ``bmm_nt``, the reduction of ``bmm_nn``), the rows of a
-        dense GEMM."""
+        """The GEMM axis (0 rows, 1 columns, 2 reduction) whose padding decides an aligned kernel version's ``align``:
+        a bmm's second T axis (columns of ``bmm_nt``, the reduction of ``bmm_nn``), a dense GEMM's rows."""
         return {"dense": 0, "bmm_nt": 1, "bmm_nn": 2}[self.kind]
 
     def prim_func(self, packed: bool = True, align: int = 1, axes: Any = None) -> tvm.tirx.PrimFunc:
         """The computation with a symbolic ``T`` (int32), args ``(A, B, C, T)``, blocks A/B/C; B in the packed layout
-        unless ``packed=False`` (see ``pack_b_layout``).
-
-        ``align > 1``: the version for ``T`` a multiple of ``align``: the T axes in ``axes`` (0 rows, 1 columns, 2
-        reduction; default ``aligned_axis``) span ``T // align * align``, so a schedule leaves them unpadded; another
-        ``T`` fails TVM's shape check instead of computing wrongly."""
+        unless ``packed=False`` (``pack_b_layout``). ``align > 1``: the version for ``T`` a multiple of ``align``: the
+        T axes in ``axes`` (0 rows, 1 columns, 2 reduction; default ``aligned_axis``) span ``T // align * align``, so a
+        schedule leaves them unpadded; another ``T`` fails TVM's shape check instead of computing wrongly."""
         if isinstance(align, bool) or not isinstance(align, int) or align < 1:
             raise ValueError(f"align must be a positive int, got {align!r}")
         axes = frozenset({self.aligned_axis()} if axes is None else axes)
@@ -210,10 +204,8 @@ def bert_workloads(
     ffn: int = 3072,
     pack_for: Any = None,
 ) -> dict[str, DynamicWorkload]:
-    """BERT-base's dynamic GEMMs with ``T`` tokens: the four dense layers and the two attention GEMMs.
-
-    ``pack_for``: a target whose micro-kernels take the dense weights pre-packed (``weight_panel``); None keeps
-    them ``[K, N]``."""
+    """BERT-base's dynamic GEMMs with ``T`` tokens: the four dense layers and the two attention GEMMs. ``pack_for``:
+    a target whose micro-kernels take the dense weights pre-packed (``weight_panel``); None keeps them ``[K, N]``."""
     lo, hi = validate_range(t_range)
     if hidden % heads:
         raise ValueError(f"hidden size {hidden} is not a multiple of {heads} heads")

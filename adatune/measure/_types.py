@@ -41,10 +41,8 @@ class MeasureErrorNo(enum.IntEnum):
 
 
 class MeasureInput:
-    """One candidate of a task: ``MeasureInput(task, config)``, or AutoTVM's ``MeasureInput(target, task, config)``.
-
-    ``config`` is any candidate of the task's space (a knob config, a trace, a micro-kernel).
-    """
+    """One candidate of a task: ``MeasureInput(task, config)``, or AutoTVM's ``MeasureInput(target, task, config)``;
+    ``config`` is any candidate of the task's space (a knob config, a trace, a micro-kernel)."""
 
     __slots__ = ("task", "config")
 
@@ -88,11 +86,9 @@ class MeasureInput:
 
 @dataclass(frozen=True)
 class CallPlan:
-    """How a runner calls a split kernel: plain data, so it travels to worker processes and RPC servers.
-
-    Argument references index the task's own arguments (``arg_specs`` order, outputs included) followed by
-    ``temps``, the packed buffers the ``setup`` calls fill once, before correctness is checked and the
-    ``timed`` call is timed."""
+    """How a runner calls a split kernel, as plain data (it travels to worker processes and RPC servers). Argument
+    references index the task's own arguments (``arg_specs`` order, outputs included) followed by ``temps``, the
+    packed buffers the ``setup`` calls fill once, before correctness is checked and the ``timed`` call is timed."""
 
     temps: tuple[tuple[tuple[int, ...], str], ...]
     setup: tuple[tuple[str, tuple[int, ...]], ...]
@@ -115,8 +111,7 @@ class BuildResult:
 @dataclass
 class MeasureResult:
     """Timings of one candidate: ``costs`` in seconds per run (one per repeat or micro-batch), ``all_cost`` the
-    wall-clock it cost the tuner, ``runs`` the kernel runs timed, ``cv`` the adaptive evaluator's final CV.
-    """
+    wall-clock it cost the tuner, ``runs`` the kernel runs timed, ``cv`` the adaptive evaluator's final CV."""
 
     costs: tuple[float, ...]
     error_no: MeasureErrorNo
@@ -193,10 +188,8 @@ class MeasureResult:
 @dataclass
 class MeasureBatch:
     """What one ``measure`` call returns: per candidate a result (or its error kind), and the batch's seconds.
-
-    ``done_at[k]`` is when candidate ``k``'s result was known, in seconds after the batch began, so a tuner's
-    clock can be stamped per candidate (recorded seconds when the runner replays a recorded table).
-    """
+    ``done_at[k]`` is when candidate ``k``'s result was known, in seconds after the batch began, so a tuner's clock
+    can be stamped per candidate (recorded seconds when the runner replays a recorded table)."""
 
     results: list[MeasureResult]
     build_seconds: float
@@ -246,10 +239,8 @@ class RunRequest:
 
 @dataclass
 class RunOutcome:
-    """What a runner's worker returns for one candidate: its timings, or its error kind and why.
-
-    ``seconds`` is the worker's own time (over RPC: from holding a server to the result); ``extra`` goes
-    into the result as it is (the RPC server, its wait and stages)."""
+    """What a runner's worker returns for one candidate: its timings, or its error kind and why. ``seconds`` is the
+    worker's own time (over RPC: from holding a server to the result); ``extra`` goes into the result as it is."""
 
     error_no: MeasureErrorNo = MeasureErrorNo.NO_ERROR
     error_msg: str = ""

@@ -1,8 +1,6 @@
-"""Functions that run inside the builder and runner worker processes.
-
-They take and return plain data (``RunRequest``, ``BuildResult``, ``RunOutcome``) so a crash or hang costs
-only the worker. A candidate's failure is returned as its ``MeasureErrorNo`` kind, never raised.
-"""
+"""Functions that run inside the builder and runner worker processes: they take and return plain data
+(``RunRequest``, ``BuildResult``, ``RunOutcome``) so a crash or hang costs only the worker, and return a candidate's
+failure as its ``MeasureErrorNo`` kind, never raise it."""
 
 from __future__ import annotations
 
@@ -70,10 +68,9 @@ def build_candidate(mod: Any, target_json: dict, host_json: dict | None, out_dir
 
 def gpu_limit_violation(mod: Any, limits: dict) -> str:
     """Empty when every GPU function of ``mod`` respects ``limits``, else which limit it breaks and why.
-
     ``verify_gpu_code`` on a naively lowered function passes everything (thread variables keep loop names, shared
     buffers sit outside the kernel), so Meta-schedule's ``VerifyGPUCode`` postproc, which lowers as ``tvm.build``
-    does first, rejects here, before any nvcc run. Per-axis thread limits are read from the thread bindings."""
+    does first, rejects here, before any nvcc run; per-axis thread limits come from the thread bindings."""
     import tvm
 
     max_threads = int(limits["max_threads_per_block"])
@@ -151,11 +148,10 @@ def _passes_verify_gpu_code(mod: Any, max_threads: int, max_shared: int) -> bool
 
 
 def _enable_nvcc() -> None:
-    """Compile CUDA at build time. TVM 0.27 only compiles device code when a ``tvm_callback_cuda_compile`` is
-    registered (``tvm.support.nvcc`` registers one that picks NVRTC unless ``TVM_CUDA_COMPILE_MODE`` says
-    otherwise); without it the library keeps CUDA source and errors surface at load time. NVRTC needs the
-    cuda-bindings package, so where it is missing this registers the same callback with nvcc (present on every
-    machine here) instead of writing the variable: the environment stays the caller's."""
+    """Compile CUDA at build time: TVM 0.27 compiles device code only when a ``tvm_callback_cuda_compile`` is
+    registered (``tvm.support.nvcc`` registers one that picks NVRTC unless ``TVM_CUDA_COMPILE_MODE`` says otherwise);
+    without it the library keeps CUDA source and errors surface at load time. NVRTC needs the cuda-bindings package,
+    so where it is missing this registers the callback with nvcc instead of setting the variable (the caller's)."""
     import tvm.support.nvcc as nvcc
     import tvm_ffi
 
@@ -248,7 +244,6 @@ def check_and_time(
     module: Any, dev: Any, req: RunRequest, config: RunnerConfig, where: str = "", stage_done: Any = None
 ) -> RunOutcome:
     """Check (when configured) and time a loaded candidate, at each of the request's points if it has them.
-
     A shape-generic kernel gets a fresh evaluator per point (TVM's keeps the number of runs it grew to for
     ``min_repeat_ms``, so one reused from a small extent would run a large one thousands of times); its costs
     are one value, the sum of the points' medians, and ``extra["points"]`` keeps each point's timings."""

@@ -6,9 +6,8 @@ Adaptive evaluator (AdaTune, NeurIPS 2020, section 4.3), on when ``min_converge_
 ``number * repeat`` runs (the cap), in micro-batches of ``micro_batch`` runs, stopping once ``CV = std(P) / mean(P)``
 of the per-batch throughputs ``P_i`` falls below ``min_converge_coef``. The CV is taken once ``min_micro_batches``
 batches are in, and from ``TRIM_FROM_BATCHES`` batches on without the slowest and the fastest (as AdaTune's released
-code does); the per-batch CV is used because the running throughput's CV smooths itself into stopping at the floor.
-The floor is at most ``FLOOR_SHARE`` of the cap (``ADATUNE_PAPER``: 3 micro-batches of B=50 runs of n=500), so the
-micro-batch shrinks to fit it; a cap that cannot hold ``min_micro_batches`` runs is rejected.
+code does). The floor is at most ``FLOOR_SHARE`` of the cap (``ADATUNE_PAPER``: 3 micro-batches of B=50 runs of
+n=500), so the micro-batch shrinks to fit it; a cap that cannot hold ``min_micro_batches`` runs is rejected.
 
 Where this follows its sources and where it leaves them. Section 4.1 of the paper gives n, B, the threshold (10%) and
 the CV; it names no floor, and takes the CV over the cumulative throughputs Perf_i = i * GFLOP / Time(i). The RFC

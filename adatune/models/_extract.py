@@ -330,8 +330,7 @@ _MATCHERS: list[Callable[[tvm.s_tir.Schedule, list[str], _Params], _Match | None
 class ModelTask:
     """One distinct fused function of a model: its calls (``weight``), FLOPs and the task that tunes it. ``kind``: the
     template name, or ``"trace"``; ``note``: why a recognised function went to trace search. Every function also has
-    its ``trace_task`` (created on first use), so a log tuned with templates off applies to a table with them.
-    """
+    its ``trace_task`` (created on first use), so a log tuned with templates off applies to a table with them."""
 
     def __init__(
         self,
@@ -401,9 +400,8 @@ def _call_counts(mod: tvm.IRModule) -> dict[str, int]:
 
 
 def _constant_args(mod: tvm.IRModule) -> dict[str, frozenset[int]]:
-    """Per PrimFunc, the argument positions that are constants at every call of ``main``: a model's weights,
-    and what a call computes from constants alone (a transposed weight), which a build folds. Their packing is
-    done once at build time, so a measurement does it once, before timing (``adatune.measure``)."""
+    """Per PrimFunc, the argument positions that are constants at every call of ``main`` (``TuningTask.constant_args``):
+    a model's weights, and what a call computes from constants alone (a transposed weight), which a build folds."""
     call_tir = tvm.ir.Op.get("relax.call_tir")
     constant_vars: set[Any] = set()
     found: dict[str, frozenset[int]] = {}
@@ -471,10 +469,9 @@ def _trace_or_template(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[Tu
 
 
 def extract_tasks(model: Model, target: _target.TargetLike | None = None, templates: bool = True) -> list[ModelTask]:
-    """One task per distinct PrimFunc of ``model`` (structurally equal functions share one task and add up
-    their calls), heaviest first (weight x FLOPs). ``templates=False``: every function goes to trace search,
-    the knob templates unused (to compare the two on a whole model, or where a template's space is in doubt),
-    except a function TVM's rules make no design space of (the note says so); its trace task is made here."""
+    """One task per distinct PrimFunc of ``model`` (structurally equal functions share one task and add up their
+    calls), heaviest first (weight x FLOPs). ``templates=False``: every function goes to trace search, the knob
+    templates unused, except one TVM's rules make no design space of (the note says so); its trace task is made here."""
     tgt = _target.create(target) if target is not None else _target.host()
     counts = _call_counts(model.mod)
     constants = _constant_args(model.mod)

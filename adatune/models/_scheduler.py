@@ -1,9 +1,8 @@
 """One tuning budget over all tasks of a model: round-robin or Ansor's gradient-based task scheduler.
 
 Each round gives one task ``round_trials`` trials with its own tuner. All records go to one log, and a killed run
-resumes from it: every tuner first loads its task's records, and trials in the log count against the budget. With a
-``TuningCache``, the cache's records of the model's workloads start the log (counting against no budget), a task the
-cache holds its share of trials of is not measured again, and every new record goes to the cache too.
+resumes from it: every tuner first loads its task's records, and trials in the log count against the budget. A
+``TuningCache`` (``tune_model``'s ``cache``) adds records measured by earlier runs, counting against no budget.
 """
 
 from __future__ import annotations
@@ -118,10 +117,9 @@ class _Gradient:
 
 
 def model_runner(runs: int = 6) -> LocalRunner:
-    """The default runner of a model's tasks: ``runs`` runs, each one a repeat of its own with the caches flushed
-    before it (weights and output cold, the input hot). Inside a model a kernel reads weights no other kernel
-    has touched since the last inference, so timed hot the tasks' best times sum to less than the model's latency
-    and the ranking favours configs that rely on hot caches; timed cold they match it."""
+    """The default runner of a model's tasks: ``runs`` runs, each a repeat of its own with the caches flushed before
+    it (weights and output cold, the input hot), as inside a model, where a kernel's weights are untouched since the
+    last inference; timed hot, the tasks' best times undercut the model's latency and favour hot-cache configs."""
     return LocalRunner(number=1, repeat=runs, enable_cpu_cache_flush=True, check_correctness=True)
 
 
@@ -143,14 +141,13 @@ def tune_model(
     confirm: int = 0,
     cache: TuningCache | str | os.PathLike | None = None,
 ) -> TuneSummary:
-    """Tune every task of ``model`` within ``n_trial`` trials in all (log included) and/or ``time_budget``
-    seconds of this call, appending every record to ``log``. ``option`` defaults to ``LocalBuilder()`` and
-    ``model_runner()`` (cold-cache timing, as the model runs its kernels). ``confirm`` > 0: after the budget,
-    each task's ``confirm`` fastest candidates are re-timed in turns and the fastest by median kept
-    (``Tuner.confirm``; its records go to ``log`` too, its time is not in ``time_budget``). ``cache`` (a
-    ``TuningCache`` or its directory): its records of the model's workloads on ``target`` are copied into ``log``
-    first; a task it holds at least its share of trials of (``n_trial / len(tasks)``, else ``round_trials``) is not
-    measured again; what this call measures goes to the cache too."""
+    """Tune every task of ``model`` within ``n_trial`` trials in all (log included) and/or ``time_budget`` seconds of
+    this call, appending every record to ``log``. ``option`` defaults to ``LocalBuilder()`` and ``model_runner()``
+    (cold-cache timing, as the model runs its kernels). ``confirm`` > 0: after the budget, each task's ``confirm``
+    fastest candidates are re-timed in turns and the fastest by median kept (``Tuner.confirm``; logged too, outside
+    ``time_budget``). ``cache`` (a ``TuningCache`` or its directory): its records of the model's workloads on
+    ``target`` are copied into ``log`` first; a task it holds at least its share of trials of (``n_trial / len(tasks)``,
+    else ``round_trials``) is not measured again; this call's records go to the cache too."""
     if confirm < 0:
         raise ValueError(f"confirm must be >= 0 (0: off), got {confirm}")
     if strategy not in STRATEGIES:

@@ -60,9 +60,8 @@ _STORED: dict[str, dict] = {}  # workload key -> its stored form, from every log
 
 
 def _legacy_target(recorded: dict) -> Any:
-    """A recorded target this TVM does not accept: CUDA logs of earlier adatune versions stored the host target as
-    the list of its keys (drop it: the device is what the record is about); else the host CPU (an unknown CPU
-    name, say)."""
+    """A recorded target this TVM does not accept: without its host where earlier adatune CUDA logs stored it as a
+    list of keys (the device is what the record is about); else the host CPU (an unknown CPU name, say)."""
     if isinstance(recorded.get("host"), list):
         try:
             return _target.create({k: v for k, v in recorded.items() if k != "host"})
@@ -116,8 +115,7 @@ class Record:
         }  # fmt: skip
 
     def create_task(self) -> TuningTask:
-        """The task this record measured, on its recorded target (the host CPU if that target is unknown
-        here, e.g. a CPU name this LLVM does not know); created once per workload and target."""
+        """The task this record measured, on its target (else the host CPU), created once per workload and target."""
         cache_key = (self.workload_key, json.dumps(self.target, sort_keys=True))
         if cache_key not in _TASKS:
             try:
@@ -381,10 +379,9 @@ def read_log(log: str | os.PathLike | Iterable[Any]) -> list[Record]:
 
 
 def best_records(records: Iterable[Record], target: object | None = None) -> dict[str, Record]:
-    """Fastest valid record per workload (optionally only those for ``target``).
-
-    Where a log holds confirmation readings (``Tuner.confirm``), the latest decides: the lowest median, returned as
-    its reading nearest that median. A later record takes over only if it beats the winner's own tuning reading."""
+    """Fastest valid record per workload (optionally only those for ``target``). Where a log holds confirmation
+    readings (``Tuner.confirm``), the latest decides: the lowest median, returned as its reading nearest that median.
+    A later record takes over only if it beats the winner's own tuning reading."""
     tgt = _target.to_json(_target.create(target)) if target is not None else None  # type: ignore[arg-type]
     valid: dict[str, list[Record]] = {}
     for r in records:

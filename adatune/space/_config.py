@@ -58,9 +58,8 @@ class _ConfigBase:
     pruned = True
 
     def prune(self, on: bool) -> None:
-        """``prune(False)``: AutoTVM's unpruned space. The ``filter=`` of later splits and later
-        ``multi_filter`` calls are ignored, so every factorisation and combination stays in, configs that
-        spill registers or leave cores idle too: the large spaces that search methods differ on."""
+        """``prune(False)``: AutoTVM's unpruned space; later splits' ``filter=`` and ``multi_filter`` calls are
+        ignored, keeping every factorisation and combination (the large spaces that search methods differ on)."""
         self.pruned = bool(on)
 
     def add_flop(self, flop: Any) -> None:
@@ -153,22 +152,15 @@ class ConfigSpace(_ConfigBase, DiscreteSpace):
         self.clear_cache()
 
     def multi_filter(self, filter: Callable[[Any], Any]) -> None:
-        """Keep only configs for which ``filter(cfg)`` is true; several filters must all hold.
-
-        ``filter`` should read the config only through ``cfg[name]`` (then the space evaluates it once per
-        combination of the knobs it reads, not once per config); anything else gets a full ``ConfigEntity``.
-        """
+        """Keep only configs for which ``filter(cfg)`` is true; several filters must all hold. A filter that reads
+        the config only through ``cfg[name]`` runs once per combination of the knobs it reads, not once per config."""
         if not callable(filter):
             raise TypeError(f"multi_filter needs a callable, got {filter!r}")
         if self.pruned:
             self.restrict(filter)
 
     def restrict(self, filter: Callable[[Any], Any]) -> None:
-        """Keep only configs for which ``filter(cfg)`` is true, on a pruned or an unpruned space alike.
-
-        ``multi_filter`` is the template's pruning, which an unpruned space ignores; a study that searches only the
-        configs a partial sweep recorded must restrict either kind, so this filter always applies.
-        """
+        """``multi_filter`` that an unpruned space applies too (to search only the configs a partial sweep recorded)."""
         if not callable(filter):
             raise TypeError(f"restrict needs a callable, got {filter!r}")
         self._filters.append(filter)
@@ -284,8 +276,7 @@ class ConfigSpace(_ConfigBase, DiscreteSpace):
         return self._valid.count_below(end) - self._valid.count_below(start)
 
     def get_next_index(self, index: int, n: int = 1, start: int | None = None, end: int | None = None) -> int | None:
-        """The ``n``-th valid index after ``index`` (before it for negative ``n``) within ``[start, end)``,
-        or None when there is none."""
+        """The ``n``-th valid index after ``index`` (before it for negative ``n``) within ``[start, end)``, or None."""
         if n == 0:
             raise ValueError("get_next_index needs a non-zero step n")
         start, end = start or 0, end or self.range_length
@@ -323,8 +314,7 @@ class ConfigSpace(_ConfigBase, DiscreteSpace):
         return self._valid.sample(rng, n, 0, self.range_length, {int(e) for e in exclude})
 
     def random_walk(self, index: int, rng: np.random.Generator | None = None) -> int:
-        """A valid neighbour: one randomly chosen knob moved to another of its values (``index`` itself when no
-        neighbour passes the filters)."""
+        """A valid neighbour (``random_walk_batch``); ``index`` itself when no neighbour passes the filters."""
         return int(self.random_walk_batch(np.asarray([index], dtype=np.int64), rng or _RNG)[0])
 
     def random_walk_batch(self, points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -478,8 +468,7 @@ def _entity_json(entity: Any) -> dict[str, Any]:
 
 
 class ConfigEntity(_ConfigBase):
-    """One point of a ``ConfigSpace``; ``cfg[name]`` gives that knob's entity. Cheap to create: the knob
-    entities are looked up on first use."""
+    """One point of a ``ConfigSpace``; ``cfg[name]`` gives that knob's entity (looked up on first use)."""
 
     def __init__(self, space: ConfigSpace | None, index: int, entity_map: dict[str, Any] | None = None):
         self.space = space
@@ -551,8 +540,7 @@ class ConfigEntity(_ConfigBase):
         return ConfigEntity(None, int(json_dict["index"]), entities)
 
     def get_flatten_feature(self) -> np.ndarray:
-        """AutoTVM's flat numeric vector: split sizes, permutations, one-hot annotations, option values (an
-        option's position when its value is not a number)."""
+        """AutoTVM's flat numeric vector: split sizes, permutations, one-hot annotations, option values or indices."""
         fea: list[float] = []
         for name, e in self._entity_map.items():
             if isinstance(e, SplitEntity):

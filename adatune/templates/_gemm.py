@@ -59,11 +59,9 @@ def _divisors(n: int, cap: int) -> list[int]:
 
 def gemm_padding(n_i: int, n_j: int, lanes: int, rows_cap: int) -> tuple[int, int]:
     """The multiples ``(rows, cols)`` a GEMM's output is padded to (1: not padded), so that every shape gets
-    full-width vectors and a register tile of at least ``MIN_TILE_ROWS`` rows.
-
-    Columns are padded to whole SIMD vectors; rows when no divisor in ``[MIN_TILE_ROWS, min(rows_cap, 16)]`` exists
-    (62 = 2 x 31 tokens). The padding is local: register-blocked loops run full tiles unguarded, and only the copies
-    into padded buffers and the write-back are guarded."""
+    full-width vectors and a register tile of at least ``MIN_TILE_ROWS`` rows: columns to whole SIMD vectors, rows
+    when no divisor in ``[MIN_TILE_ROWS, min(rows_cap, 16)]`` exists (62 = 2 x 31 tokens). The padding is local:
+    register-blocked loops run full tiles unguarded; only the padded copies and the write-back are guarded."""
     pad_cols = lanes if n_j > lanes and n_j % lanes else 1
     tall = [d for d in _divisors(n_i, min(rows_cap, 16)) if d >= MIN_TILE_ROWS]
     pad_rows = ROW_PAD if n_i > MIN_TILE_ROWS and not tall else 1
@@ -71,10 +69,9 @@ def gemm_padding(n_i: int, n_j: int, lanes: int, rows_cap: int) -> tuple[int, in
 
 
 def k_blocks(n_k: int) -> list[int]:
-    """Reduction blocks for a ``K = n_k`` GEMM: its largest divisor up to each of ``K_BLOCK_BOUNDS`` that cuts
-    it at least in two (none below ``K_BLOCK_MIN_DEPTH``). Without a block a cache tile's A and B panels span
-    the whole K, so at BERT's FFN2 (K = 3072) the only tiles fitting L2 are narrow ones whose B panel each
-    parallel tile re-reads from memory; blocked, a 128-row tile's panels fit for any K, and B streams once."""
+    """Reduction blocks for a ``K = n_k`` GEMM: its largest divisor up to each of ``K_BLOCK_BOUNDS`` that cuts it at
+    least in two (none below ``K_BLOCK_MIN_DEPTH``). Unblocked, a deep K leaves only narrow tiles fitting L2, whose B
+    panel each parallel tile re-reads from memory; blocked, a 128-row tile's panels fit for any K; B streams once."""
     if n_k < K_BLOCK_MIN_DEPTH:
         return []
     found = {max(d for d in range(1, bound + 1) if n_k % d == 0) for bound in K_BLOCK_BOUNDS}
@@ -140,10 +137,10 @@ class _Rules:
 def define_gemm_space(
     cfg: Any, n_i: int, n_j: int, n_k: int, nbatch: int, nbytes: int, lanes: int, info: CpuInfo
 ) -> bool:
-    """Knobs of ``schedule_gemm`` on a (padded) ``nbatch x n_i x n_j x n_k`` GEMM and the filters that
-    keep register tiles fitting the register file, cache tiles fitting L2 with enough reuse, and parallel
-    loops keeping every core evenly busy (as far as the shape's tier allows). True when the space has the
-    ``k_block`` knob (a deep reduction in the pruned space; defined last, its first value ``n_k`` is the
+    """Knobs of ``schedule_gemm`` on a (padded) ``nbatch x n_i x n_j x n_k`` GEMM and the filters that keep register
+    tiles fitting the register file with at least ``FMA_CHAINS`` accumulators, cache tiles fitting L2 with enough
+    reuse, and parallel loops keeping every core evenly busy (as far as the shape's tier allows). True when the space
+    has the ``k_block`` knob (a deep reduction in the pruned space; defined last, its first value ``n_k`` is the
     unblocked GEMM, so records written before it existed keep their indices)."""
     rules = _Rules(n_i, n_j, n_k, nbatch, nbytes, lanes, info)
     cfg.define_split(
@@ -198,17 +195,14 @@ def schedule_gemm(
     info: CpuInfo,
     dtype: str,
 ) -> None:
-    """Schedule ``C[.., i, j] += A[.., i, k] * B[..]`` as a packed, register-blocked GEMM.
+    """Schedule ``C[.., i, j] += A[.., i, k] * B[..]`` as a packed, register-blocked GEMM (``define_gemm_space``).
 
     Loops: ``batch, i0, j0`` (parallel) / ``i1, j1`` (cache tiles) / ``k0, k1`` (``k1`` unrolled) / ``i2`` x ``j2``
     (vectorised): the ``i2 x j2`` accumulator tile stays in registers (``ACCUMULATOR_SCOPE``) for the whole reduction
     (with ``k_block`` < K, ``kb`` runs outside the cache tiles), and B is packed to ``[j // j2, k, j % j2]``
-    (``pack_map(j2)``) so each k step reads contiguous vectors and broadcasts ``i2`` scalars of A.
-
-    The space keeps register tiles that fit ``info``'s register file with at least ``FMA_CHAINS`` accumulators, cache
-    tiles whose panels fit L2, and parallel loops that keep every core evenly busy. An awkward shape is padded first
-    (``gemm_padding``): B's padded copy is its packing stage, A's one parallel copy, and C is written guarded.
-    """
+    (``pack_map(j2)``) so each k step reads contiguous vectors and broadcasts ``i2`` scalars of A. An awkward shape is
+    padded first (``gemm_padding``): B's padded copy is its packing stage, A's one parallel copy, and C is written
+    guarded."""
     ext = lambda loop: int(sch.get(loop).extent)
     lanes = info.lanes(dtype)
     padding = gemm_padding(ext(i), ext(j), lanes, register_rows_cap(info))

@@ -6,11 +6,11 @@ already runs at FMA peak, fewer operations is what is left.
 
 Arguments: ``N, CI, H, W, CO, pad, m, dtype="float32", space="full"``. The kernel argument is the *transformed*
 weight ``U[alpha, alpha, CI, CO] = G g G^T`` (``alpha = m + 2``; ``winograd_weight_transform``), a constant a model
-transforms once at import. Stages: ``data_pad`` and ``data_pack`` (``B^T d B`` per input tile), ``bgemm``
-(``alpha^2`` GEMMs scheduled by ``_gemm.schedule_gemm``, with its knobs), ``inverse`` (``A^T M A``) and the NCHW
-output ``conv2d_winograd`` (a fused epilogue is inlined there). The transform matrices are topi's. Knobs beyond the
-GEMM's: ``pack_vec``, ``tile_co``, ``pack_par``. A task's FLOPs are the direct convolution's, so its GFLOPS compare
-with the direct template's (a model task counts the Winograd function's own operations instead).
+transforms once at import. Stages: ``data_pad`` and ``data_pack`` (``B^T d B`` per input tile), ``bgemm`` (``alpha^2``
+GEMMs scheduled by ``_gemm.schedule_gemm``, with its knobs), ``inverse`` (``A^T M A``) and the NCHW output
+``conv2d_winograd`` (where a fused epilogue is inlined). Knobs beyond the GEMM's: ``pack_vec``, ``tile_co``,
+``pack_par``. A task's FLOPs are the direct convolution's, so its GFLOPS compare with the direct template's (a model
+task counts the Winograd function's own operations instead).
 """
 
 from __future__ import annotations
@@ -53,8 +53,7 @@ WINOGRAD_TILES = (2, 4, 6)
 
 @functools.cache
 def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(A, B, G)`` of F(m x m, 3 x 3) as float64 arrays (``A``: alpha x m, ``B``: alpha x alpha, ``G``:
-    alpha x 3), from TVM's Cook-Toom construction."""
+    """``(A, B, G)`` of F(m x m, 3 x 3), float64, shaped alpha x m, alpha x alpha, alpha x 3 (TVM's Cook-Toom)."""
     if m not in WINOGRAD_TILES:
         raise ValueError(f"Winograd tile size m must be one of {WINOGRAD_TILES}, got {m}")
     a, b, g = _cook_toom_convolution(_interpolation_points(m + KERNEL - 2), m, KERNEL)
@@ -121,8 +120,7 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad: int | tuple[int, in
     dtype = str(data.dtype)
     zero = tvm.tirx.const(0, dtype)
 
-    # the input, zero-padded to whole tiles: one parallel copy, so the tile reads below need no guard (a guard
-    # per tile element slows the input transform down)
+    # the input, zero-padded to whole tiles in one parallel copy, so the tile reads below need no (slow) guard
     PH, PW = nH * m + KERNEL - 1, nW * m + KERNEL - 1
     padded = te.compute(
         (N, CI, PH, PW),
@@ -178,9 +176,8 @@ def conv2d_winograd_compute(
 
 
 def conv2d_winograd_reference(data: np.ndarray, weight: np.ndarray, args: tuple) -> np.ndarray:
-    """The convolution the transformed weight stands for: ``g`` recovered by least squares from ``U = G g
-    G^T`` (``G`` has full column rank), then the direct NCHW reference. The reference does not share the
-    Winograd algebra it checks."""
+    """The convolution the transformed weight stands for: ``g`` recovered by least squares from ``U = G g G^T`` (``G``
+    has full column rank), then the direct NCHW reference, which does not share the Winograd algebra it checks."""
     pad, m = int(args[5]), int(args[6])
     _, _, g = winograd_matrices(m)
     g_pinv = np.linalg.pinv(g)

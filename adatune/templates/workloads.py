@@ -174,8 +174,7 @@ def get(name: str | Workload) -> Workload:
         ) from None
 
 
-# op -> (template op, required int parameters in the order the spec names them); the template's own argument
-# order is produced by _SPEC_ARGS below.
+# op -> (template op, required int parameters in the spec's order; _SPEC_ARGS below orders the template's)
 _SPEC_PARAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dense": ("dense", ("M", "N", "K")),
     "batch_matmul": ("batch_matmul", ("B", "M", "N", "K")),

@@ -68,8 +68,7 @@ def _schedule_kinds(trace: tvm.s_tir.Trace) -> list[str]:
 class TraceSpace(CandidateSpace):
     """Candidates of the design spaces that ``space_generator`` makes for ``mod`` on ``target``.
     ``categorical_mutation``: the categorical re-draw's weight beside the mutators'; ``max_tries``: replays spent per
-    mutation; ``generic``: the shape-generic program as one more candidate on a CPU.
-    """
+    mutation; ``generic``: the shape-generic program as one more candidate on a CPU."""
 
     kind = "trace"
 
@@ -310,8 +309,7 @@ class TraceSpace(CandidateSpace):
         return ms.MeasureCandidate(cand.schedule, self._args_info)
 
     def featurize(self, candidates: Sequence[Any]) -> np.ndarray:
-        """Per candidate: its pooled per-store features (``StoreFeatures``) and a one-hot of its design space (the
-        generic program's last)."""
+        """Per candidate: pooled per-store features (``StoreFeatures``), one-hot design space (the generic one last)."""
         todo = {c.key: c for c in candidates if c.key not in self._features}
         if todo:
             if len(self._features) > _MAX_FEATURE_CACHE:
@@ -327,9 +325,8 @@ class TraceSpace(CandidateSpace):
         return np.stack([self._features[c.key] for c in candidates])
 
     def candidate_from_trace(self, trace: tvm.s_tir.Trace) -> TraceCandidate:
-        """A measured trace (e.g. a meta_schedule database record, which MetaSchedule stores simplified: unused
-        instructions dropped) as a candidate of the design space it is an instance of, compared as simplified
-        traces; ``ValueError`` if it is an instance of none or does not replay."""
+        """A measured trace (e.g. a meta_schedule database record, stored simplified) as a candidate of the design
+        space it is an instance of, compared simplified; ``ValueError`` if it is an instance of none or won't replay."""
         kinds = _schedule_kinds(trace)
         for space, design in enumerate(self._kinds):
             if design == kinds:

@@ -77,11 +77,9 @@ def _workload_short(name: str) -> str:
 
 
 def probabilistic_template(name: str, reference: Callable[..., Any] | None = None) -> Callable:
-    """Register ``func(*args) -> (schedule, tensors)`` that samples its decisions, as task ``"trace/name"``.
-
-    ``reference(*inputs)`` (optionally with keyword ``args``) is a numpy implementation used to check
-    candidates; without it the unscheduled program is the reference.
-    """
+    """Register ``func(*args) -> (schedule, tensors)``, which samples its decisions, as task ``"trace/name"``.
+    ``reference(*inputs)`` (optionally with keyword ``args``): numpy code that checks candidates; without it the
+    unscheduled program is the reference."""
     short = _short_name(name, PREFIX)
     if _rule_set_of(PREFIX + short):
         raise ValueError(
@@ -180,10 +178,9 @@ def _template_space(trace: tvm.s_tir.Trace) -> ms.SpaceGenerator:
 
 
 class TraceTask(TuningTask):
-    """A PrimFunc bound to a target with a trace space (see the module docstring for the kinds).
-    ``space_generator``: any meta_schedule space generator (its postprocessors and mutators become the space's);
-    ``generic``: on a CPU, the space also holds the shape-generic program.
-    """
+    """A PrimFunc bound to a target with a trace space (see the module docstring for the kinds). ``space_generator``:
+    any meta_schedule space generator (its postprocessors and mutators become the space's); ``generic``: on a CPU,
+    the space also holds the shape-generic program."""
 
     def __init__(
         self,
@@ -254,10 +251,9 @@ class TraceTask(TuningTask):
         reference: Callable[..., Any] | None = None,
         rules: str = "tvm",
     ) -> TraceTask:
-        """Any PrimFunc or one-function IRModule, in the design spaces of rule set ``rules`` (``_rules``). Its name
-        (``"trace/rules/ir-<hash>"`` unless given; ``"trace/vector-rules/..."`` in the vector rule set) is
-        registered in this process, and its records store the module, so a log recreates the task in any
-        process."""
+        """Any PrimFunc or one-function IRModule, in the design spaces of rule set ``rules`` (``_rules``), named
+        ``"trace/rules/ir-<hash>"`` unless given (``"trace/vector-rules/..."`` in the vector rule set); its records
+        store the module, so a log recreates the task in any process."""
         rule_set = check_rules(rules)
         module = _as_module(mod)
         short = _workload_short(name) if name else f"ir-{module_key(module)}"
@@ -343,8 +339,7 @@ def _cache_key(name: str, args: Sequence[Any], target: tvm.target.Target) -> tup
 
 
 def create_trace_task(name: str, args: Sequence[Any], target: tvm.target.Target) -> TraceTask:
-    """The task factory ``adatune.task.create`` consults for names starting with ``"trace/"`` (cached: the
-    same name, arguments and target give the same task object)."""
+    """``adatune.task.create``'s factory for ``"trace/"`` names; one task object per name, arguments and target."""
     key = _cache_key(name, args, target)
     if key not in _TASKS:
         if _rule_set_of(name):

@@ -33,8 +33,7 @@ STREAMS = ("plan", "explore", "model", "search", "agent", "sampler")
 
 class RandomStreams:
     """Independent random generators per component (``plan``, ``explore``, ``model``, ``search``, ``agent``,
-    ``sampler``), spawned from one seed, so every scheme of one seed measures the same initial plan.
-    """
+    ``sampler``), spawned from one seed, so every scheme of one seed measures the same initial plan."""
 
     def __init__(self, seed: int | None):
         children = np.random.SeedSequence(seed).spawn(len(STREAMS))
@@ -93,11 +92,9 @@ class RoundLog:
 
 
 class Tuner(Configurable, abc.ABC):
-    """Chooses candidates to measure. Subclasses implement ``next_batch`` and ``learn``.
-
-    ``update(inputs, results)`` records what was measured (visited keys, best, trial log) and then calls
-    ``learn``; the tuning loop calls it for every batch, and custom loops may call it directly.
-    """
+    """Chooses candidates to measure; subclasses implement ``next_batch`` and ``learn``. ``update(inputs, results)``
+    records what was measured (visited keys, best, trial log), then calls ``learn``; the tuning loop calls it for
+    every batch, and custom loops may call it directly."""
 
     def __init__(self, task: TuningTask, seed: int | None = None):
         if task.space.size == 0:  # otherwise tune() would end at once and look like a run that found nothing
@@ -178,12 +175,10 @@ class Tuner(Configurable, abc.ABC):
         self, measure_option: MeasureOption, top: int = 4, rounds: int = 3, callbacks: Sequence[Callback] = ()
     ) -> Any:
         """Re-time the ``top`` fastest candidates measured so far in turns; the fastest by the median becomes the best,
-        which it returns.
-
-        The best of many single noisy readings is biased low (the winner's curse). Each of ``rounds`` runs every
-        candidate once, the order reversed every other round, so a change of the host's state hits all alike. Results
-        go to ``callbacks`` marked ``extra["confirm"]`` (``best_records`` and ``apply_history_best`` pick by them);
-        they are not trials, but the tuner's clock advances by their time."""
+        which it returns. The best of many single noisy readings is biased low (the winner's curse). Each of
+        ``rounds`` runs every candidate once, the order reversed every other round, so a change of the host's state
+        hits all alike. Results go to ``callbacks`` marked ``extra["confirm"]`` (``best_records`` and
+        ``apply_history_best`` pick by them); they are not trials, but the tuner's clock advances by their time."""
         if top < 1 or rounds < 1:
             raise ValueError(f"confirm needs top >= 1 and rounds >= 1, got top={top}, rounds={rounds}")
         leaders = sorted(self._measured.values(), key=lambda cc: cc[0])[:top]
@@ -235,11 +230,9 @@ class Tuner(Configurable, abc.ABC):
         time_budget: float | None = None,
         target_flops: float | None = None,
     ) -> None:
-        """Measure up to ``n_trial`` new candidates, in batches, calling ``callbacks`` after each batch.
-
-        It stops when the space is exhausted, after ``n_trial`` trials, after ``early_stopping`` trials without a better
-        candidate, after ``time_budget`` seconds of the tuner's clock, or once a candidate reaches ``target_flops``.
-        """
+        """Measure up to ``n_trial`` new candidates in batches, calling ``callbacks`` after each; stop early when the
+        space is exhausted, after ``early_stopping`` trials without a better candidate, after ``time_budget`` seconds
+        of the tuner's clock, or once a candidate reaches ``target_flops``."""
         if n_trial < 0:
             raise ValueError(f"n_trial must be non-negative, got {n_trial}")
         if batch_size < 1:

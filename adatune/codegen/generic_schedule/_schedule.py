@@ -75,9 +75,8 @@ def _vector_width(extent: object, lanes: int) -> int | None:
 def _vectorise_innermost(
     sch: tvm.s_tir.Schedule, name: str, lanes: int, narrower: bool = False
 ) -> tvm.s_tir.Schedule | None:
-    """The block's innermost loop vectorised (split by ``lanes`` first where they divide it; with ``narrower``,
-    else by the widest power of two from 4 up that does), if it is data-parallel with a constant extent; None
-    where not."""
+    """The block's innermost loop vectorised if it is data-parallel with a constant extent (split by ``lanes`` where
+    they divide it; with ``narrower``, else by the widest power of two from 4 up that does); None where not."""
     loops = sch.get_loops(sch.get_sblock(name))
     if not loops or sch.get(loops[-1]).kind == tirx.ForKind.PARALLEL:
         return None  # a block computed per row with no loop of its own (a mean): its innermost loop is the rows'
@@ -99,9 +98,8 @@ def _vectorise_innermost(
 
 
 def _window(sch: tvm.s_tir.Schedule, name: str) -> int | None:
-    """How many data-parallel loops the block has above its innermost loops, if those are a small constant
-    reduction (a pooling window, a depthwise kernel: at most ``WINDOW_MAX`` iterations) under at least two of
-    them; None where the block is not like that."""
+    """How many data-parallel loops the block has above its innermost loops if those are a small constant reduction
+    (a pooling window, a depthwise kernel: at most ``WINDOW_MAX`` iterations) under at least two of them, else None."""
     loops = sch.get_loops(sch.get_sblock(name))
     spatial = _data_parallel_prefix(sch, loops)
     window = [sch.get(lp).extent for lp in loops[spatial:]]
@@ -122,10 +120,9 @@ def _window_outside(
     sch: tvm.s_tir.Schedule, name: str, lanes: int, staged: tuple[str, ...] = (), vectors: bool = True
 ) -> tvm.s_tir.Schedule | None:
     """A block of ``_window``: the row's column loop split into vectors with the window's loops between, so a vector of
-    outputs accumulates in a register; the init split off and vectorised, rows in parallel (where no vector divides
-    the row, the window goes outside the whole column loop). None for other blocks. The ``staged`` pads are computed
-    per plane inside the parallel loop, so the update reads with no guard (which would keep it scalar).
-    ``vectors=False``: the window around the whole row (a baseline)."""
+    outputs accumulates in a register; the init split off and vectorised, rows in parallel (where no vector divides the
+    row, the window goes outside the whole column loop). None for other blocks. The ``staged`` pads are computed per
+    plane in the parallel loop, so the update reads unguarded. ``vectors=False``: the window around the whole row."""
     spatial = _window(sch, name)
     if spatial is None:
         return None
@@ -191,15 +188,14 @@ def _schedule_block(
 
 
 def _rfactor(sch: tvm.s_tir.Schedule, name: str, lanes: int) -> tuple[tvm.s_tir.Schedule, str] | None:
-    """The block's innermost reduction loop split by ``lanes`` and factored into a ``lanes``-wide partial
-    result (``rfactor``), so the reduction runs as vector operations; (schedule, the partial block's name), or
-    None where the loop is not a reduction TIR can factor."""
+    """The block's innermost reduction loop split by ``lanes`` and factored (``rfactor``) into a ``lanes``-wide partial
+    so it runs as vector operations: (schedule, the partial block's name), or None where TIR cannot factor it."""
     loops = sch.get_loops(sch.get_sblock(name))
     if not loops or _data_parallel_prefix(sch, loops) == len(loops):
         return None
     extent = sch.get(loops[-1]).extent
-    # a constant multiple of the lanes only: over a symbolic extent TVM 0.27's rfactor drops the split's guard
-    # and reads past the row (a softmax over T = 62 came out wrong)
+    # a constant multiple of the lanes only: over a symbolic extent TVM 0.27's rfactor drops the split's guard and
+    # reads past the row
     if not isinstance(extent, tirx.IntImm) or int(extent) <= lanes or int(extent) % lanes:
         return None
     found: list[str] = []
@@ -228,9 +224,8 @@ def _iterations(sch: tvm.s_tir.Schedule, name: str, probe: int = 64) -> int:
 
 
 def _fuse_rows(sch: tvm.s_tir.Schedule, names: list[str], partials: set[str], lanes: int) -> tvm.s_tir.Schedule | None:
-    """Step 2 of the module docstring: every block of ``names`` computed inside the last one's parallel row
-    loop, the ``partials`` of factored reductions with their lanes innermost; None where a block cannot be
-    placed there (then each block is scheduled on its own)."""
+    """Step 2 (module docstring): every block of ``names`` computed inside the last one's parallel row loop, the
+    ``partials`` of factored reductions lanes innermost; None where a block cannot go there (then each goes alone)."""
     *producers, output = names
     rows = _row_loops(sch, output)
     if not producers or not rows:

@@ -48,9 +48,8 @@ def _contiguous(region: Any, var: tirx.Var) -> bool:
 
 
 def _loop_block(loop: tirx.For, lanes: int) -> tuple[SBlockRealize, tirx.IterVar] | None:
-    """The block of a serial loop over a symbolic extent or a constant one above ``lanes``, and its one iterator
-    bound to the loop, when every access of the block is contiguous in it and its store moves with it
-    (element-wise) or stays (a reduction)."""
+    """The block of a serial loop over a symbolic extent or a constant above ``lanes``, and its iterator bound to the
+    loop, when every access is contiguous in it and its store moves with it (element-wise) or stays (a reduction)."""
     if loop.kind != tirx.ForKind.SERIAL or loop.step is not None:
         return None
     if isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= lanes:
@@ -131,8 +130,7 @@ MIN_TAIL_LANES = 4
 class _Parts:
     """How ``[min, min + extent)`` is cut: ``whole`` vectors of ``lanes`` from ``min``; then ``pieces``, one vector
     per set bit of the remainder ``r = extent % lanes`` from ``lanes / 2`` down to ``MIN_TAIL_LANES`` (``(start,
-    width, taken)``; T = 62 on 16 lanes: 3 x 16, then 8 and 4); then ``rest`` scalar iterations from ``rest_start``.
-    libmvec has 8- and 4-lane variants, so a remainder need not go through scalar ``expf`` calls."""
+    width, taken)``; T = 62 on 16 lanes: 3 x 16, then 8 and 4); then ``rest`` scalar iterations from ``rest_start``."""
 
     whole: tirx.PrimExpr
     pieces: list[tuple[tirx.PrimExpr, int, tirx.PrimExpr]]
@@ -198,8 +196,7 @@ def _loop(var: tirx.Var, extent: tirx.PrimExpr, kind: tirx.ForKind, body: tirx.S
 
 
 def _fold(partial: Any, lanes: int, combine: Callable[[Any, Any], Any], dtype: str, name: str) -> list[tirx.Stmt]:
-    """The ``lanes`` partials halved in vectors (the upper half combined into the lower) down to
-    ``MIN_TAIL_LANES``: two vector operations instead of twelve serial ones on 16 lanes."""
+    """The ``lanes`` partials halved in vectors (the upper half combined into the lower) down to ``MIN_TAIL_LANES``."""
     folds = []
     for width in _halvings(lanes):
         lane = tirx.Var(f"{name}{width}", dtype)
@@ -210,11 +207,10 @@ def _fold(partial: Any, lanes: int, combine: Callable[[Any, Any], Any], dtype: s
 
 
 def _split_reduction(loop: tirx.For, realize: SBlockRealize, reduced: tirx.IterVar, lanes: int) -> tirx.Stmt:
-    """A reduction over the loop as partial results in a vector (module docstring): the whole vectors and the
-    remainder's vectors (``_parts``) combine into ``lanes`` partials, folded in halving vectors (``_fold``) and
-    into the accumulator, then the scalar rest. One opaque block holds the partials' buffer: allocated inside the
-    parallel row loop, so one per thread (a constant size in global scope, so on the stack; in "local" scope TVM
-    0.27 takes it from its workspace pool instead, a call per row and buffer)."""
+    """A reduction over the loop as partials in a vector (module docstring): the whole and the remainder's vectors
+    (``_parts``) combine into ``lanes`` partials, folded in halving vectors (``_fold``) into the accumulator, then the
+    scalar rest. One opaque block inside the parallel row loop holds the partials, one per thread: a constant size in
+    global scope, on the stack (in "local" scope TVM 0.27 takes it from its workspace pool: a call per row)."""
     block = realize.block
     parts = _reduction(realize)
     assert parts is not None  # _loop_block checked it

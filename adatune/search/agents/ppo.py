@@ -123,10 +123,8 @@ class PPOAgent(ModelOptimizer):
 
     Where this leaves the paper: the entropy bonus is the mean over knobs of each knob's entropy, 1/d of the sum a
     factored policy's entropy is (the paper gives the coefficient, not the form), so it does not grow with the number
-    of knobs. A call asks the model at most ``parallel_size * step_cap * max_episodes`` (8,192 by default) times,
-    where SA's 128 chains of 500 steps ask up to 64,000: the agent's steps each move every knob, and the paper counts
-    its advantage in such steps.
-    """
+    of knobs. A call asks the model at most ``parallel_size * step_cap * max_episodes`` times, far fewer than SA: each
+    of the agent's steps moves every knob, and the paper counts its advantage in such steps."""
 
     def __init__(
         self,
@@ -188,8 +186,7 @@ class PPOAgent(ModelOptimizer):
         return torch.as_tensor(2.0 * digits / span - 1.0, dtype=torch.float32)
 
     def step_points(self, points: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """Apply per-knob moves (action - 1) clamped to each knob's range; a move into an invalid
-        (filtered-out) candidate leaves that walker where it was."""
+        """Per-knob moves (action - 1), clamped to each knob's range; a walker moving to a filtered-out one stays."""
         points = np.asarray(points, dtype=np.int64)
         new = np.clip(points + (np.asarray(actions, dtype=np.int64) - 1), 0, self.dims - 1)
         ok = np.asarray(self.space.valid_digits(new), dtype=bool)
@@ -222,8 +219,7 @@ class PPOAgent(ModelOptimizer):
 
     @torch.no_grad()
     def run_episode(self, score: DigitScoreFn, start: np.ndarray) -> Episode:
-        """Roll all walkers from ``start`` (digits) until most knobs stop moving or ``step_cap`` steps;
-        ``score`` maps digit rows to rewards."""
+        """Walk from ``start`` (digits) until most knobs stop or ``step_cap`` steps, each step rewarded by ``score``."""
         points = np.asarray(start, dtype=np.int64)
         states: list[torch.Tensor] = []
         actions: list[torch.Tensor] = []
