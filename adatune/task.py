@@ -202,6 +202,12 @@ class TuningTask(abc.ABC):
         return str(self.target.kind.name)
 
     @property
+    def template_name(self) -> str | None:
+        """The knob template that schedules this task (None for other kinds): its workloads share knob features,
+        which is what transfer learning across workloads (``XGBoostCostModel.fit_template_log``) builds on."""
+        return None
+
+    @property
     def workload(self) -> tuple:
         """AutoTVM's ``task.workload``: the template name followed by its arguments."""
         return (self.name, *self.args)
@@ -294,6 +300,10 @@ class Task(TuningTask):
     @property
     def space(self) -> ConfigSpace:
         return self.config_space
+
+    @property
+    def template_name(self) -> str:
+        return self.name
 
     def unscheduled_module(self) -> tvm.IRModule:
         """The task's computation with no schedule (a reference when the template has none)."""

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import target as _target
 from ..options import Option
+from ..records import as_records
 from ..task import TuningTask
 from ._base import FEATURE_TYPE, NUM_THREADS, CostModel
 
@@ -89,7 +91,7 @@ class XGBoostCostModel(CostModel):
     def _margin(self, x: np.ndarray) -> np.ndarray | None:
         if self.base_model is None or self.base_model.booster is None:
             return None
-        return self.base_model.predict(x)
+        return self.base_model.predict(_width(x, self.base_model.booster.num_features()))
 
     def fit(self, xs: Any, ys: Sequence[float], plan_size: int) -> None:
         import xgboost as xgb
@@ -139,3 +141,41 @@ class XGBoostCostModel(CostModel):
         cands, ys = self._task_history(records)
         if cands:
             self.fit(cands, ys, plan_size)
+
+    def fit_template_log(self, records: Iterable, plan_size: int, min_seed_records: int = 500) -> bool:
+        """Fit on the records of every workload of this task's template on its target (AutoTVM's ``fit_log``: the
+        base model of its transfer learning), each workload's rows featurised by its own task (recreated from its
+        record). Unlike AutoTVM, each workload's throughputs are divided by its own best, so shapes of different peak
+        speeds share one scale; rows are cut or zero-padded to this task's feature width. Returns False, fitting
+        nothing, with fewer than ``min_seed_records`` usable records."""
+        if self.task is None or self.task.template_name is None:
+            return False
+        tgt = _target.to_json(self.task.target)
+        by_workload: dict[str, list[Any]] = {}
+        for r in as_records(records):
+            if r.kind == "knob" and _target.same_target(r.target, tgt):
+                by_workload.setdefault(r.workload_key, []).append(r)
+        width = self.as_features(self.task.space.random_candidates(np.random.default_rng(0), 1)).shape[1]
+        xs, ys = [], []
+        for key, recs in by_workload.items():
+            try:
+                task = self.task if key == self.task.workload_key else recs[0].create_task()
+            except (KeyError, ValueError) as err:  # its template is not importable here: not transferable
+                logger.debug("records of %s left out of the template's history: %s", key, err)
+                continue
+            if task.template_name != self.task.template_name:
+                continue
+            featurised = XGBoostCostModel(task, self.feature_type)
+            cands, perf = featurised._task_history(recs)
+            if cands and max(perf) > 0:
+                xs.append(_width(featurised.as_features(cands), width))
+                ys.append(np.asarray(perf) / max(perf))
+        if sum(len(y) for y in ys) < min_seed_records:
+            return False
+        self.fit(np.concatenate(xs), np.concatenate(ys), plan_size)
+        return True
+
+
+def _width(x: np.ndarray, width: int) -> np.ndarray:
+    """Feature rows cut or zero-padded to ``width`` columns (another workload's, or a base model's)."""
+    return np.pad(x, ((0, 0), (0, max(0, width - x.shape[1]))))[:, :width]

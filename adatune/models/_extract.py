@@ -71,6 +71,10 @@ class FusedKnobTask(TuningTask):
     def space(self) -> Any:
         return self.knob.space
 
+    @property
+    def template_name(self) -> str:
+        return self.knob.name
+
     def scheduled_module(self, candidate: Any) -> tvm.IRModule:
         return self.schedule(candidate).mod
 

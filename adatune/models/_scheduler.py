@@ -140,6 +140,7 @@ def tune_model(
     progress: bool = True,
     confirm: int = 0,
     cache: TuningCache | str | os.PathLike | None = None,
+    transfer: bool = False,
 ) -> TuneSummary:
     """Tune every task of ``model`` within ``n_trial`` trials in all (log included) and/or ``time_budget`` seconds of
     this call, appending every record to ``log``. ``option`` defaults to ``LocalBuilder()`` and ``model_runner()``
@@ -147,11 +148,15 @@ def tune_model(
     fastest candidates are re-timed in turns and the fastest by median kept (``Tuner.confirm``; logged too, outside
     ``time_budget``). ``cache`` (a ``TuningCache`` or its directory): its records of the model's workloads on
     ``target`` are copied into ``log`` first; a task it holds at least its share of trials of (``n_trial / len(tasks)``,
-    else ``round_trials``) is not measured again; this call's records go to the cache too."""
+    else ``round_trials``) is not measured again; this call's records go to the cache too. ``transfer`` (with a
+    cache): each XGB tuner also learns from the cache's records of other workloads of its template (AutoTVM's
+    transfer learning, ``XGBTuner.load_history``)."""
     if confirm < 0:
         raise ValueError(f"confirm must be >= 0 (0: off), got {confirm}")
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: choose from {', '.join(STRATEGIES)}")
+    if transfer and cache is None:
+        raise ValueError("transfer learns from a tuning cache's records of other workloads: give cache= too")
     if n_trial is None and time_budget is None:
         raise ValueError("give a budget: n_trial and/or time_budget")
     if (n_trial is not None and n_trial < 1) or (time_budget is not None and time_budget <= 0) or round_trials < 1:
@@ -168,6 +173,8 @@ def tune_model(
     share = math.ceil(n_trial / max(len(tasks), 1)) if n_trial is not None else round_trials
     frozen = {i for i, n in enumerate(cached) if store is not None and n >= share}
     option = option or measure_option(LocalBuilder(), model_runner())
+    names = {t.task_name for t in tasks}
+    history = [*previous, *(r for r in store.records() if r.task_name not in names)] if transfer and store else previous
 
     def make_tuner(i: int) -> Tuner:
         t = tasks[i]
@@ -175,7 +182,7 @@ def tune_model(
             tn = create_tuner("trace", t.task, seed=seed + i, cost_model=trace_cost_model)
         else:
             tn = create_tuner(tuner, t.task, seed=seed + i, **(tuner_options or {}))
-        tn.load_history(previous)
+        tn.load_history(history)
         return tn
 
     # trace tuners are made when first picked: their first design space imports TVM's tensor intrinsics

@@ -1,6 +1,7 @@
-"""Built-in models in plain PyTorch with seeded random weights (no download, no torchvision): ``resnet18`` (batch 1,
-3x224x224, BatchNorm with non-trivial statistics) and ``bert-base`` (12 layers, hidden 768, sequence 128, batch 1,
-its linear layers on ``[B*S, H]`` rows so they are 2-D GEMMs for the ``dense`` template).
+"""Built-in models in plain PyTorch with seeded random weights (no download, no torchvision): ``resnet18`` and
+``resnet34`` (batch 1, 3x224x224, BatchNorm with non-trivial statistics; ResNet-34's convolutions are ResNet-18's
+shapes, more of them, which is what a tuning cache across models is for) and ``bert-base`` (12 layers, hidden 768,
+sequence 128, batch 1, its linear layers on ``[B*S, H]`` rows so they are 2-D GEMMs for the ``dense`` template).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["BUILTIN_MODELS", "BuiltinModel", "builtin_model", "resnet18", "bert_base", "fold_batch_norms"]
+__all__ = ["BUILTIN_MODELS", "BuiltinModel", "builtin_model", "resnet18", "resnet34", "bert_base", "fold_batch_norms"]
 
 
 class _BasicBlock(nn.Module):
@@ -32,17 +33,19 @@ class _BasicBlock(nn.Module):
         return F.relu(self.bn2(self.conv2(y)) + identity)
 
 
-class ResNet18(nn.Module):
-    """ResNet-18 (He et al. 2016) for 224x224 images, 1000 classes."""
+class ResNet(nn.Module):
+    """ResNet-18 (``depths`` 2, 2, 2, 2) or ResNet-34 (3, 4, 6, 3) (He et al. 2016) for 224x224 images, 1000 classes."""
 
-    def __init__(self, num_classes: int = 1000):
+    def __init__(self, depths: tuple[int, ...] = (2, 2, 2, 2), num_classes: int = 1000):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         self.pool = nn.MaxPool2d(3, 2, 1)
-        widths = [(64, 64, 1), (64, 64, 1), (64, 128, 2), (128, 128, 1)]
-        widths += [(128, 256, 2), (256, 256, 1), (256, 512, 2), (512, 512, 1)]
-        self.blocks = nn.Sequential(*[_BasicBlock(a, b, s) for a, b, s in widths])
+        blocks = []
+        for i, n in enumerate(depths):  # stage i: 64 << i channels; from stage 1 its first block halves the map
+            cin, cout = 64 << max(i - 1, 0), 64 << i
+            blocks += [_BasicBlock(cin if j == 0 else cout, cout, 2 if i and j == 0 else 1) for j in range(n)]
+        self.blocks = nn.Sequential(*blocks)
         self.fc = nn.Linear(512, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -103,8 +106,17 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
 
 def resnet18(seed: int = 0, batch: int = 1) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """ResNet-18 with seeded weights and BN statistics, BN folded; and a seeded example input."""
+    return _resnet((2, 2, 2, 2), seed, batch)
+
+
+def resnet34(seed: int = 0, batch: int = 1) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """ResNet-34 as ``resnet18``."""
+    return _resnet((3, 4, 6, 3), seed, batch)
+
+
+def _resnet(depths: tuple[int, ...], seed: int, batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(seed)
-    model = ResNet18().eval()
+    model = ResNet(depths).eval()
     for m in model.modules():  # non-trivial BN statistics, so folding matters
         if isinstance(m, nn.BatchNorm2d) and m.running_mean is not None and m.running_var is not None:
             m.running_mean.uniform_(-0.1, 0.1)
@@ -132,14 +144,17 @@ class BuiltinModel:
 
 BUILTIN_MODELS = {
     "resnet18": BuiltinModel("resnet18", "ResNet-18, batch 1, 3x224x224, BN folded"),
+    "resnet34": BuiltinModel("resnet34", "ResNet-34, batch 1, 3x224x224, BN folded"),
     "bert-base": BuiltinModel("bert-base", "BERT-base encoder, 12 layers, hidden 768, 12 heads, FFN 3072, seq 128"),
 }
 
 
 def builtin_model(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    """A built-in model and its example inputs by name (``resnet18`` or ``bert-base``)."""
+    """A built-in model and its example inputs by name (``resnet18``, ``resnet34`` or ``bert-base``)."""
     if name == "resnet18":
         return resnet18(seed)
+    if name == "resnet34":
+        return resnet34(seed)
     if name == "bert-base":
         return bert_base(seed)
     raise ValueError(f"unknown built-in model {name!r}: choose from {', '.join(BUILTIN_MODELS)}")

@@ -84,6 +84,9 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
         help="a tuning cache shared across models and runs: its records start the log, workloads it holds are not "
         "measured again, new records go to it (adatune cache ls|show|prune)",
     )
+    parser.add_argument(
+        "--transfer", action="store_true", help="with --cache: XGB tuners also learn from other workloads' records"
+    )
 
 
 def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
@@ -157,6 +160,7 @@ def tune_model_main(args: argparse.Namespace) -> int:
         confirm=args.confirm,
         tasks=extract_tasks(model, templates=False) if args.no_templates else None,
         cache=args.cache,
+        transfer=args.transfer,
     )
     est = summary.estimated_latency
     print(

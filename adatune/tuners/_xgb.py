@@ -61,18 +61,25 @@ class XGBTuner(ModelBasedTuner):
         self.sampler = make_sampler(sampler, task, self.streams.sampler)
 
     def load_history(self, records: Iterable[Any], min_seed_records: int = 500) -> int:
-        """Take earlier records of this task (AutoTVM: with at least ``min_seed_records`` of them, they also
-        train a base model whose predictions this tuner's model builds on). Returns how many were taken."""
+        """Take earlier records of this task (nothing is measured again); as AutoTVM's, with at least
+        ``min_seed_records`` records of the task's template on its target, this workload's and others' (another
+        model's layers in a tuning cache), also fit a base model that this tuner's model builds on and that, before
+        the first fit, picks the first plan instead of random candidates. Returns how many records of this task
+        were taken."""
         from ..records import as_records
 
         recs = list(as_records(records))
-        mine = [r for r in recs if r.workload_key == self.task.workload_key]
-        n = super().load_history(mine, min_seed_records=1)
-        if len(mine) >= min_seed_records:
-            model: Any = self.cost_model
-            base = XGBoostCostModel(self.task, feature_type=model.feature_type, loss_type=model.loss_type)
-            base.fit_log(mine, self.plan_size)
-            self.cost_model.load_basemodel(base)  # type: ignore[attr-defined]
+        n = super().load_history(recs, min_seed_records=1)
+        model: Any = self.cost_model
+        base = XGBoostCostModel(self.task, model.feature_type, model.loss_type, seed=model.params["seed"])
+        if not base.fit_template_log(recs, self.plan_size, min_seed_records):
+            return n
+        model.load_basemodel(base)
+        if self.train_ct == 0 and self.model_optimizer is not None:
+            self.plan = self.model_optimizer.find_maximums(
+                lambda cands: base.predict(self.featurize(cands)), self.plan_size, self.visited
+            )
+            self.plan_pt = 0
         return n
 
 
