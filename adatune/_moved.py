@@ -3,11 +3,9 @@
 ``adatune/__init__`` calls ``install()``, which puts a finder first on ``sys.meta_path``. Importing an old module
 path gives the module at its new path: the same module object, which keeps its own name and spec, so pickles,
 ``isinstance`` checks and monkeypatches see one module. A public name that moved to another module
-(``adatune.dispatch.X``) resolves through a module ``__getattr__`` that the finder adds to the old module when it
-loads, so the module that lost the name never imports the one that gained it (often a higher layer).
-
-The tables are plain strings and this module imports nothing of adatune's, so it sits outside the layers.
-"""
+(``adatune.dispatch.X``) resolves through a module ``__getattr__`` that the finder adds to the old module when it loads,
+so the module that lost the name never imports the one that gained it (often a higher layer). The tables are plain
+strings and this module imports nothing of adatune's, so it sits outside the layers."""
 
 from __future__ import annotations
 
@@ -81,9 +79,8 @@ def is_moved(old: str) -> bool:
 
 
 def old_attribute(module: str, name: str, stacklevel: int = 2) -> Any:
-    """``module.name`` where that is a moved submodule or public name: warns on behalf of the caller (``stacklevel``
-    as ``warnings.warn`` counts it) and returns the object at its new path. Any other name raises AttributeError, as
-    a module without it would."""
+    """``module.name`` for a moved submodule or public name: warns on behalf of the caller (``stacklevel`` as
+    ``warnings.warn`` counts) and returns the object at its new path; any other name raises AttributeError."""
     old = f"{module}.{name}"
     new_module = new_module_path(old)
     if new_module is not None:

@@ -1,9 +1,7 @@
-"""Options declared once, as data: name, type, bounds, default and doc of every constructor keyword.
-
-A ``Configurable`` tuner, cost model or search lists its keywords in ``OPTIONS``; its constructor checks them
-against their declarations, and defaults come from the constructor's own signature, so nothing is written twice.
-The registry, the CLI's ``-o KEY=VALUE``, ``adatune tuners`` and docs/tuners.md all read these declarations.
-"""
+"""Options declared once, as data: name, type, bounds, default and doc of every constructor keyword. A ``Configurable``
+tuner, cost model or search lists its keywords in ``OPTIONS``; its constructor checks them against their declarations,
+and defaults come from the constructor's own signature, so nothing is written twice. The registry, the CLI's
+``-o KEY=VALUE``, ``adatune tuners`` and docs/tuners.md all read these declarations."""
 
 from __future__ import annotations
 
@@ -32,12 +30,10 @@ _FALSE = ("false", "no", "off", "0")
 
 @dataclass(frozen=True)
 class Option:
-    """One constructor keyword: its type, default, meaning and allowed values.
-
-    ``type``: ``int``, ``float``, ``str``, ``bool``, ``dict`` (JSON on the command line), ``tuple`` (``length``
-    comma-separated ``item_type`` items) or ``object`` (Python only). A ``None`` default or choice makes ``none``
-    valid; ``objects=True`` also accepts an object in place of a text choice, passed on unchanged.
-    """
+    """One constructor keyword: its type, default, meaning and allowed values. ``type``: ``int``, ``float``, ``str``,
+    ``bool``, ``dict`` (JSON on the command line), ``tuple`` (``length`` comma-separated ``item_type`` items) or
+    ``object`` (Python only). A ``None`` default or choice makes ``none`` valid; ``objects=True`` also accepts an object
+    in place of a text choice, passed on unchanged."""
 
     name: str
     type: builtins.type[Any]
@@ -78,8 +74,7 @@ class Option:
         return f"{base}|none" if self.nullable and self.type is not object else base
 
     def convert(self, value: Any) -> Any:
-        """``value`` (text from the command line, or a Python value) as this option's type; ValueError naming
-        the option and what it accepts when it does not fit."""
+        """``value`` (command-line text or a Python value) as this option's type; ValueError naming what it accepts."""
         if value is None or (isinstance(value, str) and value.strip().lower() == "none" and self.nullable):
             return self._checked(None)
         if self.type is object or (self.objects and not isinstance(value, str)):
@@ -169,8 +164,7 @@ class Configurable:
 
         @functools.wraps(init)
         def checked_init(self: Any, *args: Any, **kw: Any) -> None:
-            # The constructor receives the converted value, so text such as "false" given from Python
-            # means what it means on the command line instead of being stored as truthy text.
+            # converted values: "false" given from Python means False, as on the command line, not truthy text
             bound = signature.bind(self, *args, **kw)
             given = bound.arguments
             for opt in declared:

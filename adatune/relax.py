@@ -1,12 +1,10 @@
 """adatune in Relax's own tuning flow: a pass and a registered pipeline, as TVM's ``MetaScheduleTuneIRMod`` and
-``relax.get_pipeline("static_shape_tuning", ...)``.
-
-``TuneIRMod`` tunes every fused function of a module with adatune's tuners (one budget over all of them,
-``adatune.models.tune_model``, in ``work_dir/adatune.jsonl``, which resumes) and leaves a MetaSchedule
-``JSONDatabase`` in ``work_dir`` with each task's best schedule (``adatune.meta_schedule.export_database``), so
-``relax.transform.MetaScheduleApplyDatabase(work_dir)`` applies it, in this pipeline or in one's own. The module
-passes through unchanged. Importing this module registers the pipeline ``"adatune_tuning"``: TVM's
-static-shape tuning pipeline with this pass in MetaSchedule's place::
+``relax.get_pipeline("static_shape_tuning", ...)``. ``TuneIRMod`` tunes every fused function of a module within one
+budget (``adatune.models.tune_model``, logging to ``work_dir/adatune.jsonl``, which resumes) and leaves each task's best
+schedule in a MetaSchedule ``JSONDatabase`` in ``work_dir``, which
+``relax.transform.MetaScheduleApplyDatabase(work_dir)`` applies, in this pipeline or in one's own; the module passes
+through unchanged. Importing this module registers the pipeline ``"adatune_tuning"``: TVM's static-shape tuning pipeline
+with this pass in MetaSchedule's place::
 
     import adatune.relax  # registers the pipeline
     mod = relax.get_pipeline("adatune_tuning", target=target, work_dir="tuning", budget=200)(mod)
@@ -14,10 +12,8 @@ static-shape tuning pipeline with this pass in MetaSchedule's place::
 
 Measurement defaults to adatune's warm build pool and model runner with the adaptive evaluator
 (``min_converge_coef=0.1``), not MetaSchedule's ``LocalBuilder``, whose per-call worker start times out on small hosts.
-Where this leaves ``adatune.models.build``: a function whose best program is not a trace of it (the shape-generic
-program of an operator with no template) stays out of the database and gets TVM's default lowering, and the database
-carries no build-time weight packing (``build``'s ``prepack``) and no vector math for exp, erf and tanh.
-"""
+Where this leaves ``adatune.models.build``: a database holds traces only, so an untemplated operator gets TVM's default
+lowering, not the shape-generic program, and there is no build-time weight packing or vector math."""
 
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
-"""Buffers of symbolic size on the stack, sized by the symbol's range.
-
-TVM puts a buffer on the stack only when its size is a constant under 1 KiB; any other comes from its workspace
-pool, an allocate and a free call: a dynamic model's softmax made two pool calls per row.
+"""Buffers of symbolic size on the stack, sized by the symbol's range. TVM puts a buffer on the stack only when its size
+is a constant under 1 KiB; any other comes from its workspace pool, an allocate and a free call each time (twice per row
+of a dynamic model's softmax).
 
 A PrimFunc that states its symbols' upper bounds (``with_upper_bounds``) has every allocation those bounds cap below
 the stack limit sized to the cap (after flattening, so no index changes). A size nothing caps is left to the pool;
-calling such a function with a symbol above its bound is undefined, as is a dynamic model outside its range.
-
-Inside a parallel loop the pool is called every iteration, so there any buffer of capped size up to
-``PARALLEL_STACK_BYTES`` is kept out of ``LowerTVMBuiltin`` (``disable_lower_builtin``) and LLVM allocates it on the
-worker's stack, once per parallel body. The pass runs in adatune's TIR pipelines (``adatune.codegen.vector_math``).
-"""
+calling such a function with a symbol above its bound is undefined, as is a dynamic model outside its range. Inside a
+parallel loop the pool is called every iteration, so there any buffer of capped size up to ``PARALLEL_STACK_BYTES`` is
+kept out of ``LowerTVMBuiltin`` (``disable_lower_builtin``) and LLVM allocates it on the worker's stack, once per
+parallel body. The pass runs in adatune's TIR pipelines (``adatune.codegen.vector_math``)."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ __all__ = [
 ]
 
 ATTR = "adatune.upper_bounds"
-# TVM's kMaxStackAlloca (include/tvm/runtime/device_api.h): a CPU allocation must be strictly smaller to stay on
-# the stack
+# TVM's kMaxStackAlloca (tvm/runtime/device_api.h): a CPU allocation must be strictly smaller to stay on the stack
 STACK_LIMIT_BYTES = 1024
 #: the largest buffer a parallel loop's body gets on its thread's stack (threads start with megabytes of it)
 PARALLEL_STACK_BYTES = 32 * 1024
@@ -135,9 +131,8 @@ class _Bounder:
 
 @tvm.transform.module_pass(opt_level=0, name="adatune.BoundAllocations")
 def bound_allocations(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
-    """The module with each PrimFunc's capped allocations and its parallel bodies' buffers on the stack (see the
-    module docstring); run it after TVM's lowering passes and before ``LowerTVMBuiltin`` (which moves the rest to
-    the workspace pool)."""
+    """The module with each PrimFunc's capped allocations and its parallel bodies' buffers on the stack; run it after
+    TVM's lowering passes and before ``LowerTVMBuiltin`` (which moves the rest to the workspace pool)."""
     updates = {}
     for gv, func in mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):

@@ -1,16 +1,13 @@
-"""exp, erf, tanh and log in vector registers on x86, through glibc's vector math library (libmvec).
-
-TVM lowers ``exp``, ``tanh`` and ``log`` to LLVM intrinsics and ``erf`` to a libm call, and LLVM on x86 has no
-vector version of either: a vectorised softmax or GELU still makes one scalar call per element. Unlike
-``fast_math``'s polynomials, libmvec keeps glibc's accuracy.
+"""exp, erf, tanh and log in vector registers on x86, through glibc's vector math library (libmvec). TVM lowers ``exp``,
+``tanh`` and ``log`` to LLVM intrinsics and ``erf`` to a libm call, and LLVM on x86 has no vector version of either: a
+vectorised softmax or GELU still makes one scalar call per element. Unlike ``fast_math``'s polynomials, libmvec keeps
+glibc's accuracy.
 
 ``tir_pipeline(target)`` names TVM's TIR pipeline with two additions (pass it to ``tvm.compile(...,
-tir_pipeline=...)``): ``erf`` counts as vectorisable, and a float32 call of 4, 8 or 16 lanes becomes libmvec's
-SSE, AVX2 or AVX-512 variant picked from the target's ISA (other lane counts are cut into those or scalar calls).
-A library built this way needs libmvec at load time: ``export_options(target)`` links it, and importing this
-module loads it for in-memory modules. Without glibc's libmvec on x86-64 Linux (or with ``libmvec=False``) the
-answer is ``CPU_PIPELINE`` on CPUs (only ``stack_bounds``' pass) and ``"default"`` elsewhere.
-"""
+tir_pipeline=...)``): ``erf`` counts as vectorisable, and a float32 call of 4, 8 or 16 lanes becomes libmvec's SSE, AVX2
+or AVX-512 variant picked from the target's ISA (other lane counts are cut into those or scalar calls). A library built
+this way needs libmvec at load time: ``export_options(target)`` links it, and importing this module loads it for
+in-memory modules."""
 
 from __future__ import annotations
 
@@ -79,8 +76,7 @@ def lane_variants(target: _target.TargetLike) -> dict[int, str]:
 
 
 def tir_pipeline(target: _target.TargetLike, libmvec: bool = True) -> str:
-    """The TIR pipeline to build ``target``'s modules with: this module's where libmvec serves the target (and
-    ``libmvec``), else ``CPU_PIPELINE`` on a CPU, else TVM's."""
+    """``PIPELINE`` where libmvec serves ``target`` (and ``libmvec``), else ``CPU_PIPELINE`` on CPUs, else TVM's."""
     if libmvec and lane_variants(target):
         return PIPELINE
     return CPU_PIPELINE if str(_target.create(target).kind.name) == "llvm" else "default"

@@ -1,7 +1,6 @@
 """x86 building blocks of the CPU templates: the micro-kernel's register budget, cache and parallel limits, unroll
-pragmas. Every limit comes from ``adatune.target.cpu_info``, so configs that would spill or stall stay out of the
-spaces on AVX2 and AVX-512 alike.
-"""
+pragmas. Every limit comes from ``adatune.target.cpu_info``, so configs that would spill or stall stay out of the spaces
+on AVX2 and AVX-512 alike."""
 
 from __future__ import annotations
 
@@ -24,11 +23,10 @@ __all__ = [
     "vectorize_columns",
 ]
 
-#: the storage scope of a register tile's accumulators (``cache_write``). TVM 0.27 keeps a CPU allocation on the
-#: stack only when its scope is "global" and its size a constant under 1 KiB; a "local" one, however small, comes
-#: from the workspace pool (``TVMBackendAllocWorkspace`` and a free around every iteration of the parallel loop
-#: that holds it) and the tile is zeroed and written back through that heap memory. On the stack LLVM keeps the
-#: tile in registers from its first FMA to its store.
+#: the storage scope of a register tile's accumulators (``cache_write``). TVM 0.27 keeps a CPU allocation on the stack
+#: only when its scope is "global" and its size a constant under 1 KiB; a "local" one, however small, comes from the
+#: workspace pool (``TVMBackendAllocWorkspace`` and a free around every iteration of the parallel loop that holds it),
+#: the tile zeroed and written back through heap memory. On the stack LLVM keeps it in registers throughout.
 ACCUMULATOR_SCOPE = "global"
 
 # Independent accumulators that hide the FMA latency: 4 cycles x 2 FMA pipes on Zen 2-5, Skylake to
@@ -43,10 +41,8 @@ def fits_registers(rows: int, vectors: int, info: CpuInfo) -> bool:
 
 
 def register_tiles(rows: Iterable[int], vectors: Iterable[int], info: CpuInfo) -> set[tuple[int, int]]:
-    """The ``(rows, vectors)`` micro-kernel tiles worth measuring among the ones a shape allows: those that fit the
-    registers with ``FMA_CHAINS`` accumulators and load no more per k step than they multiply (not 8x1: 9 loads,
-    8 FMAs); where none does, the largest that fit.
-    """
+    """The ``(rows, vectors)`` tiles worth measuring: those fitting the registers with ``FMA_CHAINS`` accumulators that
+    load no more per k step than they multiply (not 8x1: 9 loads, 8 FMAs); else the largest that fit."""
     fit = [(r, v) for r in set(rows) for v in set(vectors) if fits_registers(r, v, info)]
     if not fit:
         return set()
@@ -64,11 +60,10 @@ LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
 
 
 def mark_weight_pack(sch: Any, pack: Any) -> bool:
-    """Mark a whole-operand packing block (``cache_read`` + ``transform_layout`` at the root, not inside a
-    tile) as a layout rewrite when it copies a function parameter; False (unmarked) when its source is a buffer
-    the function computes. A model build (``adatune.models.build``) splits marked blocks out and folds them into
-    the constant weights, so a deployed dense or conv layer reads panels packed once, at build time; a
-    standalone kernel keeps packing in every call (the annotation does not change its code)."""
+    """Mark a whole-operand packing block (``cache_read`` + ``transform_layout`` at the root, not inside a tile) as a
+    layout rewrite when it copies a function parameter; False (unmarked) when its source is a buffer the function
+    computes. A model build (``adatune.models.build``) folds marked blocks into the constant weights, so a deployed
+    layer reads panels packed once; a standalone kernel still packs in every call (its code is unchanged)."""
     block = sch.get(pack)
     allocated = {str(b.name) for b in sch.get(sch.get_sblock("root")).alloc_buffers}
     if len(block.reads) != 1 or str(block.reads[0].source.name) in allocated:
@@ -78,10 +73,10 @@ def mark_weight_pack(sch: Any, pack: Any) -> bool:
 
 
 def parallel_ok(extent: int, cores: int, limit: int) -> bool:
-    """The outer parallel loop keeps every core busy with balanced work: at least ``cores`` chunks, and
-    the last round of chunks leaves at most a fifth of the cores' time idle (``limit`` is the largest
-    extent the op allows): tuning on a busy machine otherwise drifts to single-threaded configs. A ratio, not
-    "a multiple of the cores", keeps odd extents that are a shape's only parallel split."""
+    """The outer parallel loop keeps every core busy with balanced work: at least ``cores`` chunks, and the last
+    round of chunks leaves at most a fifth of the cores' time idle (``limit`` is the largest extent the op allows):
+    tuning on a busy machine otherwise drifts to single-threaded configs. A ratio, not "a multiple of the cores",
+    keeps odd extents that are a shape's only parallel split."""
     need = min(cores, limit)
     rounds = -(-extent // need) if need else 0
     return extent >= need and extent >= PARALLEL_BALANCE * rounds * need
@@ -127,11 +122,8 @@ def apply_unroll(sch: Any, cfg: Any, explicit: int = 1) -> None:
 
 
 def vectorize_columns(sch: Any, loop: Any, width: int) -> None:
-    """Vectorise a register tile's ``width`` columns as vectors whose length is a power of two (the largest one
-    dividing ``width``), the outer loop unrolled.
-
-    LLVM legalises a vector whose length is not a power of two by widening it, so a register tile three vectors
-    wide (``<24 x float>`` on AVX2) runs slower whole than split."""
+    """Vectorise a register tile's ``width`` columns as power-of-two vectors (the largest dividing ``width``), the outer
+    loop unrolled: LLVM widens other lengths, so a tile three AVX2 vectors wide (``<24 x float>``) is slower whole."""
     part = width & -width
     if width > part:
         outer, loop = sch.split(loop, [None, part])

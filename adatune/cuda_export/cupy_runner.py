@@ -1,5 +1,4 @@
 """The standalone GPU runner: adatune's candidate batches and DietCode plans, on a machine without TVM or adatune.
-
 ``copy_runner`` puts this file, and the one rule file it loads, into an exported folder; run it there::
 
     python cupy_runner.py BATCH_DIR --out results.jsonl [--min-converge-coef 0.1] [--number 5 --repeat 3]
@@ -18,8 +17,7 @@ float32 product (TF32 off, rtol = atol = 1e-3), then timed as a CUDA graph repla
 beside it. A workload runs in its own process, so a kernel that kills it is recorded as a crash. Results:
 ``results.npz`` and ``meta.json``.
 
-This file must not import adatune or TVM: its error numbers are ``MeasureErrorNo``'s, kept identical by the tests.
-"""
+This file must not import adatune or TVM: its error numbers are ``MeasureErrorNo``'s, kept identical by the tests."""
 
 from __future__ import annotations
 
@@ -76,8 +74,7 @@ _PARAMS_RE = r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+
 
 
 def copy_runner(directory: str) -> str:
-    """This runner and the rule file it loads, copied into ``directory`` (what a GPU machine needs of adatune);
-    returns the runner's path there."""
+    """This runner and its rule file (all a GPU machine needs), copied to ``directory``; returns the runner's path."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "cupy_runner.py")
     shutil.copyfile(os.path.abspath(__file__), path)
@@ -121,8 +118,7 @@ class EvalSettings:
 
 
 def evaluate(time_fn: TimeFn, cfg: EvalSettings) -> tuple[list[float], int, float | None, list[int]]:
-    """``(costs, runs, cv, batch_runs)`` as ``adatune.measure.evaluator.evaluate`` decides them (no
-    ``min_repeat_ms``)."""
+    """``(costs, runs, cv, batch_runs)`` as ``adatune.measure.evaluator.evaluate`` decides them (no min_repeat_ms)."""
     if cfg.warmup_ms > 0:  # untimed: ``time_fn``'s only call with a positive third argument
         time_fn(1, 1, cfg.warmup_ms)
     if cfg.min_converge_coef is None:
@@ -253,9 +249,8 @@ def classify(phase: str, text: str) -> int:
 
 # ---------------------------------------------------------------------- one candidate, in a child process
 def _measure(launcher_factory: Callable[[int], Any], job: dict, settings: EvalSettings, conn: Any = None) -> dict:
-    """Compile, then (once ``conn`` says "go": the GPU is this child's alone) check and time one candidate.
-
-    Without ``conn`` the GPU phase follows the compile at once (one candidate at a time, in process)."""
+    """Compile, then (once ``conn`` says "go": the GPU is this child's alone) check and time one candidate; without
+    ``conn`` the GPU phase follows the compile at once (one candidate at a time, in process)."""
     phase = "start"
     try:
         launcher = launcher_factory(job["device"])
@@ -332,11 +327,9 @@ def measure_isolated(
     start_method: str,
     gpu: threading.Lock | None = None,
 ) -> dict:
-    """``_measure`` in a fresh child process: a crash or a hang is a result, not the end of the batch.
-
-    The child compiles on its own; it touches the GPU only while holding ``gpu``, which this parent (not the
-    child) takes and gives back, so a child that dies on the GPU cannot keep it, and candidates measured
-    beside each other never share the device while one of them is timed. ``timeout`` bounds each phase."""
+    """``_measure`` in a fresh child process: a crash or hang is a result, not the batch's end. The child compiles alone
+    and touches the GPU only while holding ``gpu``, which this parent takes and gives back, so a child dying on the GPU
+    cannot keep it and no candidate is timed on a shared device; ``timeout`` bounds each phase."""
     t0 = time.perf_counter()
     out = _supervise(launcher_factory, job, settings, timeout, start_method, gpu or threading.Lock())
     out["wall"] = time.perf_counter() - t0
@@ -432,10 +425,8 @@ def run_batch(
     log: Callable[[str], None] = print,
     jobs: int = 1,
 ) -> list[dict]:
-    """Measure every candidate of the batch; append one record per candidate to ``out_path`` as it finishes.
-
-    ``jobs`` children compile at once (NVRTC and process start-up are most of a candidate's wall-clock); the
-    GPU still runs one candidate at a time. Returns the records in the manifest's order."""
+    """Measure every candidate, appending its record to ``out_path`` as it finishes; returns the records in manifest
+    order. ``jobs`` children compile at once (NVRTC and start-up dominate); the GPU times one at a time."""
     if int(jobs) < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     manifest = load_manifest(batch_dir)
@@ -905,8 +896,8 @@ def plan_main(argv: Sequence[str]) -> int:
 
 
 def merge_on_term(args: argparse.Namespace, names: list[str], env: dict) -> Any:
-    """A SIGTERM handler (``timeout``, a lease ending) that merges what the workloads saved so far (their scratch
-    files hold every finished T) into ``--out`` before the process exits: a cut run keeps what it measured."""
+    """A SIGTERM handler (``timeout``, a lease ending) that merges the workloads' scratch files (every finished T)
+    into ``--out`` before the process exits: a cut run keeps what it measured."""
 
     def handler(signum: int, frame: Any) -> None:
         log_line(f"signal {signum}: merging what was measured, then stopping")

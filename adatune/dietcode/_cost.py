@@ -1,12 +1,9 @@
-"""DietCode's micro-kernel cost model: cost(kernel, T) = f_MK(kernel) x f_occ(P / M) x f_pad(kernel, T).
-
-Costs are seconds per useful FLOP; ``P`` is the tiles shape T needs (parallel chunks on x86, thread blocks on CUDA),
-``M`` the cores or SMs. ``f_pad`` = padded work / real work. ``f_occ(x) = 1 / (1 - k + k * x / ceil(x))``: the last
-wave leaves ``ceil(x) - x`` of the cores idle, and ``k`` in [0, 1] (fitted with scipy) says how much of that costs.
-``f_MK`` depends on the kernel alone: one xgboost regressor learns it from every measured shape at once, labels
-divided by ``f_occ`` and ``f_pad``, from the program's features (``features="program"``) or hand-made ones
-(``"hand"``); see ``_program``.
-"""
+"""DietCode's micro-kernel cost model: cost(kernel, T) = f_MK(kernel) x f_occ(P / M) x f_pad(kernel, T), in seconds per
+useful FLOP; ``P`` is the tiles shape T needs (parallel chunks on x86, thread blocks on CUDA), ``M`` the cores or SMs.
+``f_pad`` = padded work / real work. ``f_occ(x) = 1 / (1 - k + k * x / ceil(x))``: the last wave leaves ``ceil(x) - x``
+of the cores idle, and ``k`` in [0, 1] (fitted with scipy) says how much of that costs. ``f_MK`` depends on the kernel
+alone: one xgboost regressor learns it from every measured shape at once, labels divided by ``f_occ`` and ``f_pad``,
+from the program's features (``features="program"``) or hand-made ones (``"hand"``); see ``_program``."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ __all__ = ["f_occ", "f_pad", "num_tiles", "fit_occupancy_k", "sample_shapes", "s
 
 
 def num_tiles(wl: DynamicWorkload, mk: MicroKernel, t: int) -> int:
-    """P: the tiles (parallel chunks / thread blocks) the kernel runs for shape ``t`` (a split-K kernel runs each
-    output tile once per part)."""
+    """P: the tiles (chunks / thread blocks) the kernel runs for ``t``; a split-K kernel runs each once per part."""
     batch, m, n, _ = wl.gemm_extents(t)
     return batch * math.ceil(m / mk.mt) * math.ceil(n / mk.nt) * mk.split_k
 
@@ -100,9 +96,9 @@ def sample_shapes(t_range: tuple[int, int], n: int, rng: np.random.Generator) ->
 
 
 def select_kernels(costs: np.ndarray, max_kernels: int, tolerance: float = 0.01) -> list[int]:
-    """A small kernel set covering every T (the greedy cover the tuner used before it voted over all kernels,
-    ``_select``; kept for scripts): greedily add the kernel that most lowers the summed relative
-    cost ``min_{chosen} cost[k, t] / min_k cost[k, t]`` until ``max_kernels`` or a gain below ``tolerance``."""
+    """A small kernel set covering every T, for scripts (the tuner votes over all kernels, ``_select``): greedily add
+    the kernel that most lowers the summed relative cost ``min_{chosen} cost[k, t] / min_k cost[k, t]`` until
+    ``max_kernels`` or a gain below ``tolerance``."""
     if costs.ndim != 2 or costs.shape[0] == 0:
         raise ValueError("costs must be a (kernels, shapes) matrix with at least one kernel")
     rel = costs / costs.min(axis=0, keepdims=True)

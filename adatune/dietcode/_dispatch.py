@@ -1,9 +1,7 @@
-"""DietCode's dispatcher: a decision tree from a runtime extent T to one of a few kernels, and its emitters.
-
-A ``DecisionTreeClassifier`` learns every T's vote exactly, and one walk (``ShapeDispatcher.emit``) emits it as
-nested ifs for a Python function, a C function compiled into a tiny shared library for deployments, and Relax
-``If``s in a compiled model (``to_relax``). Kernels are named by plain string labels.
-"""
+"""DietCode's dispatcher: a decision tree from a runtime extent T to one of a few kernels (plain string labels), and its
+emitters. A ``DecisionTreeClassifier`` learns every T's vote exactly, and one walk (``ShapeDispatcher.emit``) emits it
+as nested ifs for a Python function, a C function compiled into a tiny shared library for deployments, and Relax ``If``s
+in a compiled model (``to_relax``)."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ Emitted = TypeVar("Emitted")
 
 
 def check_extent(t: Any, t_range: tuple[int, int] | None = None, what: str = "T") -> int:
-    """``t`` as an int: ValueError when it is not a positive integer; a warning when outside ``t_range``
-    (every kernel is correct for any T, but the choice was not tuned there)."""
+    """``t`` as an int: ValueError unless positive; a warning outside ``t_range`` (correct there, but untuned)."""
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
         raise ValueError(f"{what} must be a positive integer, got {t!r} ({type(t).__name__})")
     if t < 1:
@@ -45,11 +42,9 @@ def check_extent(t: Any, t_range: tuple[int, int] | None = None, what: str = "T"
 
 
 class ShapeDispatcher:
-    """A decision tree over T whose leaves name kernels (``labels[i]``); stored as plain nested data.
-
-    ``aligned[i]`` (optional) is the unit of label ``i``'s aligned version: at a T that is a multiple of it the
-    deployment runs that version instead of the kernel (0: never). It is a dispatch decision measured when the
-    kernels were tuned; ``None`` (dispatchers saved before it was measured) leaves it to the kernels' defaults."""
+    """A decision tree over T whose leaves name kernels (``labels[i]``), stored as plain nested data. ``aligned[i]``
+    (optional, measured when the kernels were tuned) is the unit of label ``i``'s aligned version, which the deployment
+    runs at a T that is a multiple of it (0: never); ``None`` leaves it to the kernels' defaults."""
 
     def __init__(
         self,

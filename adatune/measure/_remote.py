@@ -1,7 +1,6 @@
 """The remote side of ``RPCRunner``: a local worker holds a free server, uploads the library, checks and times it
 there with ``LocalRunner``'s code and returns a typed ``RunOutcome``; a dead session (server killed, connection
-broken) is told apart from the kernel's own errors by TVM's error types.
-"""
+broken) is told apart from the kernel's own errors by TVM's error types."""
 
 from __future__ import annotations
 
@@ -17,11 +16,10 @@ from ._types import MeasureErrorNo, RunOutcome, RunRequest
 
 __all__ = ["measure_remote", "is_session_lost"]
 
-#: How TVM 0.27's local RPC endpoint words a closed channel. It raises these as a plain ``InternalError``
-#: (a failed check or a fatal log line), with no type of their own: a socket error, an EOF, "Channel closes
-#: before we get needed bytes", or, when the channel closed cleanly between two messages, a failed check that
-#: the reply to a call or a copy was a return (``code=kShutdown``, ``HandleUntilReturnEvent(...) ==
-#: RPCCode::kReturn`` in rpc_endpoint.cc). Only for that type are messages read.
+#: How TVM 0.27's local RPC endpoint words a closed channel, raised as a plain ``InternalError`` with no type of its own
+#: (so only that type's messages are read): a socket error, an EOF, "Channel closes before we get needed bytes", or, for
+#: a channel closed cleanly between two messages, a failed check that the reply to a call or a copy was a return
+#: (``code=kShutdown``, ``HandleUntilReturnEvent(...) == RPCCode::kReturn`` in rpc_endpoint.cc).
 _CLOSED_CHANNEL_MARKS = (
     "kShutdown",
     "SockChannel",
@@ -34,10 +32,9 @@ _CLOSED_CHANNEL_MARKS = (
 
 
 def is_session_lost(err: BaseException) -> bool:
-    """Whether ``err`` means the RPC session ended under a call: its server process died (a crashing kernel
-    takes a TVM rpc_server down with it, so that looks the same as a server killed or powered off), the
-    server ended it (``RPCSessionTimeoutError``) or the connection broke. An ``RPCError`` other than a
-    timeout was raised on the server by a session still alive: the kernel's or the loader's own error."""
+    """Whether ``err`` means the RPC session ended under a call: its server died (a crashing kernel takes a TVM
+    rpc_server down with it, as a kill or power-off would), ended it (``RPCSessionTimeoutError``) or the connection
+    broke. Any other ``RPCError`` came from a live session: the kernel's or the loader's own error."""
     if isinstance(err, RPCSessionTimeoutError):
         return True
     if isinstance(err, RPCError):
@@ -48,12 +45,9 @@ def is_session_lost(err: BaseException) -> bool:
 
 
 def measure_remote(tracker: Tracker, wait_limit: float, req: RunRequest, config: RunnerConfig) -> RunOutcome:
-    """Runs in a local worker process: get a server (waiting at most ``wait_limit`` s), upload, load, check
-    and time one candidate there.
-
-    ``extra`` holds ``rpc_server``, ``rpc_wait`` (seconds until the tracker named a free server) and
-    ``rpc_stages`` (seconds spent connecting, uploading, loading, preparing the arguments and the check, and
-    timing); ``seconds`` runs from holding the server to the result."""
+    """Runs in a local worker process: get a server (waiting at most ``wait_limit`` s), upload, load, check and time one
+    candidate there. ``extra``: ``rpc_server``, ``rpc_wait`` (seconds until a server was named) and ``rpc_stages``
+    (seconds per stage); ``seconds`` runs from holding the server to the result."""
     t_wait = time.perf_counter()
     try:
         sess, server, connect = request_session(tracker, config.timeout, wait_limit)

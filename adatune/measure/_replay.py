@@ -1,10 +1,7 @@
-"""Replay: serve measurements from a recorded table, keyed by (workload key, candidate key), instead of hardware.
-
-Strategies can then be compared over many seeds quickly and deterministically; ``done_at`` reports the recorded
-build and run seconds, so the tuner's clock advances as on hardware. With ``min_converge_coef`` each candidate is
-cut where AdaTune's adaptive evaluator would have stopped on its recorded micro-batches
-(``adatune.measure.evaluator.adaptive_replay``).
-"""
+"""Replay: serve measurements from a recorded table, keyed by (workload key, candidate key), instead of hardware, so
+strategies can be compared over many seeds quickly and deterministically; ``done_at`` reports the recorded build and run
+seconds, so the tuner's clock advances as on hardware. With ``min_converge_coef`` each candidate is cut where AdaTune's
+adaptive evaluator would have stopped on its recorded micro-batches (``adatune.measure.evaluator.adaptive_replay``)."""
 
 from __future__ import annotations
 
@@ -20,10 +17,8 @@ __all__ = ["ReplayRunner"]
 
 
 class ReplayRunner(Runner):
-    """Looks up ``(workload_key, candidate key)`` in recorded results; unknown candidates are errors.
-
-    Keys may be given as ints (knob config indices, as older tables had them); they are compared as strings.
-    """
+    """Looks up ``(workload_key, candidate key)`` in recorded results; unknown candidates are errors. Keys may be given
+    as ints (knob config indices); they are compared as strings."""
 
     needs_build = False
 
@@ -46,8 +41,7 @@ class ReplayRunner(Runner):
 
     @classmethod
     def from_records(cls, records: Iterable) -> ReplayRunner:
-        """Build the table from ``adatune.records`` entries (the last record of a candidate wins):
-        ``ReplayRunner.from_records(adatune.load_from_file(path))``."""
+        """A runner over ``adatune.records`` entries (e.g. ``load_from_file(path)``); a candidate's last record wins."""
         return cls({(r.workload_key, r.key): r.result for r in records})
 
     def with_min_converge_coef(self, coef: float | None) -> ReplayRunner:

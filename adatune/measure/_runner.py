@@ -1,7 +1,6 @@
 """Runners: time built candidates. ``LocalRunner`` runs one candidate at a time in a persistent worker, so timings
 do not compete and a crash or hang costs only that worker. Local and RPC runners share ``WorkerRunner``: one
-``RunnerConfig``, the reference data, and the results made of the workers' typed outcomes.
-"""
+``RunnerConfig``, the reference data, and the results made of the workers' typed outcomes."""
 
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ from .evaluator import EvaluatorConfig
 
 __all__ = ["Runner", "WorkerRunner", "LocalRunner", "WORKER_USES"]
 
-#: candidates one runner worker process times before it is replaced: every loaded kernel library stays mapped
-#: in the process (16 KB per tiny kernel, ~0.5 MB per batch-matmul candidate measured), so a 41k-config sweep
-#: grew one worker to 6.5 GB and died with a MemoryError; a fresh worker costs about a second
+#: candidates one runner worker process times before it is replaced: every loaded kernel library stays mapped in the
+#: process (up to ~0.5 MB per candidate), so a long sweep would exhaust memory; a fresh worker costs about a second
 WORKER_USES = 512
 
 
@@ -48,8 +46,7 @@ class Runner(abc.ABC):
         return None
 
     def done_at(self, results: Sequence[MeasureResult], run_seconds: float) -> list[float]:
-        """Seconds after the run phase began at which each result was known: the phase's wall time, shared
-        out in proportion to each candidate's own run time."""
+        """Seconds from the run phase's start to each result: the phase's wall time split in proportion to run times."""
         own = [max(r.run_time, 0.0) for r in results]
         total = sum(own)
         out, acc = [], 0.0
@@ -121,8 +118,7 @@ class WorkerRunner(Runner):
         )
 
     def collect(self, fut: Any, build: BuildResult, t0: float, late: str = "", died: str = "") -> MeasureResult:
-        """The result of a submitted candidate: its worker's outcome, or ``late`` (no outcome in time) or
-        ``died`` (the worker process ended) as the candidate's error."""
+        """A submitted candidate's result: its worker's outcome, else ``late`` (none in time) or ``died`` as error."""
         try:
             out: RunOutcome = fut.result()
         except TimeoutError:
@@ -152,8 +148,7 @@ class LocalRunner(WorkerRunner):
     """Measure on this machine, one candidate at a time, in one worker process (options: ``RunnerConfig``)."""
 
     def device_limits(self, target: object) -> DeviceLimits | None:
-        """For CUDA targets: the named profile's limits when one was given, else the real device's when this
-        machine has one (else None: nothing to check)."""
+        """For CUDA: the named profile's limits if given, else this machine's device's (None: nothing to check)."""
         kind = getattr(getattr(target, "kind", None), "name", None)
         if kind == "cuda" and self.config.profile_limits is not None:
             return self.config.profile_limits

@@ -1,8 +1,5 @@
-"""A client of TVM's RPC tracker: its summary and a session with a free server of a key.
-
-TVM's own client retries for a minute and waits for delayed ACKs; this one fails within a given time and
-sends each request in one write.
-"""
+"""A client of TVM's RPC tracker: its summary and a session with a free server of a key. Unlike TVM's own client, which
+retries for a minute and waits for delayed ACKs, it fails within a given time and sends each request in one write."""
 
 from __future__ import annotations
 
@@ -59,9 +56,8 @@ def _ask(sock: socket.socket, message: list) -> Any:
 
 
 def tracker_summary(host: str, port: int, timeout: float = 5.0) -> dict:
-    """The tracker's ``summary()``: per key its free servers and pending requests (``queue_info``, a key
-    appears there once a server offered itself or a client asked for it), and every connected server
-    (``server_info``, ``{"key": "server:KEY", "addr": ...}``)."""
+    """The tracker's ``summary()``: ``queue_info`` (per key, its free servers and pending requests; a key appears once a
+    server or a client named it) and ``server_info`` (``{"key": "server:KEY", "addr": ...}`` per server)."""
     sock = tracker_socket(host, port, timeout)
     try:
         code, value = _ask(sock, [rpc_base.TrackerCode.SUMMARY])
@@ -83,11 +79,8 @@ def count_servers(summary: dict, key: str) -> int:
 
 
 def request_session(tracker: Tracker, session_timeout: float, wait_limit: float) -> tuple[Any, str, float]:
-    """Ask the tracker for a free server of the key (waiting at most ``wait_limit`` s) and connect to it.
-
-    Returns the session, the server's ``host:port`` and the seconds the connection took; a server that
-    vanished between the tracker's answer and the connection is skipped (the tracker drops it and the
-    request is repeated)."""
+    """Connect to a free server of the key (waiting at most ``wait_limit`` s): the session, its ``host:port`` and the
+    connection's seconds. A server gone before the connection is skipped and the request repeated."""
     from tvm import rpc
 
     last_err: Exception | None = None

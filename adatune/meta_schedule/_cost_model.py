@@ -1,6 +1,5 @@
 """AdaTune's RFEI cost model as a meta_schedule ``PyCostModel``, on trace search's features. Targets are throughputs
-normalised per workload (0 for failures), as meta_schedule's XGB model does, so one model serves every task.
-"""
+normalised per workload (0 for failures), as meta_schedule's XGB model does, so one model serves every task."""
 
 from __future__ import annotations
 
@@ -50,12 +49,10 @@ def _workload_key(context: Any) -> str:
 
 @derived_object
 class RFEICostModel(PyCostModel):
-    """Random forest + expected improvement over meta_schedule candidates.
-
-    ``predict``: expected improvement over the workload's best (``"ei"``) or normalised throughput (``"mean"``),
-    higher better. ``predict_mean_std`` gives mean and forestci standard deviation in the same units, from which
-    ``ContextualEvolutionarySearch`` sets its exploration rate. ``save``/``load`` keep the training data (``.npz``).
-    """
+    """Random forest + expected improvement over meta_schedule candidates. ``predict``: expected improvement over the
+    workload's best (``"ei"``) or normalised throughput (``"mean"``), higher better. ``predict_mean_std`` gives mean and
+    forestci standard deviation in the same units, from which ``ContextualEvolutionarySearch`` sets its exploration
+    rate. ``save``/``load`` keep the training data (``.npz``)."""
 
     def __init__(
         self,

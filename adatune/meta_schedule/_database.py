@@ -2,20 +2,18 @@
 databases read back as adatune history.
 
 MetaSchedule keeps a workload (the PrimFunc as ``relax.transform.MetaScheduleApplyDatabase`` normalises it, one
-``main``) and the trace that schedules it; the pass looks each function of a module up
-by structural equality and replays the trace. ``export_database`` writes the best record of every task of an adatune
-log that way: a knob template's trace (on a model, replayed on the fused function with its epilogue inlined, as
-``adatune.models.build`` schedules it) and a trace-search candidate's. What is not a trace of its workload is reported,
-not written: the shape-generic program (``schedule_generic`` rewrites the function) and DietCode's range tasks.
+``main``) and the trace that schedules it; the pass looks each function of a module up by structural equality and
+replays the trace. ``export_database`` writes the best record of every task of an adatune log that way: a knob
+template's trace (on a model, replayed on the fused function with its epilogue inlined, as ``adatune.models.build``
+schedules it) and a trace-search candidate's. What is not a trace of its workload is reported, not written: the
+shape-generic program (``schedule_generic`` rewrites the function) and DietCode's range tasks.
 
 ``import_database`` reads every record of a MetaSchedule database (stock ``ms.tune_tir``'s, a team's) as
 ``(MeasureInput, MeasureResult)`` pairs of trace tasks: a trace search resumes from them (``Tuner.load_history``) and
-its cost model starts from their timings; a trace that is an instance of none of the task's design spaces (another
-rule set's) is skipped, with a warning.
+its cost model starts from their timings.
 
 What ``adatune.models.build`` adds beyond the schedules, a user's pipeline does not get from a database: the weight
-packing folded at build time (the kernels pack at run time instead) and glibc's vector math for exp, erf and tanh.
-"""
+packing folded at build time (the kernels pack at run time instead) and glibc's vector math for exp, erf and tanh."""
 
 from __future__ import annotations
 
@@ -46,8 +44,7 @@ EXPORTED = "exported"
 
 
 def workload_module(func: tvm.tirx.PrimFunc) -> tvm.IRModule:
-    """``func`` as MetaSchedule stores and looks up a workload: its own normalisation, the one
-    ``MetaScheduleApplyDatabase`` applies to each function of a module (``main``, ``tirx.noalias``)."""
+    """``func`` as MetaSchedule stores and looks up a workload (normalised as ``MetaScheduleApplyDatabase`` does)."""
     return tvm.get_global_func("tvm.s_tir.meta_schedule.normalize_mod")(func)
 
 
@@ -78,9 +75,8 @@ def export_database(
     target: _target.TargetLike | None = None,
 ) -> dict[str, str]:
     """Commit the best record of every task in ``log`` (a path, or records) to ``database`` (e.g.
-    ``ms.database.JSONDatabase(work_dir=...)``), for ``target`` only if given; a trace the database already holds
-    for its workload is not written again. Returns, per task name, "exported" or why it was not (the others are
-    written regardless)."""
+    ``ms.database.JSONDatabase(work_dir=...)``), for ``target`` only if given, skipping traces it already holds.
+    Returns, per task name, "exported" or why not (the others are written regardless)."""
     if not isinstance(database, ms.database.Database):
         raise TypeError(f"export_database writes to a meta_schedule Database, got {type(database).__name__}")
     report: dict[str, str] = {}
@@ -105,8 +101,8 @@ def import_database(
     database: ms.database.Database, target: _target.TargetLike | None = None, rules: str = "tvm"
 ) -> list[tuple[MeasureInput, MeasureResult]]:
     """Every tuning record of ``database`` as a measured trace candidate of its workload's ``TraceTask`` (rule set
-    ``rules``: "tvm", stock MetaSchedule's own design spaces, reads what ``ms.tune_tir`` wrote), on ``target`` (each
-    record's own if None). A failed run is a ``RUNTIME_DEVICE`` result; a trace outside the design spaces is skipped."""
+    ``rules``: "tvm", MetaSchedule's own, reads what ``ms.tune_tir`` wrote), on ``target`` (each record's own if None).
+    A failed run is a ``RUNTIME_DEVICE`` result; a trace outside the design spaces is skipped with a warning."""
     if not isinstance(database, ms.database.Database):
         raise TypeError(f"import_database reads a meta_schedule Database, got {type(database).__name__}")
     pairs: list[tuple[MeasureInput, MeasureResult]] = []

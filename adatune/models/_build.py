@@ -1,7 +1,6 @@
 """Apply and deploy: compile a model with the best record of every task. Records for another target never apply; a
 task with none warns and gets the template's fallback config or, on a CPU, the shape-generic schedule, so an
-untuned operator still runs rows in parallel and loops in vectors.
-"""
+untuned operator still runs rows in parallel and loops in vectors."""
 
 from __future__ import annotations
 
@@ -34,9 +33,7 @@ class CompiledModel:
 
     def __init__(self, model: Model, executable: Any, applied: dict[str, str], link: Sequence[str] = ()):
         self.model = model
-        self.link = list(
-            link
-        )  # linker options its library needs (libmvec: ``adatune.codegen.vector_math.export_options``)
+        self.link = list(link)  # linker options its library needs (``adatune.codegen.vector_math.export_options``)
         self.executable = executable
         self.applied = applied  # function name -> "record", "fallback" or "generic" (see ``build``)
         self.prepacked: list[str] = []  # functions whose constant weights were packed at build (``prepack_weights``)
@@ -69,10 +66,9 @@ class CompiledModel:
 
 
 def _fallback(task: ModelTask, target: tvm.target.Target) -> tuple[tirx.PrimFunc | None, str]:
-    """A task's function when no record applies, and how it was made: a knob task's fallback config
-    (``fallback``); on a CPU, a trace task's function under ``schedule_generic`` (``generic``: rows in parallel,
-    loops in vectors, no tuning), since TVM's default lowering would run it as serial scalar loops; else None
-    (``fallback``: that default lowering). A reshape is left alone, for the build to make it a view."""
+    """A task's function when no record applies, and how it was made: a knob task's fallback config (``fallback``); on a
+    CPU, a trace task's function under ``schedule_generic`` (``generic``), not TVM's serial scalar default lowering;
+    else None (``fallback``: that lowering). A reshape is left alone, for the build to make it a view."""
     if task.created and isinstance(task.task, FusedKnobTask):
         return task.task.scheduled_module(FallbackConfig())["main"], "fallback"
     func = task.mod["main"]
@@ -134,8 +130,7 @@ def build(
 
 
 def _record_for(t: ModelTask, by_name: dict[str, Any]) -> tuple[TuningTask, Any] | None:
-    """The function's best record and the task it schedules: its own task's, or its trace task's where the log
-    was tuned with templates off; the faster where the log holds both."""
+    """The best record and its task: the function's own or its trace task's (templates off); the faster if both."""
     found = []
     if t.task_name in by_name:
         found.append((by_name[t.task_name], lambda: t.task))
@@ -149,10 +144,9 @@ def _record_for(t: ModelTask, by_name: dict[str, Any]) -> tuple[TuningTask, Any]
 
 def prepack_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
     """Pack constant weights once, at build time: the blocks a template marked as whole-weight packing
-    (``templates._x86.mark_weight_pack``) become functions of their own (TVM's ``SplitLayoutRewritePreproc``),
-    and ``FoldConstant`` runs those on the model's constants, so the deployed kernels read packed panels. A
-    packing whose input is not a constant (a batch matmul's operands) stays a call at run time. Returns the
-    module and the functions whose weights were folded."""
+    (``adatune.codegen.x86.mark_weight_pack``) become functions (TVM's ``SplitLayoutRewritePreproc``) that
+    ``FoldConstant`` runs on the model's constants, so deployed kernels read packed panels; packing a non-constant (a
+    batch matmul's operands) stays a run-time call. Returns the module and the functions whose weights were folded."""
     split = relax.transform.SplitLayoutRewritePreproc()(mod)
     preprocs = {gv.name_hint for gv, f in split.functions_items() if gv.name_hint.endswith("_weight_prepack")}
     if not preprocs:
@@ -164,9 +158,8 @@ def prepack_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
 
 
 def _packings_used(mod: tvm.IRModule) -> dict[str, set[str]]:
-    """Per kernel called in ``main`` (``*_prepacked``), the ``*_weight_prepack`` functions producing its arguments.
-    A kernel's packing is not always named after it: ``SplitLayoutRewritePreproc`` makes one function of equal
-    packings, so BERT's QKV and attention-out dense (both 768 x 768 into 16-wide panels) share one."""
+    """Per kernel called in ``main`` (``*_prepacked``), the ``*_weight_prepack`` functions producing its arguments,
+    which ``SplitLayoutRewritePreproc`` may share between kernels (one function per distinct packing)."""
     made_by: dict[relax.Var, str] = {}
     uses: dict[str, set[str]] = {}
     call_tir = tvm.ir.Op.get("relax.call_tir")

@@ -1,8 +1,6 @@
-"""A model imported into Relax, and the graph passes every import shares.
-
-``prepare`` is the front half of TVM's static-shape tuning pipeline: ``DecomposeOpsForInference`` (a BatchNorm
-fuses into its convolution), then the ``zero`` pipeline; ``simplify`` is the graph-level half a dynamic model keeps.
-"""
+"""A model imported into Relax, and the graph passes every import shares: ``prepare`` is the front half of TVM's
+static-shape tuning pipeline (``DecomposeOpsForInference``, so a BatchNorm fuses into its convolution, then the ``zero``
+pipeline); ``simplify`` is the graph-level half a dynamic model keeps."""
 
 from __future__ import annotations
 
@@ -31,10 +29,8 @@ class InputSpec:
 
 @dataclass
 class Model:
-    """A model imported into Relax and fused: ``mod["main"]`` calls one PrimFunc per fused operator. ``reference``
-    computes the framework's outputs for checking; ``source`` (the torch module or ONNX model) lets
-    ``latency_table`` time it beside TVM.
-    """
+    """A model imported into Relax and fused (``mod["main"]`` calls one PrimFunc per operator); ``reference`` computes
+    the framework's outputs for checking, ``source`` (torch module or ONNX model) lets ``latency_table`` time it."""
 
     name: str
     mod: tvm.IRModule
@@ -66,12 +62,10 @@ def prepare(
     conv_layout: str = "NCHW",
     winograd: bool | Sequence[Sequence[int]] = False,
 ) -> tvm.IRModule:
-    """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task.
-
-    ``fast_math`` first makes erf, exp, softmax and tanh TVM's vectorisable approximations (exact erf is a scalar libm
-    call per element). ``conv_layout`` ``"NCHW<b>c"`` blocks activations and kernels (``_layout``); ``winograd`` runs
-    large enough 3x3 stride-1 NCHW convolutions as Winograd, m by the map's size (True: ``WINOGRAD_TILE_BY_MAP``, or
-    one's own table), kernels transformed here."""
+    """BN to element-wise ops, legalise, fold constants, fuse: one PrimFunc per task. ``fast_math`` first makes erf,
+    exp, softmax and tanh TVM's vectorisable approximations (exact erf is a scalar libm call per element);
+    ``conv_layout`` ``"NCHW<b>c"`` blocks activations and kernels (``_layout``); ``winograd`` runs big enough 3x3
+    stride-1 NCHW convolutions as Winograd (True: the default table, or one's own), kernels transformed here."""
     tiles = winograd_tiles(winograd)
     if tiles and conv_layout != "NCHW":
         raise ValueError(f"winograd convolutions take NCHW activations, got conv_layout={conv_layout!r}")
@@ -81,8 +75,7 @@ def prepare(
 
 
 def simplify(mod: tvm.IRModule, fast_math: bool = False) -> tvm.IRModule:
-    """``prepare``'s graph-level half (no legalisation): what a dynamic-shape model keeps, so that its GEMMs are
-    still ``R.matmul`` calls when ``build_dynamic`` replaces them."""
+    """``prepare``'s graph half (no legalising): a dynamic model's GEMMs stay ``R.matmul`` for ``build_dynamic``."""
     passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     if fast_math:
         passes += [_FastGelu(), relax.transform.FastMathTransform()]

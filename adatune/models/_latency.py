@@ -1,7 +1,6 @@
 """End-to-end latency of a compiled model beside what users would otherwise run: PyTorch eager and onnxruntime,
 both on all physical cores, same inputs, same process, same clock (``adatune.measure.vendor_reference.time_callable``:
-median of repeated calls after a warm-up). ``adatune compile-model --bench`` and ``benchmarks/models`` print it.
-"""
+median of repeated calls after a warm-up). ``adatune compile-model --bench`` and ``benchmarks/models`` print it."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def _torch_module(model: Model) -> Any:
 
 
 def onnx_proto(model: Model) -> Any:
-    """The model as an ``onnx.ModelProto``: its source if imported from ONNX, else PyTorch's (TorchScript-based)
-    ONNX export of its module; None when neither is available."""
+    """The model as ``onnx.ModelProto``: its ONNX source, else PyTorch's (TorchScript) export of it, else None."""
     try:
         import onnx
     except ImportError:
@@ -66,8 +64,7 @@ class _Unavailable(Exception):
 
 
 def _framework_timer(model: Model, framework: str, inputs: Sequence[np.ndarray]) -> Callable[[], Any]:
-    """One inference of the model in ``framework`` on all physical cores, ready to time (``_Unavailable`` when
-    the model cannot run there; an export or session error propagates)."""
+    """One inference in ``framework`` on all physical cores, ready to time; ``_Unavailable`` if it cannot run there."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}: choose from {', '.join(FRAMEWORKS)}")
     model.check_inputs(inputs)
@@ -100,9 +97,8 @@ def _framework_timer(model: Model, framework: str, inputs: Sequence[np.ndarray])
 
 
 def framework_latency(model: Model, framework: str, inputs: Sequence[np.ndarray], repeats: int = 30) -> float | None:
-    """Median seconds of one inference in ``framework`` (``pytorch`` or ``onnxruntime``) on all physical cores;
-    None when the model cannot run there (no PyTorch module, onnxruntime not installed). An export or session
-    error raises (``latency_table`` reports it instead)."""
+    """Median seconds of one inference in ``framework`` (``pytorch`` or ``onnxruntime``) on all physical cores; None
+    when it cannot run there (no PyTorch module, no onnxruntime); an export or session error raises."""
     try:
         run = _framework_timer(model, framework, inputs)
     except _Unavailable:
@@ -111,8 +107,7 @@ def framework_latency(model: Model, framework: str, inputs: Sequence[np.ndarray]
 
 
 class LatencyTable(dict[str, float | None]):
-    """Median seconds per inference by engine (``adatune`` first); an engine that could not run the model is None,
-    with the reason in ``unavailable[engine]``."""
+    """Median seconds per inference by engine (``adatune`` first); None where one cannot run, why in ``unavailable``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -122,9 +117,8 @@ class LatencyTable(dict[str, float | None]):
 def latency_table(
     compiled: CompiledModel, repeats: int = 30, frameworks: Sequence[str] = FRAMEWORKS, seed: int = 0
 ) -> LatencyTable:
-    """Median seconds per inference of the compiled model (key ``adatune``) and of each framework, on the same
-    seeded inputs. A framework that cannot run the model (onnxruntime when ``torch.onnx`` cannot export one of its
-    operators) is None with its reason in ``.unavailable``; the other engines are still timed."""
+    """Median seconds per inference of the compiled model (``adatune``) and each framework, on the same seeded inputs;
+    an engine that cannot run (e.g. ``torch.onnx`` fails to export) is None, why in ``.unavailable``."""
     unknown = [fw for fw in frameworks if fw not in FRAMEWORKS]
     if unknown:
         raise ValueError(f"unknown framework {unknown[0]!r}: choose from {', '.join(FRAMEWORKS)}")

@@ -1,11 +1,7 @@
-"""Winograd convolutions in a whole model: each eligible 3x3 stride-1 NCHW convolution legalised as
-``adatune.templates.conv2d_winograd`` with its constant kernel transformed once, at import.
-
-Eligible: NCHW/OIHW, groups 1, dilation 1, stride 1, even padding, a constant kernel (``FoldConstant`` computes
-``G g G^T`` once) and at least ``WINOGRAD_MIN_PIXELS`` output pixels. The tile ``m`` follows the map's size
-(``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times larger and streamed once per call for ever
-fewer tiles, so small maps take ``m = 2``.
-"""
+"""Winograd convolutions in a whole model: each eligible 3x3 stride-1 NCHW convolution (``winograd_eligible``) legalised
+as ``adatune.templates.conv2d_winograd`` with its constant kernel transformed once, at import (``FoldConstant`` computes
+``G g G^T``). The tile ``m`` follows the map's size (``winograd_tile``): the transformed kernel is ``(m+2)^2 / 9`` times
+larger and streamed once per call for ever fewer tiles, so small maps take ``m = 2``."""
 
 from __future__ import annotations
 
@@ -32,18 +28,16 @@ __all__ = [
 #: and with which tile (a map below the last entry's size stays direct)
 TileByMap = tuple[tuple[int, int], ...]
 
-#: output tile F(m x m, 3 x 3) by output map: (smallest map in pixels, m), largest maps first. m = 4: 4x fewer
-#: multiplies than direct at 6x6 input tiles, from ResNet's 14x14 maps up; m = 2 (2.25x fewer, a kernel 16/9 the
-#: original's size, not 4x) on maps from 7x7; m = 6 not tried here
+#: the default: F(4x4, 3x3) (4x fewer multiplies than direct, 6x6 input tiles) from ResNet's 14x14 maps up; F(2x2, 3x3)
+#: (2.25x fewer, a kernel 16/9 the original's size, not 4x) on maps from 7x7
 WINOGRAD_TILE_BY_MAP: TileByMap = ((196, 4), (49, 2))
 #: smallest output map (pixels) legalised to Winograd by default: ResNet's 7x7 maps and larger
 WINOGRAD_MIN_PIXELS = WINOGRAD_TILE_BY_MAP[-1][0]
 
 
 def winograd_tiles(spec: bool | Sequence[Sequence[int]]) -> TileByMap | None:
-    """A model's ``winograd`` option as a table: False -> None (no Winograd), True -> ``WINOGRAD_TILE_BY_MAP``,
-    or the user's own (smallest map in pixels, m) pairs, checked (a benchmark pins one tile everywhere with
-    ``((1, m),)``; a run recorded before the default changed reproduces its own with ``((196, 4),)``)."""
+    """A model's ``winograd`` option as a table: False -> None (no Winograd), True -> ``WINOGRAD_TILE_BY_MAP``, or the
+    user's own (smallest map in pixels, m) pairs, checked (``((1, m),)`` pins one tile everywhere)."""
     if isinstance(spec, bool):
         return WINOGRAD_TILE_BY_MAP if spec else None
     try:
@@ -118,6 +112,5 @@ def _legalize(tiles: TileByMap) -> Any:
 
 
 def legalize_winograd(mod: tvm.IRModule, tiles: TileByMap = WINOGRAD_TILE_BY_MAP) -> tvm.IRModule:
-    """``mod`` (un-legalised Relax, NCHW) legalised, its eligible convolutions as Winograd with the tile ``tiles``
-    gives their output map."""
+    """``mod`` (un-legalised Relax, NCHW) legalised, its eligible convolutions as Winograd (tile by ``tiles``)."""
     return relax.transform.LegalizeOps(customize_legalize_map={"relax.nn.conv2d": _legalize(tiles)})(mod)

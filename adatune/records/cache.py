@@ -1,14 +1,12 @@
-"""A tuning cache across models and runs: the records of every model tuned with it, in one JSON-lines file per
-user, so that a second model re-measures no workload the first one tuned.
-
-A model's task is named by the structural hash of its fused function (``FusedKnobTask``, trace tasks), as
-MetaSchedule's module equality keys its database, so ResNet-34's convolutions find ResNet-18's records of the same
-shape and epilogue, whatever the model calls them. The store is adatune's own log format, not a MetaSchedule
-database: a database keeps traces and run seconds, where a cache must also keep knob-template configs (most of a
-CNN's tasks), failed candidates with their error kinds (a tuner resumed from the cache does not propose them again),
-the adaptive evaluator's micro-batches, and each task's stored form, which a fresh process restores it from.
-``adatune.meta_schedule.export_database(cache.path, db)`` writes a cache's best schedules to a database, as any log.
-"""
+"""A tuning cache across models and runs: the records of every model tuned with it, in one JSON-lines file per user, so
+that a second model re-measures no workload the first one tuned. A model's task is named by the structural hash of its
+fused function (``FusedKnobTask``, trace tasks), as MetaSchedule's module equality keys its database, so ResNet-34's
+convolutions find ResNet-18's records of the same shape and epilogue, whatever the model calls them. The store is
+adatune's own log format, not a MetaSchedule database: a database keeps traces and run seconds, where a cache must also
+keep knob-template configs (most of a CNN's tasks), failed candidates with their error kinds (a tuner resumed from the
+cache does not propose them again), the adaptive evaluator's micro-batches, and each task's stored form, which a fresh
+process restores it from. ``adatune.meta_schedule.export_database(cache.path, db)`` writes a cache's best schedules to a
+database, as any log."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """ReLeASE's adaptive sampling: measure representatives of the search trajectory, not its top configs. Walkers crowd
 around a few regions, so the top ``plan_size`` are near-duplicates; one config per k-means cluster covers the same
-regions with fewer measurements, k at the knee of the inertia curve.
-"""
+regions with fewer measurements, k at the knee of the inertia curve."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ def knee_kmeans(
     points: np.ndarray, k_min: int = 8, k_max: int = 64, threshold: float = 1.05, seed: int = 0, n_init: int = 3
 ) -> tuple[np.ndarray, list[float]]:
     """Cluster ``points`` with k = k_min, k_min + 1, ... up to the knee of the inertia curve: the first k with
-    ``threshold * L_k > L_{k-1}`` stops, and the centroids of k - 1 (or ``k_max``) are returned, with the inertias.
-    """
+    ``threshold * L_k > L_{k-1}`` stops, and the centroids of k - 1 (or ``k_max``) are returned, with the inertias."""
     n_distinct = len(np.unique(points, axis=0))
     k_max = max(1, min(k_max, n_distinct))
     k_min = max(1, min(k_min, k_max))
@@ -46,21 +44,18 @@ def knee_kmeans(
 
 
 class AdaptiveSampler:
-    """ReLeASE's adaptive sampling (Chameleon, ICLR 2020, Alg. 2): ``select(trajectory, num, visited)``.
+    """ReLeASE's adaptive sampling (Chameleon, ICLR 2020, Alg. 2): ``select(trajectory, num, visited)``. The optimizer's
+    trajectory (repeats kept, so where the search dwelt weighs more) is clustered with k-means, k from ``k_min`` to
+    ``k_max`` by the knee rule; the batch is one config per cluster, so its size follows the data, not ``num``. On a
+    ``DiscreteSpace`` a centroid is rounded to a digit vector; one already taken is replaced by its cluster's
+    per-dimension mode (the paper's sample synthesis), then by the untaken member nearest the centroid, which also
+    represents clusters on other spaces. A batch never measures a config twice. ``max_points`` caps the points clustered
+    (a seeded subsample). The centroids are the whole plan (Alg. 2: NextSamples = Centroids): tuners add no random share
+    unless ``eps_greedy`` is given.
 
-    The optimizer's trajectory (repeats kept, so where the search dwelt weighs more) is clustered with k-means, k from
-    ``k_min`` to ``k_max`` by the knee rule; the batch is one config per cluster, so its size follows the data, not
-    ``num``. On a ``DiscreteSpace`` a centroid is rounded to a digit vector; one already taken is replaced by its
-    cluster's per-dimension mode (the paper's sample synthesis), then by the untaken member nearest the centroid, which
-    also represents clusters on other spaces. A batch never measures a config twice. ``max_points`` caps the points
-    clustered (a seeded subsample). The centroids are the whole plan (Alg. 2: NextSamples = Centroids): tuners add no
-    random share unless ``eps_greedy`` is given.
-
-    Where this leaves the paper: Alg. 2 replaces a visited centroid by ``mode(s_Theta)``, one mode of the whole
-    trajectory, for every visited centroid alike; its text (sec. 4.2) says "modes of each dimension". Taking each
-    cluster's own per-dimension mode keeps two replaced centroids from becoming the same config, which one global
-    mode would make them.
-    """
+    Where this leaves the paper: Alg. 2 replaces every visited centroid by ``mode(s_Theta)``, one mode of the whole
+    trajectory; its text (sec. 4.2) says "modes of each dimension". Each cluster's own per-dimension mode keeps two
+    replaced centroids from becoming the same config, as one global mode would make them."""
 
     def __init__(
         self,

@@ -1,11 +1,9 @@
-"""The candidate protocol: one thing that tuners propose, cost models score, records store and dispatch applies.
-
-A *candidate* is one point of a task's search space (a knob config, a trace's decisions, a DietCode micro-kernel)
-with a stable ``key``, a JSON form (``to_json()``, read back by ``space.decode``), a feature vector
-(``space.featurize``) and a way to be applied (``task.instantiate(candidate)``). A ``CandidateSpace`` makes random
-candidates and one-step mutations; spaces of fixed discrete choices also offer ``DiscreteSpace``'s digit encoding,
-which the PPO agent and k-means sampling move in.
-"""
+"""The candidate protocol: one thing that tuners propose, cost models score, records store and dispatch applies. A
+*candidate* is one point of a task's search space (a knob config, a trace's decisions, a DietCode micro-kernel) with a
+stable ``key``, a JSON form (``to_json()``, read back by ``space.decode``), a feature vector (``space.featurize``) and a
+way to be applied (``task.instantiate(candidate)``). A ``CandidateSpace`` makes random candidates and one-step
+mutations; spaces of fixed discrete choices also offer ``DiscreteSpace``'s digit encoding, which the PPO agent and
+k-means sampling move in."""
 
 from __future__ import annotations
 
@@ -61,11 +59,8 @@ class CandidateSpace(abc.ABC):
 
 
 class DiscreteSpace(CandidateSpace):
-    """A space whose candidates are digit vectors: dimension ``k`` takes ``dims[k]`` values.
-
-    The PPO agent steps digits by -1/0/+1 and adaptive sampling clusters digit vectors; both work on any
-    space that provides this encoding.
-    """
+    """A space whose candidates are digit vectors: dimension ``k`` takes ``dims[k]`` values. The PPO agent steps digits
+    by -1/0/+1 and adaptive sampling clusters digit vectors; both work on any space that provides this encoding."""
 
     @property
     @abc.abstractmethod

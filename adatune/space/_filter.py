@@ -1,10 +1,7 @@
-"""Which config indices pass a space's ``multi_filter``s, counted and ranked without listing them.
-
-While enumerating, a filter sees a view that records which knobs it reads; a deterministic filter reading knobs
-``S`` is a boolean table over ``S``'s product, not the whole space. Its partial sums give ``count_below`` and
-``select`` in O(sum of dims), so ``len``, ``get_next_index`` and uniform sampling are exact and cheap on very large
-filtered spaces.
-"""
+"""Which config indices pass a space's ``multi_filter``s, counted and ranked without listing them. While enumerating, a
+filter sees a view that records which knobs it reads; a deterministic filter reading knobs ``S`` is a boolean table over
+``S``'s product, not the whole space. Its partial sums give ``count_below`` and ``select`` in O(sum of dims), so
+``len``, ``get_next_index`` and uniform sampling are exact and cheap on very large filtered spaces."""
 
 from __future__ import annotations
 
@@ -176,9 +173,8 @@ class ValidIndexSet:
         filters: Sequence[Callable[[Any], Any]],
         passes: Callable[[list[int]], bool],
     ) -> np.ndarray | None:
-        """The table from filters evaluated on whole blocks of rows (filters written with ``&`` and single
-        comparisons work on arrays as on numbers). None when a filter does not (``and``, ``if``, ``in`` on an
-        array raise) or disagrees with its per-row answer on a sample of rows."""
+        """The table from filters evaluated on blocks of rows (``&`` and single comparisons work on arrays); None when a
+        filter does not (``and``, ``if``, ``in`` raise) or disagrees with its per-row answer on sampled rows."""
         n = math.prod(self.dims[k] for k in knobs)
         mask = np.empty(n, dtype=bool)
         for start in range(0, n, _CHUNK * 16):

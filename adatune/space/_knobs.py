@@ -1,6 +1,5 @@
 """Knobs of a config space: finite, ordered lists of entities (split, reorder, annotate, or a plain "other option"
-value), each of which applies itself to a ``tvm.s_tir.Schedule``.
-"""
+value), each of which applies itself to a ``tvm.s_tir.Schedule``."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ class VirtualAxis:
 
 
 def extent_of(axis: Any, sch: Any = None) -> int:
-    """Integer extent of an int, a ``cfg.axis``, a loop (For node / LoopRV with its schedule), a Range or an
-    IterVar."""
+    """Integer extent of an int, a ``cfg.axis``, a loop (For node / LoopRV with its schedule), a Range or an IterVar."""
     if isinstance(axis, (int,)) and not isinstance(axis, bool):
         return int(axis)
     if isinstance(axis, VirtualAxis):
@@ -327,9 +325,8 @@ def _annotation_choices(policy: str) -> list[str] | None:
 
 
 class AnnotateSpace(KnobSpace):
-    """Annotation choices for ``n`` loops, at most one of them vectorised (as AutoTVM). ``policy`` is a name
-    (``"try_unroll"``, ``"try_vec"``, ``"try_unroll_vec"``, ``"unroll"``, ``"try_parallel"``) or a list of
-    allowed annotations for every loop."""
+    """Annotation choices for ``n`` loops, at most one vectorised (as AutoTVM); ``policy``: a name (``"try_unroll"``,
+    ``"try_vec"``, ``"try_unroll_vec"``, ``"unroll"``, ``"try_parallel"``) or the annotations allowed on every loop."""
 
     kind = "annotate"
 

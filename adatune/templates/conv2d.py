@@ -1,19 +1,14 @@
-"""NCHW conv2d: compute, numpy reference, and the x86 template (the CUDA one is in ``conv2d_cuda``).
-
-Arguments: ``N, CI, H, W, CO, KH, KW, stride, pad, dtype="float32", space="full"``. The padding is a separate stage
-``pad_temp`` (absent when ``pad == 0``); the convolution block is ``conv2d_nchw``.
+"""NCHW conv2d: compute, numpy reference, and the x86 template (the CUDA one is in ``conv2d_cuda``). The padding is a
+separate stage ``pad_temp`` (absent when ``pad == 0``); the convolution block is ``conv2d_nchw``.
 
 ``conv2d_nchw.x86`` treats the convolution as a GEMM with output channels as columns: a register tile of ``y2 x x2``
 output pixels times ``f2`` channels (whole SIMD vectors), input pixels broadcast, the kernel packed to
 ``[CO // f2, CI, KH, KW, f2]`` so each tap reads one contiguous vector. Knobs: ``tile_f``, ``tile_y``, ``tile_x``
-(3-way), ``tile_rc`` (2-way), limited by ``adatune.codegen.x86``; ``reorder_inner``; ``tile_order`` (channels or
-pixels first); ``pack_kernel`` (``global``: whole kernel packed up front; ``outer``: each channel block's slice
-packed inside its thread); ``unroll_kw``; ``auto_unroll_max_step``.
-
+(3-way) and ``tile_rc`` (2-way), limited by ``adatune.codegen.x86``, the loop order and unrolling, and ``pack_kernel``
+(``global``: whole kernel packed up front; ``outer``: each channel block's slice packed inside its thread).
 ``space="small"`` restricts the knobs to about two thousand configs, few enough to measure exhaustively for replay
 experiments, slow register tiles included so tuners have speeds to tell apart. ``space="autotvm"`` keeps the full
-space's knobs unpruned (``_spaces``).
-"""
+space's knobs unpruned (``_spaces``)."""
 
 from __future__ import annotations
 
@@ -77,8 +72,7 @@ def conv2d_compute(
 
 
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, args: tuple) -> np.ndarray:
-    """im2col through a strided window view, then one tensordot; ``args`` are the template's
-    (stride and padding cannot be read off the input shapes)."""
+    """im2col through a strided window view, then one tensordot; ``args``: the template's (for stride and padding)."""
     stride, pad = int(args[7]), int(args[8])
     KH, KW = kernel.shape[2:]
     x = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else data
@@ -167,10 +161,9 @@ def _loops_under(sch, block, loop) -> list:
 
 
 def _pack_in_write_order(sch, loops: list, f_extent: int, nr: int):
-    """Make the packing copy walk its destination ``[f // nr, c, h, w, f % nr]`` contiguously: it reads
-    ``nr`` kernel rows at once instead of scattering every element to another cache line (halves the
-    cost of L12's 9 MB kernel). ``loops`` are the copy's loops, channel loop first (unit loops are
-    absent after compute_at). Returns the outermost copy loop (None for a one-element copy)."""
+    """Make the packing copy walk its destination ``[f // nr, c, h, w, f % nr]`` contiguously, reading ``nr`` kernel
+    rows at once instead of scattering every element to another cache line. ``loops`` are the copy's loops, channel loop
+    first (unit loops are absent after compute_at). Returns the outermost copy loop (None for a one-element copy)."""
     if not loops:
         return None
     first = loops[0]

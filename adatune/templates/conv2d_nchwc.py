@@ -1,14 +1,11 @@
-"""Channel-blocked conv2d (NCHW[x]c): compute, numpy reference, and the x86 template.
-
-Arguments: ``N, CI, H, W, CO, KH, KW, stride, pad, ic_bn, oc_bn, dtype="float32", space="full"``. Data
+"""Channel-blocked conv2d (NCHW[x]c): compute, numpy reference, and the x86 template. Data
 ``[N, CI // ic_bn, H, W, ic_bn]``, kernel ``OIHW{ic_bn}i{oc_bn}o``, output ``[N, CO // oc_bn, OH, OW, oc_bn]``: the
 layout TVM's x86 schedules and oneDNN keep activations in, so a model converted to it (``conv_layout="auto"``) packs
 each kernel once at build and hands blocked activations from one convolution to the next.
 
 ``conv2d_NCHWc.x86``: a register tile of ``y2 x x2`` pixels times ``f2`` channel blocks (``oc_bn`` lanes,
 vectorised), the ``ic_bn`` lanes the innermost, contiguous reduction loop. Knobs as ``conv2d``'s (``tile_f`` over
-channel blocks, ``tile_rc`` over input channel blocks), filtered the same way, without ``pack_kernel``.
-"""
+channel blocks, ``tile_rc`` over input channel blocks), filtered the same way, without ``pack_kernel``."""
 
 from __future__ import annotations
 

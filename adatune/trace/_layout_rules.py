@@ -1,8 +1,7 @@
 """Schedule rules that change layouts, so a trace space can reach the programs the x86 knob templates are built on.
-
 TVM's CPU rules never change a buffer's layout (``RewriteLayout`` only packs weights declared layout-free), and its
-multi-level tiling vectorises the output's innermost axis whatever it is. Two rules run before the tiling, each
-offering a block as it was and re-laid, for the search to decide:
+multi-level tiling vectorises the output's innermost axis whatever it is. Two rules run before the tiling, each offering
+a block as it was and re-laid, for the search to decide:
 
 - :class:`PackOperandPanels`: the operand the output's vectorised axis ``j`` walks is read from a per-call copy
   packed as ``[..., j // P, k..., j % P]``, so a register tile of ``P`` columns loads consecutive floats (the
@@ -12,8 +11,7 @@ offering a block as it was and re-laid, for the search to decide:
   output, its weight packed as above, so the tiling vectorises the channels as the templates do.
 
 ``P`` is the ``vector`` rule set's innermost output tile, so one register tile reads one panel. Extents ``P`` does
-not divide are left alone (a tail panel would need padding); every index a rule touches must be one block variable.
-"""
+not divide are left alone (a tail panel would need padding); every index a rule touches must be one block variable."""
 
 from __future__ import annotations
 
@@ -101,8 +99,7 @@ def _channels_last(ndim: int, dim: int, panel: int) -> Callable[..., list[Any]]:
 
 
 def _channels_last_iters(iters: Sequence[Any], position: int, panel: int) -> Callable[..., list[Any]]:
-    """A block's iteration space with ``f`` (at ``position``) split: ``f // P`` in place, ``f % P`` the innermost
-    spatial variable, the reduction variables after it."""
+    """The block's iterations, ``f`` (at ``position``) split: ``f // P`` in place, ``f % P`` the last spatial one."""
     spatial = [n for n, iv in enumerate(iters) if int(iv.iter_type) != _REDUCE]
     reduce = [n for n, iv in enumerate(iters) if int(iv.iter_type) == _REDUCE]
 

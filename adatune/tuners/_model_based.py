@@ -62,14 +62,11 @@ def submodular_pick(scores: np.ndarray, knobs: np.ndarray, n_pick: int, knob_wei
 
 
 class ModelBasedTuner(Tuner):
-    """A tuner that alternates measuring a plan and refitting a cost model.
-
-    The first ``plan_size`` trials are random (from the ``plan`` stream, so every scheme of one seed measures the same
-    first plan); after each plan the model is refit, the model optimizer proposes candidates and ``exploration`` (the
-    one ``ExplorationPolicy``) mixes in random ones. ``diversity_filter_ratio`` keeps a diverse subset of that many
-    times the model's share; ``sampler`` replaces that choice (ReLeASE's adaptive sampling). ``feature_type``: "knob"
-    or "itervar".
-    """
+    """A tuner that alternates measuring a plan and refitting a cost model. The first ``plan_size`` trials are random
+    (from the ``plan`` stream, so every scheme of one seed measures the same first plan); after each plan the model is
+    refit, the model optimizer proposes candidates and ``exploration`` (the one ``ExplorationPolicy``) mixes in random
+    ones. ``diversity_filter_ratio`` keeps a diverse subset of that many times the model's share; ``sampler`` replaces
+    that choice (ReLeASE's adaptive sampling). ``feature_type``: "knob" or "itervar"."""
 
     OPTIONS: ClassVar[tuple[Option, ...]] = (PLAN_SIZE, EPS_GREEDY, DIVERSITY_FILTER_RATIO)
 
@@ -113,8 +110,7 @@ class ModelBasedTuner(Tuner):
         return list(self.exploration.history)
 
     def _plan_len(self) -> int:
-        """Trials one plan covers: ``plan_size``, or after the first fit a sampler's (often shorter) batch,
-        so adaptive sampling measures only its picks before the model is refit."""
+        """Trials per plan: ``plan_size``, or after the first fit a sampler's batch, all measured before a refit."""
         if self.sampler is not None and self.train_ct > 0 and self.plan:
             return len(self.plan)
         return self.plan_size

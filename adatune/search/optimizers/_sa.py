@@ -1,17 +1,14 @@
-"""Parallel simulated annealing over candidates (AutoTVM's ``SimulatedAnnealingOptimizer``).
+"""Parallel simulated annealing over candidates (AutoTVM's ``SimulatedAnnealingOptimizer``), walking with the space's
+own one-step mutation (``space.mutate``), so it searches knob configs, traces and micro-kernels alike.
 
-It walks with the space's own one-step mutation (``space.mutate``), so it searches knob configs, traces and
-micro-kernels alike.
-
-The temperature. AutoTVM accepts a move with exp((new - old) / t), t cooling from 1 to 0: a rule made for XGBoost
-scores on a 0-1 scale (``temp_scale="absolute"``, kept for the AutoTVM baseline). On another scale it is not an
-anneal: RFEI's expected improvement divided by the best throughput is about 1e-5 to 1e-2, so (new - old) / t is
-about 0 for nearly the whole schedule and every move is accepted (a random walk with a top-k memory), while on a
-scale of 1e3 no worse move ever is (a greedy walk). Neither AdaTune paper (NeurIPS 2020, sec. 4; the RFC) states a
-temperature; ReLeASE names AutoTVM's annealer. ``temp_scale="spread"`` measures t in units of the standard deviation
-of the chains' starting scores in each call, so the same walk is taken on any scale of the same landscape: it
-accepts worse moves at the start with the probability AutoTVM's rule has on its own scale, and is greedy at the end.
-"""
+The temperature. AutoTVM accepts a move with exp((new - old) / t), t cooling from 1 to 0: a rule made for XGBoost scores
+on a 0-1 scale (``temp_scale="absolute"``, kept for the AutoTVM baseline). On another scale it is not an anneal: RFEI's
+expected improvement divided by the best throughput is about 1e-5 to 1e-2, so (new - old) / t is about 0 for nearly the
+whole schedule and every move is accepted (a random walk with a top-k memory), while on a scale of 1e3 no worse move
+ever is (a greedy walk). Neither AdaTune paper (NeurIPS 2020, sec. 4; the RFC) states a temperature; ReLeASE names
+AutoTVM's annealer. ``temp_scale="spread"`` measures t in units of the standard deviation of the chains' starting scores
+in each call, so the same walk is taken on any scale of the same landscape: it accepts worse moves at the start with the
+probability AutoTVM's rule has on its own scale, and is greedy at the end."""
 
 from __future__ import annotations
 

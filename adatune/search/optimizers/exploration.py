@@ -1,12 +1,10 @@
 """The one exploration policy: how much of a plan is random, and which random candidates fill it.
 
-AutoTVM spends a fixed share ``eps_greedy`` of every plan on random candidates; AdaTune (NeurIPS 2020, sec. 4.2)
-sets it after each refit from the model's uncertainty over K unmeasured candidates, ``eps_t = mean(sigma(x_k)) /
-f(x+)`` clamped to [0, 1]. ``eps * n`` is rounded stochastically, so a small plan still explores in expectation.
-ReLeASE's adaptive sampling (ICLR 2020, sec. 4.2 and Algorithm 2: NextSamples are the centroids) replaces AutoTVM's
-epsilon-greedy rather than adding to it, so a tuner with a sampler explores at random only when ``eps_greedy`` is
-given (``default_eps_greedy``).
-"""
+AutoTVM spends a fixed share ``eps_greedy`` of every plan on random candidates; AdaTune (NeurIPS 2020, sec. 4.2) sets it
+after each refit from the model's uncertainty over K unmeasured candidates, ``eps_t = mean(sigma(x_k)) / f(x+)`` clamped
+to [0, 1]. ReLeASE's adaptive sampling (ICLR 2020, sec. 4.2 and Algorithm 2: NextSamples are the centroids) replaces
+AutoTVM's epsilon-greedy rather than adding to it, so a tuner with a sampler explores at random only when ``eps_greedy``
+is given (``default_eps_greedy``)."""
 
 from __future__ import annotations
 
@@ -62,25 +60,22 @@ def exploration_rate(sigma: np.ndarray, best_flops: float) -> float:
 
 
 def default_eps_greedy(eps_greedy: float | None, adaptive_sampling: bool) -> float:
-    """The fixed random share a tuner uses: the one given, else AutoTVM's 0.05, or 0 where a sampler chooses the plan
-    (ReLeASE measures its centroids alone)."""
+    """The fixed random share: the one given, else AutoTVM's 0.05, or 0 with a sampler (ReLeASE measures centroids)."""
     if eps_greedy is not None:
         return float(eps_greedy)
     return 0.0 if adaptive_sampling else 0.05
 
 
 def random_share(eps: float, n: int, rng: np.random.Generator) -> int:
-    """How many of ``n`` picks are random: ``eps * n`` rounded stochastically (its expectation is ``eps * n``)."""
+    """How many of ``n`` picks are random: ``eps * n`` rounded stochastically, so a small plan still explores."""
     exact = min(max(float(eps), 0.0), 1.0) * n
     whole = math.floor(exact)
     return min(n, whole + int(rng.random() < exact - whole))
 
 
 class ExplorationPolicy(Configurable):
-    """A fixed ``eps_greedy``, or AdaTune's eps_t when ``model`` (with ``featurize``) is given.
-
-    ``history`` holds the exploration rate of every plan; ``splits`` the (model, random) counts of each.
-    """
+    """A fixed ``eps_greedy``, or AdaTune's eps_t when ``model`` (with ``featurize``) is given. ``history`` holds the
+    exploration rate of every plan; ``splits`` the (model, random) counts of each."""
 
     OPTIONS = (EPS_GREEDY, N_CONTEXT)
 
