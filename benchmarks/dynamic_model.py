@@ -111,9 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels-per-round", type=int, default=8)
     ap.add_argument("--max-kernels", type=int, default=None, help="cap on kernels per GEMM (default: none)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--fast-math", action="store_true", help="erf (GELU), exp (softmax) and tanh as TVM's approximations"
-    )
+    ap.add_argument("--fast-math", action="store_true", help="erf, exp and tanh as TVM's approximations")
     ap.add_argument("--repeats", type=int, default=5, help="timed inferences per round, T and engine (median kept)")
     ap.add_argument("--check-only", action="store_true", help="tune, build and check; time nothing")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per T")

@@ -43,9 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks.models", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--models", nargs="*", default=list(BUILTIN_MODELS), choices=list(BUILTIN_MODELS))
-    p.add_argument(
-        "--arms", nargs="*", default=DEFAULT_ARMS, choices=list(ARMS), help="trace: every task by trace search"
-    )
+    p.add_argument("--arms", nargs="*", default=DEFAULT_ARMS, choices=list(ARMS), help="trace: trace search only")
     p.add_argument("--budget-min", type=float, default=10.0, help="tuning wall-clock per arm and model (minutes)")
     p.add_argument("--checkpoints", type=int, default=3, help="compile-and-time points along each arm's budget")
     p.add_argument("--repeats", type=int, default=30, help="timed inferences per latency")
@@ -53,31 +51,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--untuned-repeats", type=int, default=2, help="timed inferences of untuned TVM (slow)")
     p.add_argument("--number", type=int, default=10, help="runs per repeat of a candidate's measurement")
     p.add_argument("--repeat", type=int, default=10, help="repeats of a candidate's measurement (AE: the cap)")
-    p.add_argument(
-        "--fast-math", action="store_true", help="import with TVM's fast erf/exp/tanh (GELU, softmax; tested bound)"
-    )
-    p.add_argument(
-        "--conv-layout",
-        default="NCHW",
-        help="convolutions in the model's NCHW or channel-blocked (NCHW8c; auto: the SIMD width)",
-    )
+    p.add_argument("--fast-math", action="store_true", help="import with TVM's fast erf/exp/tanh (tested bound)")
+    p.add_argument("--conv-layout", default="NCHW", help="NCHW or channel-blocked (NCHW8c; auto: the SIMD width)")
     p.add_argument(
         "--winograd",
         action="store_true",
         help=f"3x3 stride-1 NCHW convolutions as Winograd, {describe_tiles()}, kernels transformed once",
     )
-    p.add_argument(
-        "--cache-flush",
-        action="store_true",
-        help="tune with the caches flushed before every run (cold weights, as inside the model)",
-    )
-    p.add_argument(
-        "--confirm",
-        type=int,
-        default=0,
-        help="at every checkpoint, re-time each task's N fastest candidates in turns and keep the fastest by median "
-        "(Tuner.confirm; 0: off); its time counts as tuning time",
-    )
+    p.add_argument("--cache-flush", action="store_true", help="tune with the CPU caches flushed before every run")
+    p.add_argument("--confirm", type=int, default=0, help="at checkpoints, re-time each task's N fastest (0: off)")
+    p.add_argument("--tuning-cache", default=None, help="each arm starts from a copy of this tuning cache")
+    p.add_argument("--transfer", action="store_true", help="with --tuning-cache: XGB tuners learn from its workloads")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/models")
     return p
@@ -139,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 winograd=args.winograd,
                 cold=args.cache_flush,
                 confirm=args.confirm,
+                tuning_cache=args.tuning_cache,
+                transfer=args.transfer,
             )
         )
         save()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 import statistics
 import time
 import warnings
@@ -139,15 +140,21 @@ def run_arm(
     seed: int,
     cold: bool = False,
     confirm: int = 0,
+    tuning_cache: str | None = None,
+    transfer: bool = False,
 ) -> tuple[ArmRun, list[am.CompiledModel]]:
     """Tune in ``checkpoints`` slices of the budget, compiling and timing the model after each; returns the run
     and the model compiled at each checkpoint (all timed again in the final comparison, not rebuilt).
     ``confirm`` > 0: each slice ends with every task's ``confirm`` leaders re-timed (``tune_model(confirm=...)``),
-    so a checkpoint deploys, and its estimate sums, medians of re-timings rather than single lucky readings."""
+    so a checkpoint deploys, and its estimate sums, medians of re-timings rather than single lucky readings.
+    ``tuning_cache``: the arm tunes with a fresh copy of it (``transfer`` as ``tune_model``'s)."""
     tuner, trace_model, coef, _templates = ARMS[arm]
     log = os.path.join(out, f"records_{model.name}_{arm}.jsonl")
     if os.path.exists(log):
         os.remove(log)
+    cache = None
+    if tuning_cache:  # a copy per arm: every arm starts from the same cache
+        cache = shutil.copytree(tuning_cache, os.path.join(out, f"cache_{model.name}_{arm}"), dirs_exist_ok=True)
     run = ArmRun(arm, log)
     option = _option(coef, number, repeat, timeout=10.0, cold=cold)
     inputs = model.random_inputs(0)
@@ -165,6 +172,8 @@ def run_arm(
             seed=seed,
             progress=False,
             confirm=confirm,
+            cache=cache,
+            transfer=transfer,
         )
         offset = run.tuning_s
         run.tuning_s += time.perf_counter() - t0
@@ -209,6 +218,8 @@ def run_model(
     cold: bool = False,
     winograd: bool = False,
     confirm: int = 0,
+    tuning_cache: str | None = None,
+    transfer: bool = False,
 ) -> ModelRun:
     t0 = time.perf_counter()
     model = am.load_builtin(name, fast_math=fast_math, conv_layout=conv_layout, winograd=winograd)
@@ -234,8 +245,9 @@ def run_model(
         arm_tasks = tasks if ARMS[arm].templates else trace_only
         assert arm_tasks is not None
         arm_run, compiled[arm] = run_arm(
-            model, arm_tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed, cold, confirm
-        )
+            model, arm_tasks, arm, budget_s, checkpoints, out, repeats, number, repeat, seed, cold, confirm,
+            tuning_cache, transfer,
+        )  # fmt: skip
         result.arms.append(arm_run)
         if on_progress is not None:
             on_progress(result)
