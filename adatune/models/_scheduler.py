@@ -174,7 +174,7 @@ def tune_model(
     frozen = {i for i, n in enumerate(cached) if store is not None and n >= share}
     option = option or measure_option(LocalBuilder(), model_runner())
     names = {t.task_name for t in tasks}
-    history = [*previous, *(r for r in store.records() if r.task_name not in names)] if transfer and store else previous
+    others = [r for r in store.records() if r.task_name not in names] if transfer and store else []
 
     def make_tuner(i: int) -> Tuner:
         t = tasks[i]
@@ -182,7 +182,9 @@ def tune_model(
             tn = create_tuner("trace", t.task, seed=seed + i, cost_model=trace_cost_model)
         else:
             tn = create_tuner(tuner, t.task, seed=seed + i, **(tuner_options or {}))
-        tn.load_history(history)
+        # a task's own records; with transfer, every record (XGB learns from the other workloads of its template)
+        own = [r for r in previous if r.workload_key == tn.task.workload_key]
+        tn.load_history([*previous, *others] if transfer else own)
         return tn
 
     # trace tuners are made when first picked: their first design space imports TVM's tensor intrinsics
