@@ -86,3 +86,16 @@ def test_tune_model_hands_its_tuners_other_workloads_only_with_transfer(
         assert handed and all(bool(others & names) == transfer for names in handed), (transfer, handed)
     with pytest.raises(ValueError, match="tuning cache"):
         am.tune_model(second_model, tmp_path / "x.jsonl", n_trial=2, tasks=tasks, transfer=True)
+
+
+def test_resnet34_runs_resnet18s_workloads_more_often_and_bert_large_shares_none_with_bert_base() -> None:
+    """What the two pairs of built-in models are for: a cache across models (ResNet-34 after ResNet-18) and
+    transfer across shapes of one template (BERT-large after BERT-base)."""
+    r18, r34 = (am.extract_tasks(am.load_builtin(name)) for name in ("resnet18", "resnet34"))
+    assert {t.task_name for t in r34} == {t.task_name for t in r18}
+    assert sum(t.weight for t in r34) > sum(t.weight for t in r18)
+    module, (x,) = am.bert_large(layers=1, seq=8)
+    base, _ = am.bert_base(layers=1, seq=8)
+    assert module(x).shape == (1, 8, 1024)
+    shapes = {tuple(p.shape) for p in base.parameters() if p.dim() == 2}
+    assert shapes.isdisjoint(tuple(p.shape) for p in module.parameters() if p.dim() == 2)

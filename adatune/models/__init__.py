@@ -21,7 +21,7 @@ from ._frontend import InputSpec, Model, from_onnx, from_relax, from_torch, load
 from ._latency import FRAMEWORKS, LatencyTable, compiled_latency, framework_latency, latency_table, onnx_proto
 from ._layout import convert_conv_layout, resolve_conv_layout
 from ._scheduler import STRATEGIES, TuneSummary, model_runner, tune_model
-from ._zoo import BUILTIN_MODELS, bert_base, resnet18
+from ._zoo import BUILTIN_MODELS, bert_base, bert_large, resnet18, resnet34
 
 __all__ = [
     "BUILTIN_MODELS",
@@ -53,6 +53,7 @@ __all__ = [
     "Model",
     "ModelTask",
     "bert_base",
+    "bert_large",
     "extract_tasks",
     "format_task_table",
     "from_onnx",
@@ -62,6 +63,7 @@ __all__ = [
     "prepare",
     "model_tasks",
     "resnet18",
+    "resnet34",
 ]
 
 #: names removed with the hand-built dynamic BERT, and what replaces them

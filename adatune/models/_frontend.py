@@ -175,7 +175,8 @@ def load_builtin(
     conv_layout: str = "NCHW",
     winograd: bool | Sequence[Sequence[int]] = False,
 ) -> Model:
-    """``resnet18``, ``resnet34`` or ``bert-base`` (see ``adatune.models._zoo``), imported through torch.export."""
+    """A built-in model (``adatune.models.BUILTIN_MODELS``: ResNet-18 and -34, BERT-base and -large), imported through
+    torch.export."""
     from ._zoo import builtin_model
 
     module, example = builtin_model(name, seed)

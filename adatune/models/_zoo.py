@@ -1,7 +1,7 @@
 """Built-in models in plain PyTorch with seeded random weights (no download, no torchvision): ``resnet18`` and
 ``resnet34`` (batch 1, 3x224x224, BatchNorm with non-trivial statistics; ResNet-34's convolutions are ResNet-18's
-shapes, more of them, which is what a tuning cache across models is for) and ``bert-base`` (12 layers, hidden 768,
-sequence 128, batch 1, its linear layers on ``[B*S, H]`` rows so they are 2-D GEMMs for the ``dense`` template).
+shapes, more of them, which is what a tuning cache across models is for), ``bert-base`` and ``bert-large`` (sequence
+128, batch 1, their linear layers on ``[B*S, H]`` rows so they are 2-D GEMMs for the ``dense`` template).
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["BUILTIN_MODELS", "BuiltinModel", "builtin_model", "resnet18", "resnet34", "bert_base", "fold_batch_norms"]
+__all__ = [
+    "BUILTIN_MODELS", "BuiltinModel", "builtin_model", "resnet18", "resnet34", "bert_base", "bert_large",
+    "fold_batch_norms",
+]  # fmt: skip
 
 
 class _BasicBlock(nn.Module):
@@ -128,12 +131,21 @@ def _resnet(depths: tuple[int, ...], seed: int, batch: int) -> tuple[nn.Module, 
 
 def bert_base(seed: int = 0, seq: int = 128, layers: int = 12) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """BERT-base encoder (12 x [hidden 768, 12 heads, FFN 3072]) with seeded N(0, 0.02) weights."""
+    return _bert(seed, seq, layers, 768, 12, 3072)
+
+
+def bert_large(seed: int = 0, seq: int = 128, layers: int = 24) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """BERT-large encoder (24 x [hidden 1024, 16 heads, FFN 4096]) as ``bert_base``: no GEMM shape in common with it."""
+    return _bert(seed, seq, layers, 1024, 16, 4096)
+
+
+def _bert(seed: int, seq: int, *shape: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(seed)
-    model = BertEncoder(layers).eval()
+    model = BertEncoder(*shape).eval()
     for p in model.parameters():
         if p.dim() == 2:
             nn.init.normal_(p, std=0.02)
-    return model, (torch.randn(1, seq, 768),)
+    return model, (torch.randn(1, seq, shape[1]),)
 
 
 @dataclass(frozen=True)
@@ -146,15 +158,13 @@ BUILTIN_MODELS = {
     "resnet18": BuiltinModel("resnet18", "ResNet-18, batch 1, 3x224x224, BN folded"),
     "resnet34": BuiltinModel("resnet34", "ResNet-34, batch 1, 3x224x224, BN folded"),
     "bert-base": BuiltinModel("bert-base", "BERT-base encoder, 12 layers, hidden 768, 12 heads, FFN 3072, seq 128"),
+    "bert-large": BuiltinModel("bert-large", "BERT-large encoder, 24 layers, hidden 1024, 16 heads, FFN 4096, seq 128"),
 }
 
 
 def builtin_model(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    """A built-in model and its example inputs by name (``resnet18``, ``resnet34`` or ``bert-base``)."""
-    if name == "resnet18":
-        return resnet18(seed)
-    if name == "resnet34":
-        return resnet34(seed)
-    if name == "bert-base":
-        return bert_base(seed)
+    """A built-in model and its example inputs by name (one of ``BUILTIN_MODELS``)."""
+    makers = {"resnet18": resnet18, "resnet34": resnet34, "bert-base": bert_base, "bert-large": bert_large}
+    if name in makers:
+        return makers[name](seed)
     raise ValueError(f"unknown built-in model {name!r}: choose from {', '.join(BUILTIN_MODELS)}")

@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.models", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--models", nargs="*", default=list(BUILTIN_MODELS), choices=list(BUILTIN_MODELS))
+    p.add_argument("--models", nargs="*", default=["resnet18", "bert-base"], choices=list(BUILTIN_MODELS))
     p.add_argument("--arms", nargs="*", default=DEFAULT_ARMS, choices=list(ARMS), help="trace: trace search only")
     p.add_argument("--budget-min", type=float, default=10.0, help="tuning wall-clock per arm and model (minutes)")
     p.add_argument("--checkpoints", type=int, default=3, help="compile-and-time points along each arm's budget")
