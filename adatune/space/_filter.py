@@ -184,7 +184,9 @@ class ValidIndexSet:
                 block = np.ones(stop - start, dtype=bool)
                 for f in filters:
                     out = np.asarray(f(view))
-                    if out.shape not in ((), (stop - start,)) or out.dtype != bool:
+                    # one answer for a whole block: the filter did not compute on the arrays (``str(cfg[name])``
+                    # in a set), and a sample of rows that all fail would not tell
+                    if out.shape != (stop - start,) or out.dtype != bool:
                         return None
                     block &= out
             except Exception:  # noqa: BLE001 - any failure means "not array-safe": use the per-row path
