@@ -172,7 +172,7 @@ class XGBoostCostModel(CostModel):
                 ys.append(np.asarray(perf) / max(perf))
         if sum(len(y) for y in ys) < min_seed_records:
             return False
-        self.fit(np.concatenate(xs), np.concatenate(ys), plan_size)
+        self.fit(np.concatenate(xs), np.concatenate(ys).tolist(), plan_size)
         return True
 
 

@@ -7,6 +7,7 @@ shapes, more of them, which is what a tuning cache across models is for), ``bert
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -164,7 +165,9 @@ BUILTIN_MODELS = {
 
 def builtin_model(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """A built-in model and its example inputs by name (one of ``BUILTIN_MODELS``)."""
-    makers = {"resnet18": resnet18, "resnet34": resnet34, "bert-base": bert_base, "bert-large": bert_large}
+    makers: dict[str, Callable[[int], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
+        "resnet18": resnet18, "resnet34": resnet34, "bert-base": bert_base, "bert-large": bert_large
+    }  # fmt: skip
     if name in makers:
         return makers[name](seed)
     raise ValueError(f"unknown built-in model {name!r}: choose from {', '.join(BUILTIN_MODELS)}")
