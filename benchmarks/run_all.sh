@@ -42,8 +42,8 @@ claim large-space 'T=$D/bmm-bert-nt-autotvm.jsonl.gz; $PY -m benchmarks.tabular 
 claim papers 'for a in "15 annealer RFEI+SA/abs-T RFEI+SA RFEI+CSA+AE/abs-T RFEI+CSA+AE" "15 baseline XGB+SA AutoTVM-2020" "15 autotvm32 \
   XGB+SA AutoTVM-2020/32" "15 adatune_arms RFEI+CSA XGB+SA+AE RFEI-released+CSA+AE" "8 release XGB+SA SA+AS/eps SA+AS RL RL+AS/eps RL+AS"
   do set -- $a; $R1 --sweeps $D/bmm-bert-nt-autotvm.jsonl.gz $BIG --seeds $1 --out $OUT/$2 --baseline $3 --schemes ${@:3}; done
-  for s in "AutoTVM-2020 XGB+SA XGB+SA+AE RFEI-released+CSA+AE" "RFEI+SA RFEI+CSA RFEI+CSA+AE"; do set -- $s; $R1 --sweeps $D/bmm-bert-nt-\
-autotvm-n500.jsonl.gz $BIG --seeds 15 --out $OUT/n500/$1 --baseline $1 --schemes $@ & done; wait  # the n = 500 table (the AdaTune paper regime)
+  for s in "AutoTVM-2020 XGB+SA XGB+SA+AE RFEI-released+CSA+AE" "RFEI+SA RFEI+CSA RFEI+CSA+AE"; do set -- $s; $R1 --sweeps "$D/*-n500.jsonl.gz" \
+  $BIG --seeds 15 --out $OUT/n500/$1 --baseline $1 --schemes $@ & done; wait  # the n = 500 tables (the AdaTune paper regime)
   for b in XGB+SA AutoTVM-2020 RFEI+SA/abs-T RFEI+CSA+AE/abs-T SA+AS/eps RL+AS/eps RL; do $PY -m benchmarks.harness report --baseline $b \
     --out $OUT/vs_${b//\//_} --inputs $OUT/release $OUT/adatune_arms $OUT/annealer $OUT/baseline $OUT/autotvm32 $OUT/n500/*/; done'
 # Search methods on a second large space (replay)
