@@ -155,6 +155,8 @@ class XGBoostCostModel(CostModel):
         for r in as_records(records):
             if r.kind == "knob" and _target.same_target(r.target, tgt):
                 by_workload.setdefault(r.workload_key, []).append(r)
+        if sum(len(recs) for recs in by_workload.values()) < min_seed_records:  # too few even before the filtering
+            return False
         width = self.as_features(self.task.space.random_candidates(np.random.default_rng(0), 1)).shape[1]
         xs, ys = [], []
         for key, recs in by_workload.items():
