@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # One claim of benchmarks/RESULTS.md per line (its section above it): raw runs to $RAW/<claim>/<host>, summaries (md, csv, png, json < 256 KiB)
 # to benchmarks/results/<claim>/<host>. Timing runs take a lock. CLAIMS="a b": only those; SWEEP=1: re-sweep; GPU_RESULTS=DIR.
-set -uo pipefail; cd "$(dirname "$0")/.."
-export PY=${PY:-.venv/bin/python} RAW=${RAW:-/tmp/adatune-raw}
+set -uo pipefail; cd "$(dirname "$0")/.."; export PY=${PY:-.venv/bin/python} RAW=${RAW:-/tmp/adatune-raw}
 HOST=${HOST:-$($PY -c 'import adatune; print(adatune.target.host().attrs.get("mcpu", "cpu"))')}
 export D=benchmarks/data R1="env OMP_NUM_THREADS=1 $PY -m benchmarks.harness replay" HOST GPU_RESULTS=${GPU_RESULTS:-} \
   BIG="--trials 512 --plan-size 64 --target-fraction 0.95" FAILED=""
@@ -44,6 +43,7 @@ claim papers 'for a in "15 annealer RFEI+SA/abs-T RFEI+SA RFEI+CSA+AE/abs-T RFEI
   do set -- $a; $R1 --sweeps $D/bmm-bert-nt-autotvm.jsonl.gz $BIG --seeds $1 --out $OUT/$2 --baseline $3 --schemes ${@:3}; done
   for s in "AutoTVM-2020 XGB+SA XGB+SA+AE RFEI-released+CSA+AE" "RFEI+SA RFEI+CSA RFEI+CSA+AE"; do set -- $s; $R1 --sweeps "$D/*-n500.jsonl.gz" \
   $BIG --seeds 15 --out $OUT/n500/$1 --baseline $1 --schemes $@ & done; wait  # the n = 500 tables (the AdaTune paper regime)
+  $R1 --sweeps "$D/*-n500.jsonl.gz" $BIG --seeds 8 --out $OUT/n500/release --baseline XGB+SA --schemes XGB+SA RL SA+AS RL+AS
   for b in XGB+SA AutoTVM-2020 RFEI+SA/abs-T RFEI+CSA+AE/abs-T SA+AS/eps RL+AS/eps RL; do $PY -m benchmarks.harness report --baseline $b \
     --out $OUT/vs_${b//\//_} --inputs $OUT/release $OUT/adatune_arms $OUT/annealer $OUT/baseline $OUT/autotvm32 $OUT/n500/*/; done'
 # Search methods on a second large space (replay)
@@ -52,9 +52,9 @@ claim second-large-space 'T=$D/bmm-nt-64-autotvm-subset.jsonl.gz; $PY -m benchma
     --first-seed $f $BIG --out $OUT/seeds$f; done
   for b in XGB+SA RFEI+SA; do $PY -m benchmarks.harness report --inputs $OUT/seeds* --baseline $b --out $OUT/vs_$b; done'
 # AdaTune live where runs cost time (n=500)
-claim live-n500 '$PY -m benchmarks.harness hardware --paper --workloads "dense:M=128,N=768,K=768,space=autotvm" --schemes XGB+SA \
-  XGB+SA+AE RFEI+CSA+AE --seeds 6 --first-seed 24 --budget 240 --plan-size 16 --batch-size 8 --timeout 60 --target-fraction 0.8 \
-  --out $OUT; $PY -m benchmarks.harness report --inputs $OUT --baseline XGB+SA+AE --out $OUT/vs_xgb_ae'
+claim live-n500 'W=conv2d:N=1,CI=256,H=14,W=14,CO=256,KH=3,KW=3,stride=1,pad=1,space=autotvm; H="$PY -m benchmarks.harness"
+  $H hardware --paper --workloads $W --schemes AutoTVM-2020 XGB+SA+AE RFEI+CSA+AE --baseline AutoTVM-2020 --seeds 8 --first-seed 100 \
+  --budget 150 --plan-size 16 --batch-size 8 --timeout 60 --target-fraction 0.8 --out $OUT; $H report --inputs $OUT --baseline XGB+SA+AE --out $OUT/vs_ae'
 # The adaptive evaluator
 claim evaluator 'for s in 0 1; do $PY -m benchmarks.harness evaluator --paper --seed $s --workloads dense-1024 dense-bert-qkv \
   conv2d-resnet18-L6 conv2d-resnet18-L9 --sweep-dir /nonexistent --n-top 8 --n-random 4 --confirm-repeats 5 --timeout 120 --out $OUT/seed$s
