@@ -139,9 +139,8 @@ def run_meta(prog: str, argv: list[str] | None, started: str, t0: float, load_be
 
 
 def settled(seconds: float, pause_s: float = 0.25) -> float:
-    """Return ``seconds`` after a pause: an engine's worker threads (onnxruntime's intra-op pool, PyTorch's
-    OpenMP, OpenBLAS) spin for a while after a run, and the engine timed next must not share the cores with
-    them."""
+    """Return ``seconds`` after a pause: an engine's worker threads (onnxruntime's intra-op pool, PyTorch's OpenMP,
+    OpenBLAS) spin for a while after a run, and the engine timed next must not share the cores with them."""
     time.sleep(pause_s)
     return seconds
 
@@ -186,8 +185,7 @@ def evaluator_timer(lib: Any, args: Sequence[Any], min_ms: float) -> Callable[[]
 
 
 def write_summary(out_dir: str, lines: list[str], echo: bool = False) -> None:
-    """A benchmark's ``summary.md`` in ``out_dir``: its markdown lines, newline-terminated (printed too with
-    ``echo``)."""
+    """A benchmark's ``summary.md`` in ``out_dir``: its markdown lines, newline-terminated (printed with ``echo``)."""
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out_dir, "summary.md"), "w", encoding="utf-8") as f:
         f.write(text)

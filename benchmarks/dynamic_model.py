@@ -1,10 +1,9 @@
 """The zoo's BERT encoder with a dynamic sequence length: one module for every T, against PyTorch and onnxruntime.
 
-The encoder is imported with a symbolic T (``from_torch(..., dynamic=...)``), its six GEMM workloads are tuned
-once each with DietCode (``tune_dynamic``), and ``build_dynamic`` compiles one Relax VM module for the whole
-range. Every run checks that module against PyTorch at several T; without ``--check-only`` it then times one
-inference per T in TVM, PyTorch and onnxruntime (an ONNX export with a dynamic sequence axis). Timing is for a
-quiet machine, by hand; the check alone runs in a minute or two on a tiny encoder:
+The encoder is imported with a symbolic T (``from_torch(..., dynamic=...)``), its six GEMM workloads are tuned once each
+with DietCode (``tune_dynamic``), and ``build_dynamic`` compiles one Relax VM module for the whole range. Every run
+checks that module against PyTorch at several T; without ``--check-only`` it then times one inference per T in TVM,
+PyTorch and onnxruntime. Timing is for a quiet machine, by hand; the check alone is quick on a tiny encoder:
 
     python -m benchmarks.dynamic_model --check-only --layers 1 --hidden 64 --heads 2 --ffn 128 --t-range 1 16 \\
         --n-shapes 2 --tune-rounds 1 --kernels-per-round 1 --max-kernels 1
@@ -57,10 +56,9 @@ def _encoder(args: argparse.Namespace) -> Any:
 
 
 def _static_model(args: argparse.Namespace) -> tuple[Any, int, list[str]]:
-    """The static bert-base built from ``--static-log``, its sequence length and the tasks the log has no record
-    for (fallback schedules), checked against PyTorch. Imported with the dynamic model's ``--fast-math``: a log
-    tuned with fast math names GELU's and softmax's tasks differently, and built without it those two tasks would
-    run untuned."""
+    """The static bert-base built from ``--static-log``, its sequence length and the tasks the log has no record for
+    (fallback schedules), checked against PyTorch. Imported with the dynamic model's ``--fast-math``: a log tuned with
+    fast math names GELU's and softmax's tasks differently, and built without it those two tasks would run untuned."""
     import adatune.models as am
 
     model = am.load_builtin("bert-base", seed=args.seed, fast_math=args.fast_math)

@@ -1,19 +1,16 @@
-"""The operators a dynamic model runs outside its GEMMs, over a symbolic T, against PyTorch: with and without the
-vector tails.
+"""A dynamic model's operators outside its GEMMs, over a symbolic T, against PyTorch: with and without vector tails.
 
-``build_dynamic`` schedules every PrimFunc that is not a DietCode GEMM with ``schedule_generic``, one schedule for
-every T. Its element-wise loops over T run whole vectors and a scalar remainder (the vector tails);
-``vector_tails=False`` leaves them plain loops. Per operator
-(BERT-base's attention softmax over T, its layer norm and its exact GELU, each legalised from Relax with a symbolic
-T) and T, the generic schedule built both ways through ``adatune.codegen.vector_math``'s pipeline (as ``build_dynamic``
-builds it), the same schedule of the operator legalised with that T as a constant (``static``: what the symbolic
-extent costs), the vector tails with their buffers of symbolic size from TVM's workspace pool (``pool``: without
-``adatune.codegen.stack_bounds``, which ``build_dynamic`` gives every generic schedule with T's upper bound, ``--t-max``
-here) and PyTorch's operator (on the physical cores) are timed in ``--rounds`` rounds of turns, the noise gate's
-probe read before every timing (``benchmarks.host_state``), each timing the mean of calls filling ``--min-ms``.
-Where the two schedules are the same function (no loop over T to split), only one is timed. Ratios per T: the
-geometric mean of per-round ratios with its 95% t-interval over rounds, over all rounds and over the rounds in the
-host's fast state.
+``build_dynamic`` schedules every PrimFunc that is not a DietCode GEMM with ``schedule_generic``, one schedule for every
+T. Its element-wise loops over T run whole vectors and a scalar remainder (the vector tails); ``vector_tails=False``
+leaves them plain loops. Per operator (BERT-base's attention softmax over T, its layer norm and its exact GELU, each
+legalised from Relax with a symbolic T) and T, the generic schedule built both ways through
+``adatune.codegen.vector_math``'s pipeline (as ``build_dynamic`` builds it), the same schedule with T a constant
+(``static``: what the symbolic extent costs), the vector tails with their buffers of symbolic size from TVM's workspace
+pool (``pool``: without ``adatune.codegen.stack_bounds``, which ``build_dynamic`` gives every generic schedule with T's
+upper bound, ``--t-max`` here) and PyTorch's operator (physical cores) are timed in ``--rounds`` rounds of turns, the
+noise gate's probe read before every timing (``host_state``), each timing the mean of calls filling ``--min-ms``. Where
+the two schedules are the same function (no loop over T to split), only one is timed. Ratios per T: the geometric mean
+of per-round ratios with its 95% t-interval, over all rounds and over the rounds in the host's fast state.
 
     python -m benchmarks.generic_ops --out benchmarks/results/generic_ops
 
@@ -99,8 +96,7 @@ def _torch_op(op: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 def _tvm_timer(lib: Any, inputs: list[np.ndarray], min_ms: float) -> tuple[Callable[[], float], np.ndarray]:
-    """A timer of the built function on ``inputs`` (``time_evaluator``, the caller off TVM's worker CPUs) and its
-    output (shaped as the first input)."""
+    """A timer of the function on ``inputs`` (``time_evaluator``, caller off TVM's worker CPUs) and its output."""
     args = [tvm.runtime.tensor(a) for a in inputs] + [tvm.runtime.tensor(np.zeros_like(inputs[0]))]
     lib["main"](*args)
     return evaluator_timer(lib, args, min_ms), args[-1].numpy()

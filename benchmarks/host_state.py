@@ -1,14 +1,13 @@
 """Ratios taken inside one state of the host: the noise gate's probe timed between every two measurements.
 
-Some virtual hosts run multi-threaded TVM kernels at two speeds, in spells of seconds, with every thread on its
-own CPU and none waiting for it, while one-thread kernels pinned to each CPU keep their speed and the other
-engines barely move; what the hypervisor does is not visible from inside. A study's before/after gate then
-fails on drift although every ratio was taken in turns, and a ratio over all rounds mixes the two states in
-whatever proportion the run saw. Here the probe is timed before every measurement of a round and after the last,
-so each measurement is known to have run in the fast state (the readings before and after it within
+Some virtual hosts run multi-threaded TVM kernels at two speeds, in spells of seconds (every thread on its own CPU, none
+waiting), while one-thread kernels pinned to each CPU keep their speed and the other engines barely move. A study's
+before/after gate then fails on drift although every ratio was taken in turns, and a ratio over all rounds mixes the two
+states in whatever proportion the run saw. Here the probe is timed before every measurement of a round and after the
+last, so each measurement is known to have run in the fast state (the readings before and after it within
 ``STATE_TOLERANCE`` of the run's fast reference reading), outside it, or across a change. A ratio between two
-measurements of a round counts in a state when both are in it; it counts as gated when at least ``MIN_ROUNDS``
-rounds qualify and their probe readings have a robust CV under the noise gate's ``CV_LIMIT``.
+measurements of a round counts in a state when both are in it, and as gated when at least ``MIN_ROUNDS`` rounds qualify
+and their probe readings have a robust CV under the noise gate's ``CV_LIMIT``.
 
     times, probes, orders = interleaved_with_state(timers, rounds, state_probe())
     states = HostStates(probes, orders)
@@ -40,8 +39,7 @@ __all__ = [
     "state_probe",
 ]
 
-#: a probe reading within this fraction of the run's fast reference is the fast state (the two states lie far
-#: further apart than the repeat noise within one)
+#: a probe reading within this fraction of the run's fast reference is fast (states lie far further apart than noise)
 STATE_TOLERANCE = 0.10
 #: which of a run's probe readings, fastest first, stands for the fast state (robust to a stray fast reading)
 REFERENCE_QUANTILE = 0.02
@@ -53,9 +51,8 @@ STATES: tuple[State, ...] = ("fast", "slow", "mixed")
 
 
 def fast_reference(readings: Iterable[float]) -> float:
-    """The host's fast state: the probe reading at the ``REFERENCE_QUANTILE`` (the fastest of under 50 readings).
-    Not the fastest outright: one stray fast reading would put nearly every reading of the fast state outside
-    the tolerance."""
+    """The host's fast state: the probe reading at ``REFERENCE_QUANTILE`` (the fastest of under 50 readings). Not the
+    fastest outright: one stray fast reading would put nearly every fast-state reading outside the tolerance."""
     return _reference_of_sorted(sorted(readings))
 
 
@@ -125,11 +122,8 @@ def interleaved_with_state(
 
 @dataclass
 class HostStates:
-    """The host's state around every measurement of a run, from the probe readings taken between them.
-
-    A measurement is in the fast state when the readings just before and just after it are; a ratio between two
-    measurements of a round counts in a state when both are in it (the state flips within seconds, so whole
-    rounds of four engines are seldom all fast)."""
+    """The host's state around every measurement of a run, from the probe readings taken between them (the state flips
+    within seconds, so whole rounds of four engines are seldom all fast)."""
 
     round_probes: list[list[float]]
     round_orders: list[list[str]] | None = None
@@ -156,8 +150,7 @@ class HostStates:
         return "fast" if all(fast) else "slow" if not any(fast) else "mixed"
 
     def readings_around(self, round_index: int, names: Iterable[str] | None = None) -> list[float]:
-        """The readings just before and after each of ``names`` in that round (every reading of the round when
-        ``names`` is None)."""
+        """The readings just before and after each of ``names`` in that round (all of the round's when None)."""
         readings = self.round_probes[round_index]
         if names is None:
             return list(readings)
@@ -178,8 +171,7 @@ class HostStates:
         return robust_cv(readings) if readings else None
 
     def steady(self, state: State, names: Iterable[str] | None = None) -> bool:
-        """Enough rounds in ``state`` around ``names``, and their probe readings steady: a ratio between those
-        measurements, taken from those rounds, may be claimed."""
+        """Enough rounds in ``state`` around ``names``, with steady readings, to claim a ratio from those rounds."""
         names = None if names is None else list(names)
         cv = self.probe_robust_cv(state, names)
         enough = len(self.rounds_in(state, names)) >= self.min_rounds

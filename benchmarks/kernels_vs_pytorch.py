@@ -1,17 +1,16 @@
 """Tuned x86 kernels against PyTorch on the same machine, in the same process, timed in turns.
 
-For each workload and seed: a tuner (XGB by default, as ``make demo``) measures a fixed number of configs of
-the x86 template's space; the best few are re-timed, and the fastest of them and PyTorch (oneDNN, all
-physical cores) are then timed in alternation for several rounds, so that load from other processes hits
-both alike; the noise gate's probe kernel frames each workload's timings (``benchmarks.noise_gate``), and a
-failed gate is stated beside the ratios. Reports per seed the median GFLOPS of each and the median of the
-per-round ratios, and over the seeds the median ratio and its spread.
+For each workload and seed: a tuner (XGB by default, as ``make demo``) measures a fixed number of configs of the x86
+template's space; the best few are re-timed, and the fastest of them and PyTorch (oneDNN, all physical cores) are then
+timed in turns for several rounds, so that load from other processes hits both alike; the noise gate frames each
+workload's timings, and a failed gate is stated beside the ratios. Reports per seed the median GFLOPS of each and the
+median of the per-round ratios, and over the seeds the median ratio and its spread.
 
     python -m benchmarks.kernels_vs_pytorch                       # dense-1024 and conv2d-resnet18-L6
     python -m benchmarks.kernels_vs_pytorch --workloads dense-1024 --seeds 0 1 2 --trials 128
 
-Writes benchmarks/results/kernels_vs_pytorch/{results.json, summary.md} with ``describe_host()``; a run
-replaces the entries of its workloads and keeps the others, so workloads can be run one at a time.
+Writes benchmarks/results/kernels_vs_pytorch/{results.json, summary.md} with ``describe_host()``; a run replaces the
+entries of its workloads and keeps the others, so workloads can be run one at a time.
 """
 
 from __future__ import annotations
@@ -133,9 +132,8 @@ def gflops_in_turns(
     clock: Callable[[], float] = time.perf_counter,
     probe: Callable[[], float] | None = None,
 ) -> dict[str, list[float]]:
-    """GFLOPS per round of every kernel and of PyTorch (``"torch"``), timed in turns (``noise_gate.interleaved``);
-    with ``probe``, the noise gate's peak-FMA probe is timed in every round too (``"probe_s"``, seconds), so a
-    round taken while the host ran peak-rate kernels slow can be told apart."""
+    """GFLOPS per round of every kernel and of PyTorch (``"torch"``), in turns (``interleaved``); with ``probe``, the
+    peak-FMA probe is timed every round too (``"probe_s"``, seconds), to tell rounds in the host's slow state apart."""
     turns = {"torch": lambda: time_callable(torch_fn, repeats, 0.1, clock), **timers}
     times = interleaved(turns | ({"probe_s": probe} if probe is not None else {}), rounds)
     return {n: v if n == "probe_s" else [task.flop / s / 1e9 for s in v] for n, v in times.items()}
@@ -199,9 +197,8 @@ def time_seed(name: str, seed: int, args: argparse.Namespace, probe: Callable[[]
 def single_thread_cpu_time(
     task: Any, config: Any, torch_fn: Callable[[], Any], rounds: int, repeats: int
 ) -> dict[str, Any] | None:
-    """The same kernel and PyTorch on one thread each, timed by that thread's CPU time in turns: the
-    quality of the code itself, which other jobs on a shared machine disturb far less than wall-clock
-    time of two threads that wait for each other."""
+    """The same kernel and PyTorch on one thread each, timed by that thread's CPU time in turns: the quality of the code
+    itself, which other jobs disturb far less than the wall-clock time of two threads that wait for each other."""
     if rounds < 1:
         return None
     pool = tvm.get_global_func("runtime.config_threadpool")

@@ -1,22 +1,19 @@
 """Operators with no knob template, tuned by trace search, against PyTorch per operator, timed in turns.
 
-Any model outside the zoo depends on trace search for its layer norms, softmaxes, depthwise convolutions and
-pooling. Four such operators at model sizes, written in TE here (no topi but its fast exp), each registered as a
-trace workload with a numpy reference:
+Models outside the zoo need trace search for their layer norms, softmaxes, depthwise convolutions and pooling. Four such
+operators at model sizes, written in TE here (no topi but its fast exp), each a trace workload with a numpy reference:
 
 - ``layer-norm``: BERT-base's, 128 tokens x 768, learnt scale and shift, eps 1e-12;
-- ``softmax``: BERT-base attention scores, 12 heads x 128 queries over 128 keys; ``softmax-fast-exp`` the same
-  with TVM's fast exp (what ``fast_math=True`` models get);
+- ``softmax``: BERT-base attention scores, 12 heads x 128 queries over 128 keys; ``softmax-fast-exp`` with fast exp;
 - ``depthwise-conv``: MobileNet-V1's 3x3 depthwise convolution at 56x56 with 128 channels, stride 1, pad 1;
 - ``max-pool``: ResNet-18's stem pooling, 3x3 stride 2 pad 1 over 64 x 112 x 112.
 
-Per operator, seed and rule set (``adatune.trace.RULE_SETS``): ``TraceSearchTuner`` (XGBoost) measures
-``--trials`` candidates. Then every best program (built once and checked against numpy) and PyTorch's operator
-(``torch.nn.functional`` on the machine's physical cores) are timed in ``--rounds`` rounds of turns, each timing
-the mean of calls filling at least ``--min-ms`` (TVM's ``time_evaluator`` for the programs, a Python loop for
-PyTorch); the median round is the latency. The noise gate frames the run. ``--generic`` adds the operator under
-``am.schedule_generic`` (no tuning; what ``am.build`` falls back to for a trace task without a record) to the turns
-as rule set ``generic``, and as ``generic-row-window`` the same with a pooling or convolution window around its
+Per operator, seed and rule set (``adatune.trace.RULE_SETS``): ``TraceSearchTuner`` (XGBoost) measures ``--trials``
+candidates. Then every best program (built once and checked against numpy) and PyTorch's operator
+(``torch.nn.functional``, physical cores) are timed in ``--rounds`` rounds of turns, each timing the mean of calls
+filling ``--min-ms``; the median round is the latency. The noise gate frames the run. ``--generic`` adds the operator
+under ``am.schedule_generic`` (no tuning; what ``am.build`` falls back to for a trace task without a record) to the
+turns as rule set ``generic``, and as ``generic-row-window`` the same with a pooling or convolution window around its
 whole output row and its pad inlined (``window_vectors=False``); ``--rules`` with no rule set times those alone.
 
     python -m benchmarks.no_template_ops --out benchmarks/results/no_template_ops
@@ -189,10 +186,8 @@ SHAPES: dict[str, tuple[tuple[int, ...], Callable[..., Any]]] = {
 def tvm_timer(
     task: TraceTask, mod: tvm.IRModule, inputs: list[np.ndarray], min_ms: float
 ) -> tuple[Callable[[], float], bool]:
-    """A timer of the built program on ``inputs`` (TVM's ``time_evaluator``: the mean of calls filling ``min_ms``,
-    looped in C++, as ``benchmarks.trace_search.run.retime`` and the tuner's runner time a program, so no Python
-    call per run counts against TVM), and whether its output matches the numpy reference. Built as adatune's
-    builder builds it (``adatune.codegen.vector_math``'s pipeline)."""
+    """A timer of the built program on ``inputs`` (``time_evaluator``, as the tuner's runner times it) and whether its
+    output matches numpy's; built as adatune's builder builds it (``adatune.codegen.vector_math``'s pipeline)."""
     lib = tvm.tirx.build(mod, task.target, pipeline=adatune.codegen.vector_math.tir_pipeline(task.target))
     references = task.reference_outputs(inputs)
     if references is None:

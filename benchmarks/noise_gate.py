@@ -1,27 +1,20 @@
 """The noise gate every timing benchmark runs: a fixed probe kernel timed before and after the study.
 
-A result cannot be better than its noise. On a shared machine a build or test run beside a timing run moves
-kernel times by tens of percent, so each study records, before and after its measurements: the load average,
-the CPU model and ISA, and two probes timed in turns. The gate passes when each probe's robust coefficient of
-variation (1.4826 x median absolute deviation / median: the CV of the bulk of the repeats, which an occasional
-preempted repeat does not inflate, as the median costs the studies rank by ignore such repeats too) stays under
-``CV_LIMIT`` at every reading and its median moved by less than ``DRIFT_LIMIT`` from the first reading to any
-other; the plain CV is recorded beside it.
+Each study records, before and after its measurements, the load average, the CPU model and ISA, and two probes timed in
+turns. The gate passes when each probe's robust CV (``robust_cv``: an occasional preempted repeat does not inflate it,
+as the median costs the studies rank by ignore such repeats too) stays under ``CV_LIMIT`` at every reading and its
+median moved by less than ``DRIFT_LIMIT`` from the first reading to any other; the plain CV is recorded beside it.
 
-- ``probe_timer``: a 64x256x512 float32 GEMM at the cores' peak FMA rate (built once for this host, every
-  core): a host state that slows peak-rate kernels moves it, where a naive matmul far below peak stays flat.
+- ``probe_timer``: a GEMM at the cores' peak FMA rate, where a naive matmul far below peak would stay flat.
 - ``memory_probe_timer``: 256 MiB streamed through every core, for a neighbour on the memory bus or L3.
-- ``core_probe_seconds`` (recorded, not gated): a one-thread matmul pinned to each CPU in turn, beside the
-  multi-thread probes: it tells a slowed vCPU (per-CPU times differ) from vCPUs slowing each other (per-CPU
-  times unchanged while the multi-thread probe slows).
+- ``core_probe_seconds`` (recorded, not gated): a one-thread matmul pinned to each CPU in turn: it tells a slowed vCPU
+  (per-CPU times differ) from vCPUs slowing each other (per-CPU times unchanged while the multi-thread probe slows).
 
-Both multi-thread probes run under ``adatune.target.tvm_main_thread``: with the calling thread on a TVM worker's
-CPU the compute probe reads slow in every call.
+Both multi-thread probes run under ``adatune.target.tvm_main_thread``: with the calling thread on a TVM worker's CPU the
+compute probe reads slow in every call. A study whose gate failed reports its numbers but claims no speedup from them.
 
-A study whose gate failed reports its numbers as measured but claims no speedup from them.
-
-``interleaved`` times several kernels round-robin (one repeat of each per round), so slow drift of the
-machine lands on all of them alike: a ratio between kernels is only meaningful when taken that way.
+``interleaved`` times several kernels round-robin (one repeat of each per round), so slow drift of the machine lands on
+all of them alike: a ratio between kernels is only meaningful when taken that way.
 """
 
 from __future__ import annotations
@@ -54,8 +47,7 @@ __all__ = [
 CV_LIMIT = 0.03
 #: the largest move of the probe's median between the start and the end of a run
 DRIFT_LIMIT = 0.05
-#: untimed rounds of both probes before a gate's first reading: a first reading after a single warm-up call is
-#: far noisier than the later ones
+#: untimed rounds of both probes before a gate's first reading (after one warm-up call it reads far noisier)
 WARM_UP = 10
 
 Timer = Callable[[], float]
@@ -65,9 +57,8 @@ PROBE_GEMM = (64, 256, 512)  # rows, K, columns: operands in L2, so the probe re
 
 
 def probe_timer(number: int = 20, place_caller: bool = True) -> Timer:
-    """One call: seconds per run of a fixed 64x256x512 float32 GEMM (``dense.x86``, this host, every core)
-    averaged over ``number`` runs, with the template config of the largest register tile: it runs at the
-    cores' peak FMA rate, so a host state that slows peak-rate kernels moves it."""
+    """Mean seconds per run over ``number`` runs of a 64x256x512 float32 GEMM (``dense.x86``, this host, every core) in
+    its largest register tile: it runs at peak FMA rate, so a host state slowing peak-rate kernels moves it."""
     import tvm
 
     import adatune

@@ -1,23 +1,19 @@
 """Exhaustive sweep: measure every valid config of a workload's space with the project's own runner.
 
-The log feeds ``ReplayRunner``, so strategies can be compared in trials over many seeds quickly. Each config
-is timed ``--repeat`` times (default 5; replays rank by the median of the repeats). Every session (one
-invocation) is framed by the noise gate: the probe kernel and the load are read before, every
-``--probe-every`` seconds and after it, and appended with the host to ``<out>.gate.json`` (``<out>`` without
-``.jsonl`` or ``.jsonl.gz``: a log may be gzipped, and a gzipped one is appended to one gzip member per batch);
-``python -m benchmarks.tabular`` refuses a sweep in which some config's last record is not from a session
-that passed the gate (each session records its line range). Re-running resumes: configs already in the log
-are skipped; ``--remeasure-ungated`` measures again those whose last record is ungated (older records stay,
-readers use a config's last one). ``--max-seconds`` stops after the batch that crosses the limit (so
-one run holds the shared benchmark lock for a bounded time); ``--max-configs`` measures a seeded uniform
-subset only (the replay harness then searches that subset; say so in any summary).
+The log feeds ``ReplayRunner``, so strategies can be compared in trials over many seeds quickly. Each config is timed
+``--repeat`` times (replays rank by their median). Every session (one invocation) is framed by the noise gate: the probe
+and the load are read before, every ``--probe-every`` seconds and after it, and appended with the host to
+``<out>.gate.json`` (``<out>`` without ``.jsonl`` or ``.jsonl.gz``); ``python -m benchmarks.tabular`` refuses a sweep in
+which some config's last record is not from a session that passed the gate. Re-running resumes: configs already in the
+log are skipped; ``--remeasure-ungated`` measures again those whose last record is ungated. ``--max-seconds`` stops
+after the batch that crosses the limit (so one run holds the shared benchmark lock for a bounded time);
+``--max-configs`` measures a seeded uniform subset only (replays then search that subset; say so in any summary).
 
-On a host that runs at two speeds in spells of seconds (``benchmarks/host_state.py``) a
-ten-minute session seldom passes the gate, so each batch is placed in the host's state (on by default;
-``--no-host-state``): built once, then run between two readings of the gate's probe, after waiting up to
-``--wait-fast`` seconds for a fast one, and run again (up to ``--state-tries`` runs) while a reading around it is
-slow. The session stores every batch's readings and lines; a batch run between fast readings counts as gated when
-the session's fast readings are steady (``HostStates.steady``), whatever the session's before/after verdict.
+On a host that runs at two speeds in spells of seconds (``host_state``) a long session seldom passes the gate, so each
+batch is placed in the host's state (on by default; ``--no-host-state``): built once, then run between two probe
+readings, after waiting up to ``--wait-fast`` seconds for a fast one, and run again (up to ``--state-tries`` runs) while
+a reading around it is slow. The session stores every batch's readings and lines; a batch run between fast readings
+counts as gated when the session's fast readings are steady (``HostStates.steady``), whatever its before/after verdict.
 
     flock /tmp/bench.lock nice -n 5 python -m benchmarks.sweep --workload conv2d-resnet18-L6-small \
         --out benchmarks/data/conv2d-resnet18-L6-small.jsonl --max-seconds 840
@@ -59,9 +55,8 @@ def sweep_indices(n_space: int, is_valid: Callable[[int], bool], max_configs: in
 def measure_in_fast_state(
     option: MeasureOption, inputs: list[MeasureInput], watch: FastWatch, tries: int, wait_seconds: float
 ) -> tuple[list[MeasureResult], list[float], int]:
-    """Build a batch once and run it between two fast probe readings: wait for a fast reading (up to
-    ``wait_seconds``), run, read again, and run the built batch again (``tries`` runs at most) while a reading
-    around it was slow. The last run's results, the readings around it and the number of runs."""
+    """Build a batch once, run it between two fast readings (waiting up to ``wait_seconds`` for one) and again (up to
+    ``tries`` runs) while a reading around it is slow: the last run's results and readings, and the run count."""
     if tries < 1:
         raise ValueError(f"--state-tries must be at least 1, got {tries}")
     builds = option.builder.build(inputs, option.runner.device_limits(inputs[0].task.target))
@@ -184,8 +179,7 @@ def main() -> None:
 
 
 def append_records(sweep: str, pairs: Iterable[tuple[MeasureInput, MeasureResult]]) -> None:
-    """Append measured pairs to a sweep log; a gzipped log gets one gzip member per call, so a run killed
-    mid-batch leaves it readable."""
+    """Append pairs to a sweep log; a gzipped log gets a gzip member per call, so a killed run leaves it readable."""
     if not sweep.endswith(".gz"):
         save_to_file(sweep, pairs)
         return
@@ -219,9 +213,8 @@ def load_sessions(sweep: str) -> list[dict]:
 
 
 def session_lines(sessions: list[dict], n_lines: int) -> list[tuple[int, int, bool]]:
-    """``(first line, end line, passed)`` of each session's records in the sweep log. Sessions written before
-    ranges were recorded measured the lines just before the first session that has one (or the end of the
-    log), in order; anything before them predates the gate."""
+    """``(first line, end line, passed)`` of each session's records. Sessions without a range measured the lines just
+    before the first session with one (or the log's end), in order; anything before them predates the gate."""
     out: list[tuple[int, int, bool]] = []
     legacy = [s for s in sessions if "first_line" not in s]
     end = next((int(s["first_line"]) for s in sessions if "first_line" in s), n_lines)
@@ -254,8 +247,7 @@ def fast_batch_lines(session: dict) -> list[tuple[int, int]]:
 
 
 def gated_keys(records: list, sessions: list[dict]) -> set[str]:
-    """Keys whose last record in the log was written by a session that passed the noise gate, or in a batch
-    that ran in the host's fast state (``fast_batch_lines``)."""
+    """Keys whose last record comes from a session that passed the gate or a fast-state batch (``fast_batch_lines``)."""
     ranges = [(a, b) for a, b, ok in session_lines(sessions, len(records)) if ok]
     ranges += [r for s in sessions for r in fast_batch_lines(s)]
     last = {str(r.key): n for n, r in enumerate(records)}

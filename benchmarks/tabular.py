@@ -1,21 +1,19 @@
 """Tabular benchmark: a complete, low-noise sweep of one large space, and the gates a study on it must pass.
 
-A replay study can only show a search method's gain where the space leaves room for one. Before any study
-runs on a sweep, this checks (and writes down, so the gates are pre-registered, not fitted to a result):
+A replay study can only show a search method's gain where the space leaves room for one. Before any study runs on a
+sweep, this checks (and writes down, so the gates are pre-registered, not fitted to a result):
 
-- **quality**: the sweep is complete (every valid config of the task's space recorded), every config ranks
-  by the median of at least ``--min-repeats`` repeats, and every config's last record comes from a sweep
-  session that passed the noise gate (``<sweep>.gate.json``, written by ``benchmarks.sweep``: sessions and
-  their line ranges; records of failed sessions may stay in the log once re-measured); ``--confirm K``
-  re-times the sweep's top K configs round-robin (one repeat of each per round, with the probe before and
-  after) to check that the sweep's optimum is still the best, within ``--confirm-tolerance``;
-- **room to search**, per target fraction f of the optimum, with G the configs at or above f x optimum among
-  N valid: random search needs ``E_random = (N + 1) / (G + 1)`` measurements in expectation (draws without
-  replacement); it must be at least ``--min-random-plans`` (10) plan sizes. An oracle that measures the
-  random first plan and then the optimum needs ``E_oracle = E[min(T, P + 1)]`` (T: random search's first hit,
-  P: the plan size); ``E_random / E_oracle`` bounds what any scheme sharing the first plan can gain over
-  random search, and must be at least ``--min-ceiling`` (3x). The study's own ceiling against its baseline
-  (baseline measurements / E_oracle) is lower and is reported by the replay harness after the study.
+- **quality**: the sweep is complete (every valid config of the task's space recorded), every config ranks by the median
+  of at least ``--min-repeats`` repeats, and every config's last record comes from a sweep session that passed the noise
+  gate (``<sweep>.gate.json``, written by ``benchmarks.sweep``; records of failed sessions may stay once re-measured);
+  ``--confirm K`` re-times the sweep's top K configs round-robin (one repeat of each per round, with the probe before
+  and after) to check that the sweep's optimum is still the best, within ``--confirm-tolerance``;
+- **room to search**, per target fraction f of the optimum, with G the configs at or above f x optimum among N valid:
+  random search needs ``E_random = (N + 1) / (G + 1)`` measurements in expectation; it must be at least
+  ``--min-random-plans`` (10) plan sizes. An oracle that measures the random first plan and then the optimum needs
+  ``E_oracle = E[min(T, P + 1)]`` (T: random search's first hit, P: the plan size); ``E_random / E_oracle`` bounds what
+  any scheme sharing the first plan can gain over random search, and must be at least ``--min-ceiling`` (3x). The
+  study's own ceiling (baseline measurements / E_oracle) is lower; the replay harness reports it after the study.
 
     python -m benchmarks.tabular --sweep benchmarks/data/bmm-bert-nt-autotvm.jsonl.gz --plan-size 64 \\
         --confirm 8 --out benchmarks/results/tabular/bmm-bert-nt-autotvm

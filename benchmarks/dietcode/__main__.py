@@ -1,9 +1,8 @@
 """``python -m benchmarks.dietcode``: DietCode against static tuning and the vendor libraries on BERT's dynamic GEMMs.
 
-Per workload, in one run: per-shape tuning of the sampled T (default 5, 24, 43, 62, 81, 100, 119, 128), the
-largest shape's kernel padded to every T, buckets of 16, torch and numpy, and one DietCode run for the whole
-range; then the latency of every T in the range for each. Writes results.json, summary.md and one
-latency-vs-T PNG per workload to ``--out``.
+Per workload, in one run: per-shape tuning of the sampled T (``--sampled``), the largest shape's kernel padded to every
+T, buckets of 16, torch and numpy, and one DietCode run for the whole range; then the latency of every T in the range
+for each. Writes results.json, summary.md and one latency-vs-T PNG per workload to ``--out``.
 
 All six GEMMs take the better part of half an hour on a 2-core machine (run it under the bench lock)::
 

@@ -1,6 +1,5 @@
-"""The DietCode benchmark's last pass: every arm timed again at every T, in turns, with the host's state read
-around every timing (``benchmarks/host_state.py``'s protocol), so each arm has a latency per T over all rounds and one
-from its timings in the host's fast state."""
+"""The DietCode benchmark's last pass: every arm re-timed at every T in turns, with the host's state read around every
+timing (as ``host_state``), so each arm has a latency per T over all rounds and one from its fast-state timings."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from .run import ArmResult, Retimer
 
 __all__ = ["FAST_TIMINGS", "RetimeStates", "add_fast_latencies", "retime"]
 
-#: fewest timings of an arm at a T, the probe readings around each in the host's fast state, for its fast-state
-#: latency there
+#: fewest timings of an arm at a T with the probe readings around each in the fast state, for its fast-state latency
 FAST_TIMINGS = 3
 
 
@@ -30,19 +28,16 @@ def retime(
     probe: Timer | None = None,
     extra_passes: int = 2,
 ) -> RetimeStates | None:
-    """Every arm timed again at every T, interleaved: per T, ``rounds`` rounds of one timing per arm (order
-    reversed every other round, ``noise_gate.interleaved``), and the median becomes the arm's latency (the
-    first pass, taken right after each arm's tuning, is kept in ``extra["latency_passes"]``). Load that comes
-    and goes then hits every arm at that T alike. A pause of ``settle_s`` before each timing lets the thread
-    pools another library leaves spinning (OpenMP, BLAS, TVM's) go idle first.
+    """Every arm re-timed at every T: per T, ``rounds`` rounds of one timing per arm (``noise_gate.interleaved``), and
+    the median becomes the arm's latency (the first pass, taken right after each arm's tuning, is kept in
+    ``extra["latency_passes"]``). Load that comes and goes then hits every arm at that T alike. A pause of ``settle_s``
+    before each timing lets the thread pools another library leaves spinning (OpenMP, BLAS, TVM's) go idle first.
 
-    With ``probe`` (``host_state.state_probe``) the probe is read before every timing and after each round's last
-    (``host_state.interleaved_with_state``), and each arm also gets ``extra["latency_fast"]``: the median over the
-    timings of that arm at T with the readings just before and after each in the host's fast state, for each T
-    with at least ``FAST_TIMINGS`` such timings. The host's slow state comes in spells (10-45 s, or flipping
-    within a second or two), so up to ``extra_passes`` further passes re-time the T where an arm is still short of
-    fast timings (their rounds add to every arm's list), which waits a slow spell out instead of averaging over
-    it. Returns the readings (None without a probe)."""
+    With ``probe`` (``host_state.state_probe``) read around every timing (``host_state.interleaved_with_state``), and
+    each arm gets ``extra["latency_fast"]``: the median of its timings at T between two fast readings, for each T with
+    at least ``FAST_TIMINGS`` such timings. The host's slow state comes in spells, so up to ``extra_passes`` further
+    passes re-time the T where an arm is still short of fast timings (adding rounds to every arm's list), waiting a slow
+    spell out instead of averaging over it. Returns the readings (None without a probe)."""
 
     def settled(at: Retimer, t: int) -> Callable[[], float]:
         def timed() -> float:
@@ -142,8 +137,7 @@ class RetimeStates:
         return robust_cv(fast) if fast else None
 
     def gated(self, ts: list[int]) -> bool:
-        """Every arm at every T has its fast timings and the fast probe readings are steady: fast-state ratios may
-        be claimed."""
+        """Every arm at every T has its fast timings and the fast readings are steady: the ratios may be claimed."""
         cv = self.fast_reading_cv()
         return self.resolved(ts) == len(ts) and cv is not None and cv <= self.states.cv_limit
 

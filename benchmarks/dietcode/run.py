@@ -2,8 +2,7 @@
 
 - ``per-shape``: a static kernel tuned (XGBTuner over the x86 knob template) for each sampled T; any other T
   runs the kernel of the smallest sampled T' >= T on zero-padded inputs.
-- ``padded-largest``: the kernel tuned for the range's top (shared with ``per-shape`` when the top is
-  sampled), used for every T.
+- ``padded-largest``: the kernel tuned for the range's top (shared with ``per-shape`` if sampled), used for every T.
 - ``buckets``: a static kernel tuned for every multiple of ``bucket`` (plus the top); T pads up to its bucket.
 - ``torch`` / ``numpy``: the vendor libraries (oneDNN / OpenBLAS) at the exact shape, nothing tuned.
 - ``dietcode``: one ``DietCodeTuner`` run for the whole range; every T runs its dispatched micro-kernel.
@@ -141,9 +140,8 @@ class StaticTuner:
 
     def ensure(self, t: int) -> bool:
         """Tune the static kernel for ``t`` (once), then time its best config; False (the reason kept in
-        ``unavailable``) where the template has no config at ``t`` or none measured correct. A shape where no
-        measured config is correct gets up to three more rounds of ``static_trials`` (all counted as its
-        tuning time); every static measurement is logged to ``log_file`` with its error kind."""
+        ``unavailable``) where the template has no config at ``t`` or none measured correct, after up to three more
+        rounds of ``static_trials`` (counted as tuning time). Each measurement is logged to ``log_file``."""
         if t in self.latency or t in self.unavailable:
             return t in self.latency
         if self._option is None:
@@ -191,9 +189,8 @@ BLAS_SPIN_S = 0.25  # pause after every numpy timing (see ``run_vendor``)
 
 
 def serve_padded(tuner: StaticTuner, name: str, kernels_at: list[int], tuned: list[int]) -> tuple[ArmResult, Retimer]:
-    """Every T of the range served by the smallest of ``kernels_at`` >= T that has a kernel (a shape the
-    template cannot serve is listed in ``extra["unavailable"]``, its T served by the next kernel up); tuning
-    time of ``tuned``, failed attempts included."""
+    """Every T of the range served by the smallest of ``kernels_at`` >= T that has a kernel (a shape the template cannot
+    serve is listed in ``extra["unavailable"]``); tuning time of ``tuned``, failed attempts included."""
     lo, hi = tuner.wl.t_range
     kernels_at = [t for t in sorted(kernels_at) if tuner.ensure(t)]
     if not kernels_at or kernels_at[-1] < hi:

@@ -2,11 +2,10 @@
 
     python -m benchmarks.dietcode.seeds --runs DIR [DIR ...] --out DIR
 
-Each run's ``results.json`` holds, per workload, DietCode's speed against PyTorch (geometric mean over T and the T
-below 0.9x), its latency against per-shape tuning's at the T that tuned (``vs_per_shape_at_tuned_t``, where the run
-had that arm) and its tuning time as a share of per-shape's for every T. Here each is a geometric mean over the
-runs with its 95% Student-t interval on the log scale (``benchmarks._common.geomean_interval``), beside each
-run's noise gate (``meta.noise_gate``). Writes ``seeds.json`` and ``summary.md``.
+Each run's ``results.json`` holds, per workload, DietCode's speed against PyTorch (geometric mean over T and the T below
+0.9x), its latency against per-shape tuning's at the T that tuned (``vs_per_shape_at_tuned_t``) and its tuning time as a
+share of per-shape's for every T. Here each is a geometric mean over the runs with its 95% Student-t interval
+(``geomean_interval``), beside each run's noise gate (``meta.noise_gate``). Writes ``seeds.json`` and ``summary.md``.
 """
 
 from __future__ import annotations

@@ -6,11 +6,10 @@
     python -m benchmarks.gpu report --state benchmarks/results/gpu             # GFLOPS per scheme and round
     python -m benchmarks.gpu retime --top 4 --passes 3                        # every scheme's best, side by side
 
-Each scheme keeps its own records log (``logs/<workload>/<scheme>.jsonl``); ``round`` recreates the scheme's
-tuner, resumes it from that log and exports its ``next_batch``, so every scheme searches as it would locally.
-A re-timing round (``retime``) is run there and ingested like any other; ``report`` then adds its table.
-Carrying a round to the GPU machine: pack the round folder (``tar czf``; ~16 MB for 768 candidates) into a path
-the device tool carries, and bring the results back as one archive.
+Each scheme keeps its own records log (``logs/<workload>/<scheme>.jsonl``); ``round`` recreates the scheme's tuner,
+resumes it from that log and exports its ``next_batch``, so every scheme searches as it would locally. A re-timing round
+(``retime``) is run there and ingested like any other; ``report`` then adds its table. Carrying a round to the GPU
+machine: pack the round folder into a path the device tool carries, and bring the results back as one archive.
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
 """Export every CUDA micro-kernel of BERT's six dynamic GEMMs for a GPU machine without TVM.
 
-DietCode's kernels are shape-generic: one build serves every T (T is the kernel's last, scalar argument) and only
-the launch grid follows T. So each kernel is exported once, as TVM's CUDA source, with its block and its grid
-at every T of the range (the scheduled PrimFunc's ``blockIdx.x`` extent evaluated at each T). The sources share
-TVM's preamble; they are bundled per workload into modules of ``--per-module`` kernels (renamed ``k<index>``) so
-that nvcc builds a few dozen modules there instead of thousands. Written (``--out``, gzip JSON, ~2 MB):
+DietCode's kernels are shape-generic: one build serves every T (T is the kernel's last, scalar argument) and only the
+launch grid follows T. So each kernel is exported once, as TVM's CUDA source, with its block and its grid over the
+range. The sources share TVM's preamble; they are bundled per workload into modules of ``--per-module`` kernels (renamed
+``k<index>``) so nvcc builds a few dozen modules there instead of thousands. Written (``--out``, gzip JSON):
 
-- ``plan.json``: target, device profile, the T the tuner samples for each seed (phase 1 measures every kernel at
-  their union), the range, and the workloads;
+- ``plan.json``: target, device profile, the T the tuner samples for each seed (phase 1 measures every kernel at their
+  union), the range, and the workloads;
 - ``<workload>.json.gz``: the kernels (key, block, grid per T, module index) and the modules' sources;
 - ``cupy_runner.py`` and the rule file it loads: adatune's one standalone GPU runner (``copy_runner``).
 
-Run there: ``python BATCH/cupy_runner.py plan BATCH --out $OUT`` (the runner's docstring says what it times);
-then here ``python -m benchmarks.gpu.dietcode_report``.
+Run there: ``python BATCH/cupy_runner.py plan BATCH --out $OUT``; here, ``python -m benchmarks.gpu.dietcode_report``.
 """
 
 from __future__ import annotations
@@ -83,8 +81,7 @@ def kernel_grid(sch: tvm.s_tir.Schedule, ts: Sequence[int]) -> tuple[list[int], 
 
 
 def workspace_bytes(sch: tvm.s_tir.Schedule, t: int) -> dict[str, int]:
-    """``{kernel parameter: bytes at T = t}`` of the global buffers TVM's host code would allocate between
-    kernels (split-K's parts)."""
+    """``{kernel parameter: bytes at T = t}``: buffers TVM's host code allocates between kernels (split-K's parts)."""
     func = sch.mod["main"]
     ana = tvm.sym.Analyzer()
     ana.bind(func.params[-1], tvm.tirx.IntImm("int32", int(t)))

@@ -2,18 +2,16 @@
 
     python -m benchmarks.gpu.dietcode_report --batch BATCH --results DIR --out DIR [--seeds 0,1,2]
 
-For each workload and seed, ``DietCodeTuner`` (evolutionary search on the joint model, f_MK on the kernels'
-program features, or the 12 hand-made features as the baseline arm) runs its rounds with a ``ReplayRunner``
-serving the phase-1 timings of the kernels it proposes at the T its seed samples (every kernel of the space was
-timed there, so the search is not steered by what was measured). Its dispatcher then picks a kernel for every T
-of the range, and that kernel's phase-2 timing at that T is its latency (a kernel outside phase 2's set is
-counted as missing). Arms at each T: cuBLAS (PyTorch, TF32 off, median of the readings before and after the
-T's kernels), the per-shape best (the best of the whole space at phase-1 T, of phase 2's kernels elsewhere),
-padding to the largest T (the best kernel at T = 128, run at 128) and buckets of 16 (each bucket's best at its
-top T). ``--dispatch-costs`` is the tuner's: the sampled T vote on their measured seconds (the default) or on the
-model's predictions; each seed's 8 sampled T are also its tuning data, so the held-out column (the phase-1 T that
-seed did not sample) is the fair comparison of the two. Writes ``results.json``, ``per_t.csv``, ``summary.md`` and
-``dietcode_gpu.png``.
+For each workload and seed, ``DietCodeTuner`` (evolutionary search on the joint model, f_MK on the kernels' program
+features, or the 12 hand-made features as the baseline arm) runs its rounds with a ``ReplayRunner`` serving the phase-1
+timings of the kernels it proposes at the T its seed samples (every kernel was timed there, so what was measured does
+not steer the search). Its dispatcher then picks a kernel for every T of the range, and that kernel's phase-2 timing at
+that T is its latency (missing outside phase 2's set). Arms at each T: cuBLAS (PyTorch, TF32 off, median of the readings
+around the T's kernels), the per-shape best (the best of the whole space at phase-1 T, of phase 2's kernels elsewhere),
+padding to the largest T (T = 128's best kernel) and buckets of 16 (each bucket's best at its top T).
+``--dispatch-costs`` is the tuner's: the sampled T vote on their measured seconds or on the model's predictions; each
+seed's 8 sampled T are also its tuning data, so the held-out column (the phase-1 T that seed did not sample) is the fair
+comparison of the two. Writes ``results.json``, ``per_t.csv``, ``summary.md`` and ``dietcode_gpu.png``.
 """
 
 from __future__ import annotations
@@ -81,9 +79,8 @@ def load(batch: str, results: str, only: Sequence[str] = ()) -> tuple[dict, dict
 
 
 def tuners_kernels(d: dict, smem: Sequence[str] | None = None) -> dict:
-    """``d`` without the kernels the replayed ``DietCodeTuner``'s space does not hold: interleaved ones (an option
-    batch may time them beside the layouts it compares) and, given ``smem``, those of other shared-memory layouts;
-    the arms (per-shape best, padding) are then judged within that space too."""
+    """``d`` without the kernels the replayed tuner's space does not hold (the arms are judged within it too):
+    interleaved ones (an option batch may time them beside its layouts) and, given ``smem``, other smem layouts'."""
     from adatune.dietcode import MicroKernel
 
     def held(key: str) -> bool:
@@ -210,10 +207,9 @@ def dietcode_latency(d: dict, chosen: list[str]) -> np.ndarray:
 def run_metrics(
     d: dict, ref: dict[str, np.ndarray], chosen: list[str], lat: np.ndarray, sampled: Sequence[int] = ()
 ) -> dict[str, Any]:
-    """A replayed run against cuBLAS and the per-shape best: first at the phase-1 T, where every kernel and cuBLAS
-    were timed in the same pass (complete, and exact for the per-shape best), and at those of them the run did not
-    sample (``held_out``: no timing there reached the tuner), then over every T of the range where phase 2 timed
-    the chosen kernel (``missing_ts`` says how many it did not)."""
+    """A replayed run against cuBLAS and the per-shape best: first at the phase-1 T, where every kernel and cuBLAS were
+    timed together, and at those of them the run did not sample (``held_out``: no timing there reached the tuner), then
+    over every T of the range where phase 2 timed the chosen kernel (``missing_ts``: how many it did not)."""
     cub1 = np.nanmedian(d["cublas_p1"], axis=1)
     rows = {k: i for i, k in enumerate(d["keys"])}
     lat1 = np.array([d["p1_med"][rows[chosen[d["ts"].index(t)]], c] for c, t in enumerate(d["ts1"])])

@@ -1,9 +1,8 @@
 """Re-time every scheme's best kernels side by side on the GPU machine, with cuBLAS/cuDNN between passes.
 
-A tuning round times each scheme's candidates in its own run, minutes apart; the final comparison should not
-rest on that. ``make_retime`` exports, per workload, the union of each scheme's ``top`` fastest logged kernels
-as one batch and a run.sh that times that batch and the PyTorch reference in ``passes`` alternating passes;
-``ingest_retime`` keeps the pass files under ``<state>/retime/round-<k>``; ``retime_table`` reports each
+A tuning round times each scheme's candidates in its own run, minutes apart; the final comparison should not rest on
+that. ``make_retime`` exports, per workload, the union of each scheme's ``top`` fastest logged kernels as one batch and
+a run.sh that times that batch and the PyTorch reference in ``passes`` alternating passes; ``retime_table`` reports each
 scheme's best kernel (the median over passes of its per-pass median) beside PyTorch's.
 """
 

@@ -1,5 +1,4 @@
-"""Round-by-round GPU tuning: export each scheme's next candidates, ingest what the GPU machine measured, and
-report. ``python -m benchmarks.gpu`` is the command line."""
+"""Round-by-round GPU tuning: export each scheme's next candidates, ingest what the GPU machine measured, and report."""
 
 from __future__ import annotations
 

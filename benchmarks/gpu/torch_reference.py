@@ -2,8 +2,7 @@
 
 Standalone (torch with CUDA, and ``cupy_runner.py`` beside it):
 ``python torch_reference.py ROUND_DIR --out torch_reference.json``. TF32 is off (float32 as the candidates compute
-it). Each operator is warmed up, ``--number`` calls are captured in a CUDA graph, and the graph is replayed
-``--repeat`` times between CUDA events; the median seconds per call is written per workload.
+it). Each operator is warmed up and timed by ``time_op``; the median seconds per call is written per workload.
 """
 
 from __future__ import annotations
@@ -49,8 +48,7 @@ def time_op(fn: Callable[[], Any], number: int, repeat: int, torch: Any) -> floa
 
 
 def _runner() -> Any:
-    """The standalone runner: beside this file in an exported round (``rounds.write_round`` copies both), else
-    adatune's own."""
+    """The standalone runner beside this file in an exported round (``write_round`` copies it), else adatune's."""
     beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupy_runner.py")
     if not os.path.exists(beside):
         from adatune.cuda_export import cupy_runner

@@ -1,10 +1,9 @@
 """One benchmark harness for every search-strategy comparison: schemes x workloads x seeds.
 
-Every run drives the library's own loop (``Tuner.tune``) with either the replay runner over a recorded
-sweep (many seeds, cheap) or real measurement (build + run on this CPU). ``report`` turns the runs into
-JSON, CSV, a markdown summary and PNG plots with bootstrap confidence intervals and rank tests; every
-result carries the host description (CPU model, ISA). The AdaTune ablation and the ReLeASE comparison are presets
-of it (``python -m benchmarks.harness.preset ablation|release``).
+Every run drives the library's own loop (``Tuner.tune``) with either the replay runner over a recorded sweep (many
+seeds, cheap) or real measurement on this CPU. ``report`` turns the runs into JSON, CSV, a markdown summary and PNG
+plots with bootstrap confidence intervals and rank tests; every result carries the host description. The AdaTune
+ablation and the ReLeASE comparison are presets of it (``python -m benchmarks.harness.preset ablation|release``).
 
     python -m benchmarks.harness replay --sweeps 'benchmarks/data/*.jsonl*' --seeds 20
     python -m benchmarks.harness hardware --workloads bmm-bert-nt --schemes XGB+SA RFEI+CSA+AE --budget 60

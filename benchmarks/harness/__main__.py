@@ -1,5 +1,4 @@
-"""Command line of the harness: ``replay``, ``hardware``, ``evaluator`` and ``evaluator-rules`` studies (see the
-package doc)."""
+"""Command line of the harness: the ``replay``, ``hardware``, ``evaluator`` and ``evaluator-rules`` studies."""
 
 from __future__ import annotations
 
@@ -143,9 +142,8 @@ def _load_results(folder: str) -> dict[str, Any]:
 def combine(
     inputs: Sequence[str], out: str, title: str, fraction: float | None, baseline: str | None = None
 ) -> dict[str, Any]:
-    """Pool studies written by separate runs (e.g. one process per workload) into one report; the
-    commands of the parts are kept, and each study keeps the host it ran on. ``baseline``: another scheme of
-    the runs to pair every scheme with (an ablation read against its own parent arm)."""
+    """Pool studies written by separate runs into one report (each study keeps its commands and host). ``baseline``:
+    another scheme of the runs to pair every scheme with (an ablation read against its own parent arm)."""
     parts = [_load_results(folder) for folder in inputs]
     if not parts:
         raise ValueError("report needs at least one input folder")

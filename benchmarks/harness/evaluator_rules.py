@@ -38,8 +38,7 @@ def _cumulative_cv(secs: np.ndarray, runs: np.ndarray) -> float:
 
 
 def replay_rule(rule: str, costs: Sequence[float], runs: Sequence[int], coef: float) -> tuple[float, int, float]:
-    """(seconds per run as the rule reports it, runs it spent, seconds they took) for one config's recorded
-    micro-batches."""
+    """(seconds per run as the rule reports it, runs spent, seconds they took) from one config's micro-batches."""
     c, r = np.asarray(costs, dtype=np.float64), np.asarray(runs, dtype=np.float64)
     secs = c * r
     if rule == "fixed":

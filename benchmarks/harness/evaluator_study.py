@@ -1,9 +1,8 @@
-"""The evaluator study on real measurement: AdaTune's adaptive evaluator (AE) against the deterministic one
-(DE) with the same run cap, and a fixed 30-run control arm, on the same configs.
+"""The evaluator study on real measurement: AdaTune's adaptive evaluator (AE) against the deterministic one (DE) with
+the same run cap, and a fixed 30-run control arm, on the same configs.
 
-Per arm: mean runs per candidate, spread of the runs, measurement seconds per candidate; then each arm's
-chosen best is re-measured by DE, alternating with DE's own pick (DE's timing of its pick is its luckiest
-draw), and AE's pick counts as good when it is within 2% of DE's.
+Per arm: mean runs per candidate, spread of the runs, seconds per candidate; then each arm's best is re-measured by DE,
+in turns with DE's own pick (DE's timing of its pick is its luckiest draw), and AE's pick is good within 2% of DE's.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ logger = logging.getLogger("benchmarks.harness")
 def _pick_configs(
     task: TuningTask, n_random: int, n_top: int, sweep: str | None, seed: int, screen: MeasureOption
 ) -> list[Any]:
-    """``n_top`` fast configs (from the sweep, else a pre-screen of ``4 * n_top`` random ones timed briefly)
-    plus ``n_random`` random ones."""
+    """``n_top`` fast configs (the sweep's, else the best of ``4 * n_top`` random ones) and ``n_random`` random ones."""
     rng = np.random.default_rng(seed)
     chosen: dict[str, Any] = {}
     if sweep and n_top > 0:

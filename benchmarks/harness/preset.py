@@ -1,11 +1,9 @@
 """``python -m benchmarks.harness.preset NAME``: a fixed set of schemes and workloads run through the harness, on
-hardware (same tuner-clock budget per run, every incumbent re-measured by one common evaluator), then on replay over
-the recorded sweeps; each writes ``<out>/hardware`` and ``<out>/replay`` with the harness's one report.
+hardware, then on replay over the sweeps; each writes ``<out>/hardware`` and ``<out>/replay`` with the harness's report.
 
 - ``ablation``: the AdaTune paper's ablation (NeurIPS 2020, sec. 5.3), each scheme adding one component to AutoTVM:
-  XGB+SA (XGBoost, simulated annealing, deterministic evaluator), RFEI+SA (random forest + expected improvement),
-  RFEI+CSA (+ contextual simulated annealing), RFEI+CSA+AE (+ the adaptive evaluator: AdaTune, real measurement
-  only).
+  XGB+SA, RFEI+SA (random forest + expected improvement), RFEI+CSA (+ contextual simulated annealing), RFEI+CSA+AE
+  (+ the adaptive evaluator: AdaTune, real measurement only).
 - ``release``: ReLeASE (Ahn et al., ICLR 2020) against AutoTVM: XGB+SA, RL (the PPO search agent), SA+AS (simulated
   annealing + k-means adaptive sampling), RL+AS (``ReleaseTuner``).
 

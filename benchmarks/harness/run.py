@@ -1,9 +1,8 @@
 """Running schemes x workloads x seeds through ``Tuner.tune``, on the replay runner or on this CPU.
 
-A run's curve is the library's own trial log (``tuner.trials``: clock stamped per candidate), plus what each
-measurement cost (runs, CV, run time) from a callback. Real-measurement runs end with one common
-high-repeat re-measurement of every config that was ever a run's best-so-far, so no scheme wins by a lucky
-timing of its own (the winner's curse) and time-to-target is computed on the common numbers.
+A run's curve is the library's own trial log (``tuner.trials``: clock stamped per candidate), plus what each measurement
+cost (runs, CV, run time). Real-measurement runs end with a common high-repeat re-measurement of every run's incumbents,
+so no scheme wins by a lucky timing (the winner's curse) and time-to-target is computed on the common numbers.
 """
 
 from __future__ import annotations
@@ -130,9 +129,8 @@ def run_scheme(
 
 
 def restrict_to_table(task: TuningTask, table: dict) -> int:
-    """Filter a knob space down to the configs a (partial or subset) sweep recorded, so replay searches
-    only what was measured; returns the restricted size. The filter compares each knob's entity text, so it
-    is checked to tell every entity of a knob apart."""
+    """Filter a knob space to the configs a partial sweep recorded, so replay searches only what was measured; returns
+    the restricted size. The filter compares each knob's entity text, checked first to tell a knob's entities apart."""
     space: Any = task.space
     if not hasattr(space, "restrict") or not hasattr(space, "space_map"):
         raise TypeError(f"{task.name}: only knob spaces can be restricted to a partial sweep")
@@ -168,12 +166,11 @@ def load_sweep_tasks(patterns: Sequence[str]) -> list[tuple[str, TuningTask, dic
 
 
 def incumbent_values(runs: Sequence[dict[str, Any]], table: dict, task: TuningTask) -> dict[str, float]:
-    """Key -> the sweep's GFLOPS for every incumbent of ``runs`` (a config that raised its run's own best): the
-    replay's common evaluator. An adaptive-evaluator run reads each candidate from its first micro-batches, so its
-    own best-so-far mixes the search with that reading's noise (a lucky reading of a mediocre config can count as
-    reaching the target, an unlucky one of the optimum not); valued at the table, as the hardware studies value
-    every incumbent at its common re-measurement, its curve follows what it found. A deterministic run reads the
-    table itself, so its curve is unchanged."""
+    """Key -> the sweep's GFLOPS for every incumbent of ``runs`` (a config that raised its run's own best): the replay's
+    common evaluator. An adaptive-evaluator run reads each candidate from its first micro-batches, so its own
+    best-so-far mixes the search with that reading's noise (a lucky reading of a mediocre config can reach the target,
+    an unlucky one of the optimum not); valued at the table, as hardware studies value incumbents at their common
+    re-measurement, its curve follows what it found. A deterministic run reads the table itself (curve unchanged)."""
     out: dict[str, float] = {}
     for run in runs:
         own = 0.0
@@ -202,10 +199,9 @@ def replay_study(
     spec: RunSpec,
     on_seed: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every scheme x seed on every recorded sweep; the table's best is the optimum. Adaptive-evaluator
-    schemes are served each candidate's recorded micro-batches cut where the evaluator would have stopped
-    (``ReplayRunner`` with ``min_converge_coef``). ``on_seed`` gets the studies so far after every seed (to
-    save them: a run cut off keeps its finished seeds)."""
+    """Every scheme x seed on every sweep; the table's best is the optimum. Adaptive-evaluator schemes are served each
+    candidate's micro-batches cut where the evaluator stops (``ReplayRunner`` with ``min_converge_coef``). ``on_seed``
+    gets the studies so far after every seed (so a run cut off keeps its finished seeds)."""
     studies: list[dict[str, Any]] = []
     for path, task, table in load_sweep_tasks(patterns):
         flops = [r.flops(task.flop) / 1e9 for r in table.values()]
@@ -284,12 +280,10 @@ def hardware_study(
     space: str = "knob",
     on_run: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Real measurement: every seed x scheme under the same budget (schemes interleaved, order rotating
-    with the seed, so drift hits all alike), then the common re-measurement of every best-so-far config.
-    ``space="trace"`` tunes each workload's trace task (TVM's schedule rules as a probabilistic program).
-    ``evaluator``: the runner settings (see ``_options``; default 10 x 10 runs, coefficient 0.1, common 10 x 30).
-    ``on_run`` gets the studies so far after every run, the current workload's marked ``"partial"`` (no common
-    re-measurement yet), so a study killed after an hour keeps the runs it finished."""
+    """Every seed x scheme under the same budget (schemes interleaved, order rotating with the seed, so drift hits all
+    alike), then the common re-measurement of every best-so-far config. ``space="trace"`` tunes each workload's trace
+    task. ``evaluator``: the runner settings (``_options``). ``on_run`` gets the studies so far after every run, the
+    current workload's marked ``"partial"`` (not re-measured yet), so a killed study keeps its finished runs."""
     evaluator = evaluator or {"number": 10, "repeat": 10, "min_converge_coef": 0.1, "common_repeat": 30}
     studies: list[dict[str, Any]] = []
     for wl in workloads:

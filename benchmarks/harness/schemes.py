@@ -25,8 +25,7 @@ RFEI-trees+CSA+AE   full AdaTune with the per-tree spread as EI's uncertainty
 RL                  ReLeASE's PPO agent instead of simulated annealing (XGBoost model)
 SA+AS               XGBoost + simulated annealing + ReLeASE's k-means adaptive sampling
 RL+AS               PPO agent + adaptive sampling: full ReLeASE
-SA+AS/eps           SA+AS with AutoTVM's 5% random share added to every sampled plan (before ReLeASE's plans were
-                    the centroids alone)
+SA+AS/eps           SA+AS with AutoTVM's 5% random share added to every sampled plan (not the centroids alone)
 RL+AS/eps           RL+AS with the 5% random share added
 Random              uniform random search (a floor)
 TS-XGB              TraceSearchTuner: evolutionary search over a trace space with XGBoost (MetaSchedule-style)

@@ -1,11 +1,10 @@
-"""Statistics over runs: cost to reach a target, speedups against the baseline with bootstrap confidence
-intervals (``scipy.stats.bootstrap``) and a paired rank test (``scipy.stats.wilcoxon``).
+"""Statistics over runs: cost to reach a target, speedups against the baseline with bootstrap confidence intervals
+(``scipy.stats.bootstrap``) and a paired rank test (``scipy.stats.wilcoxon``).
 
-A run that never reaches the target within its budget is censored: its cost counts as its whole budget,
-which makes its speedup a bound in the direction that favours the other scheme (never an invented number).
-Pairs where neither run reached the target carry no information and are left out (and counted).
-A live study compares its runs over the same window: ``within_budget`` cuts every run at the time budget (a tuner
-checks the budget between batches, so a batch of slow candidates can finish past it).
+A run that never reaches the target within its budget is censored: its cost counts as its budget, making its speedup a
+bound in the direction that favours the other scheme. Pairs where neither run reached the target carry no information
+and are left out (counted). A live study compares its runs over the same window: ``within_budget`` cuts every run at the
+time budget (a tuner checks the budget between batches, so a batch of slow candidates can finish past it).
 """
 
 from __future__ import annotations
@@ -71,8 +70,7 @@ def cost_to_target(
 
 
 def study_target(study: dict[str, Any], fraction: float) -> float:
-    """The target: ``fraction`` of the sweep's optimum (replay) or of the best commonly re-measured config
-    any run found (hardware)."""
+    """``fraction`` of the sweep's optimum (replay) or of the best re-measured incumbent (hardware)."""
     if study["mode"] == "replay":
         return fraction * float(study["optimum_gflops"])
     return fraction * max(study["common_gflops"].values(), default=0.0)

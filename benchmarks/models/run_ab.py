@@ -1,17 +1,15 @@
 """Two ways of tuning the same model, compared by their tuned models timed in the same turns.
 
-For each seed, two ``benchmarks.models`` runs of one model (A and B: e.g. NCHW against ``--conv-layout auto``, or
-hot against ``--cache-flush`` tuning) are built from their logs, each with the layout and fast-math setting it
-was tuned with, checked against each other's outputs, and timed in turns with onnxruntime and PyTorch:
-``--rounds`` rounds, each engine once per round (the order reversed every other round, a pause after each),
-framed by the noise gate. Runs tuned at different times on a noisy host cannot be compared by their own final
-latencies; here every ratio comes from latencies taken together. Ratios over seeds: geometric mean with a
-Student-t 95% interval on the log ratios. Without ``--b`` the A runs alone are timed with the engines.
+For each seed, two ``benchmarks.models`` runs of one model (A and B: e.g. NCHW against ``--conv-layout auto``, or hot
+against ``--cache-flush`` tuning) are built from their logs, each with the layout and fast-math setting it was tuned
+with, checked against each other, and timed in turns with onnxruntime and PyTorch: ``--rounds`` rounds, each engine once
+per round (order reversed every other round, a pause after each), framed by the noise gate. Runs tuned at different
+times on a noisy host cannot be compared by their final latencies, so every ratio comes from latencies taken together.
+Ratios over seeds: geometric mean with a Student-t 95% interval. Without ``--b`` only the A runs are timed.
 
-The gate's probe is also timed before every engine of a round and after the last (``benchmarks.host_state``),
-so every ratio is also reported per host state: some hosts alternate, in spells of seconds to minutes, between a
-state in which multi-threaded TVM kernels run at full speed and one in which they run much slower while the
-other engines barely move, and a ratio over all rounds mixes the two in whatever proportion the run saw.
+The gate's probe is also timed before every engine of a round and after the last (``benchmarks.host_state``), so every
+ratio is also reported per host state: on some hosts multi-threaded TVM kernels alternate between full speed and much
+slower spells while the other engines barely move, and a ratio over all rounds mixes the two.
 
     python -m benchmarks.models.run_ab --a RUN0 RUN1 --b RUN0' RUN1' --labels NCHW NCHW8c --out DIR
 """
@@ -135,10 +133,9 @@ def ratios(
     states: HostStates | None = None,
     state: State | None = None,
 ) -> dict[str, Any]:
-    """Medians and ratios over the rounds ``rounds_of`` gives for the measurements named: each timer's median
-    over its rounds, B's speed over A's and each engine's latency over each label's (> 1: the tuned model is
-    faster), each ratio with a t-interval over its rounds' paired ratios, its round count and, with ``states``,
-    whether ``state`` is steady around that pair."""
+    """Medians and ratios over the rounds ``rounds_of`` gives: each timer's median over its rounds, B's speed over A's
+    and each engine's latency over each label's (> 1: the tuned model is faster), each ratio with a t-interval over its
+    rounds' paired ratios, its round count and, with ``states``, whether ``state`` is steady around that pair."""
     med = {k: statistics.median(times[k][i] for i in idx) if (idx := rounds_of([k])) else math.nan for k in times}
 
     def paired(num: str, den: str) -> dict[str, Any]:
@@ -320,10 +317,9 @@ def _write_summary(out: str, meta: dict[str, Any], results: list[dict[str, Any]]
 
 
 def report(out: str) -> int:
-    """Re-compute every ratio from a results.json's rounds and probe readings and re-write its summary. Runs
-    stored before the probe was read around every measurement (no ``host_state``) get no state table; runs
-    stored before the round orders were kept get them back (labels, then the engines, reversed every other round,
-    as ``compare`` times them)."""
+    """Recompute every ratio from a results.json's rounds and probe readings and rewrite its summary. Runs stored
+    without ``host_state`` get no state table; runs stored before the round orders were kept get them back (labels, then
+    the engines, reversed every other round, as ``compare`` times them)."""
     path = os.path.join(out, "results.json")
     with open(path, encoding="utf-8") as f:
         data = json.load(f)

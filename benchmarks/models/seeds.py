@@ -1,14 +1,11 @@
 """``python -m benchmarks.models.seeds RUN [RUN ...] --out DIR``: several seeds of ``benchmarks.models`` in one table.
 
-Each run (a directory with a ``results.json``) is one seed; its ratios are taken inside that run, where PyTorch,
-onnxruntime and every checkpoint's model were timed in turns, so a slow minute of the host hits all engines of that
-run alike. Per model and arm this gives, over the seeds: the final speed against onnxruntime and PyTorch (geometric
-mean with a Student-t 95% interval on the log ratios, which is honest for three to five seeds where a bootstrap is
-not) and the tuning time at which the model first reached each engine's latency (per seed; a seed that never reached
-it within its budget counts as not reached, so the median is given only when most seeds reached it).
+Each run is one seed; its ratios are taken inside that run, where PyTorch, onnxruntime and every checkpoint's model were
+timed in turns, so a slow minute of the host hits all engines alike. Per model and arm, over the seeds: the final speed
+against onnxruntime and PyTorch (geometric mean with a Student-t 95% interval, ``geomean_interval``) and the tuning time
+at which the model first reached each engine's latency (the median, given only when most seeds reached it).
 
-Writes ``seeds.json``, ``seeds.csv``, ``seeds.png`` (re-timed checkpoints of every seed against each engine) and
-``summary.md``.
+Writes ``seeds.json``, ``seeds.csv``, ``seeds.png`` (re-timed checkpoints against each engine) and ``summary.md``.
 """
 
 from __future__ import annotations
@@ -49,8 +46,7 @@ class SeedSummary:
     budget_s: list[float]
 
     def median_reached(self, engine: str) -> float | None:
-        """The median time to reach ``engine`` when most seeds reached it (a seed that never did counts as
-        slower than any that did); None otherwise."""
+        """Median time to reach ``engine`` when most seeds did (one that never did counts as slowest), else None."""
         times = [math.inf if t is None else t for t in self.reached_s[engine]]
         if sum(t < math.inf for t in times) * 2 <= len(times):
             return None

@@ -1,16 +1,14 @@
 """``python -m benchmarks.trace_search``: trace search against TVM's own MetaSchedule on four CPU workloads.
 
-Arms, all with the same trial budget and seeds: stock ``ms.tune_tir`` (XGB, evolutionary search, LocalRunner;
-its LocalBuilder skips the tensor-intrinsic import, which nothing here needs), ``ms.tune_tir`` with
-each of adatune's plug-ins alone (``ms+builder``: FastBuilder, ``ms+runner``: AdaptiveRunner, ``ms+cost-model``:
-RFEICostModel, ``ms+search``: ContextualEvolutionarySearch) and with all four (``ms-adatune``),
+Arms, all with the same trial budget and seeds: stock ``ms.tune_tir`` (XGB, evolutionary search, LocalRunner),
+``ms.tune_tir`` with each of adatune's plug-ins alone (``ms+builder``: FastBuilder, ``ms+runner``: AdaptiveRunner,
+``ms+cost-model``: RFEICostModel, ``ms+search``: ContextualEvolutionarySearch) and with all four (``ms-adatune``),
 ``TraceSearchTuner`` with XGB and with RFEI + contextual exploration + the adaptive evaluator, and on dense and
 batch-matmul (which have knob templates) the knob tuners XGBTuner and RFEITuner.
 
-Measurement: the noise gate (``benchmarks.noise_gate``) probes the host before the first arm and after the last;
-seeds are interleaved (seed s of every arm before seed s+1, the arm order rotating); when a workload's arms are
-done, every arm's best program is re-timed in turns (``--retime-rounds`` rounds, the median), so a comparison
-of best latencies is not a comparison of the minutes at which the arms ran.
+Measurement: the noise gate probes the host before the first arm and after the last; seeds are interleaved (seed s of
+every arm before seed s+1, the arm order rotating); when a workload's arms are done, every arm's best program is
+re-timed in turns (``--retime-rounds`` rounds, the median), so best latencies compare programs, not minutes of the run.
 
 Full run (4 workloads, every arm, 32 trials, 1 seed; expect most of an hour on a 2-core machine)::
 

@@ -1,10 +1,8 @@
-"""The arms: TVM's own ``ms.tune_tir`` (stock, and with adatune's plug-ins), ``TraceSearchTuner`` and the knob
-tuners, each tuning one workload for the same number of trials with the same seed.
+"""The arms: TVM's own ``ms.tune_tir`` (stock, and with adatune's plug-ins), ``TraceSearchTuner`` and the knob tuners,
+each tuning one workload for the same number of trials with the same seed.
 
-Every arm reports a curve of (wall seconds since it started, best latency it has measured so far), the wall
-seconds its builds took per candidate (build calls timed around the builder, queueing included), and its best
-program, which ``retime`` times again with one common evaluator, every arm's in turns, so the arms' best
-latencies compare.
+Every arm reports a curve of (wall seconds since it started, best latency so far), its build wall seconds per candidate
+(queueing included), and its best program, which ``retime`` times again with every arm's in turns.
 """
 
 from __future__ import annotations
@@ -133,8 +131,7 @@ class _Curve(PyMeasureCallback):
 def _run_ms(
     wl: BenchWorkload, seed: int, cfg: RunConfig, plugins: frozenset[str], out: ArmResult
 ) -> tvm.IRModule | None:
-    """``ms.tune_tir`` with the named adatune plug-ins in place of the stock builder, runner, cost model and
-    search strategy; the rest stays stock."""
+    """``ms.tune_tir`` with the named adatune plug-ins replacing its builder, runner, cost model or search strategy."""
     from adatune.meta_schedule import AdaptiveRunner, ContextualEvolutionarySearch, FastBuilder, RFEICostModel
 
     target = wl.trace_task.target
@@ -254,12 +251,9 @@ def _run_adatune(wl: BenchWorkload, seed: int, cfg: RunConfig, out: ArmResult) -
 def retime(
     mods: Sequence[tvm.IRModule], wl: BenchWorkload, rounds: int = 7, min_repeat_ms: int = 50
 ) -> list[tuple[float, bool]]:
-    """(median latency in s, output matches the unscheduled program) for every arm's best program.
-
-    Each program is built once and checked, then all are timed in ``rounds`` rounds, one timing of each per
-    round, the order reversed every other round (``noise_gate.interleaved``): the arms' bests were found at
-    different minutes of a shared machine, and re-timing each right after its arm would let the host's drift
-    between arms into the comparison."""
+    """(median latency in s, output matches the unscheduled program) for every arm's best program, each built once and
+    checked, then all timed in ``rounds`` rounds of turns (``noise_gate.interleaved``): the bests were found at
+    different minutes of a shared machine, and timing each after its own arm would let the host's drift in."""
     from ..noise_gate import interleaved
 
     target = wl.trace_task.target
@@ -294,8 +288,7 @@ def retime(
 
 
 def run_arm(arm: str, wl: BenchWorkload, seed: int, cfg: RunConfig) -> tuple[ArmResult, tvm.IRModule | None]:
-    """One arm on one workload and seed, and its best program (``retime`` times them all together); a failure
-    is recorded in ``error``, not raised."""
+    """(result, best program) of one arm on a workload and seed; a failure goes in ``error``, not raised."""
     out = ArmResult(wl.name, arm, seed)
     best = None
     try:
